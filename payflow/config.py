@@ -1,0 +1,90 @@
+"""Settings, read once from the environment (and an optional `.env`).
+
+Local defaults work against the services on 127.0.0.1. A setting that is
+required by a role but missing or invalid stops that process with one line
+naming it (see `load_settings`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SettingsError(Exception):
+    """A setting is missing or invalid; the message names it in one line."""
+
+
+class Settings(BaseSettings):
+    """Every knob payflow has. The README's configuration table mirrors this class."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
+
+    database_url: str = "postgresql://postgres@127.0.0.1:5432/payflow"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    rabbitmq_url: str = "amqp://guest:guest@127.0.0.1:5672/"
+
+    db_pool_min: int = Field(default=2, ge=1)
+    db_pool_max: int = Field(default=20, ge=1)
+    lock_timeout_ms: int = Field(default=2000, ge=1)
+    statement_timeout_ms: int = Field(default=5000, ge=1)
+    posting_max_attempts: int = Field(default=5, ge=1)
+
+    api_key: str | None = None
+    admin_api_key: str | None = None
+    provider_webhook_secret: str | None = None
+    provider_signature_header: str = "X-Alchemy-Signature"
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8000, ge=1, le=65535)
+    api_workers: int = Field(default=1, ge=1)
+    fiat_currencies: tuple[str, ...] = ("RUB", "USD", "EUR")
+    idempotency_retention_hours: int = Field(default=24, ge=1)
+    max_body_bytes: int = Field(default=65536, ge=1024)
+    max_metadata_bytes: int = Field(default=4096, ge=2)
+    rate_limit_per_minute: int = Field(default=60000, ge=1)
+    webhook_allow_hosts: tuple[str, ...] = ()
+    merchant_account_asset: str = "USD"
+
+    recon_recent_minutes: int = Field(default=15, ge=1)
+    log_level: str = "INFO"
+    log_json: bool = True
+
+    @field_validator("provider_webhook_secret")
+    @classmethod
+    def _secret_long_enough(cls, value: str | None) -> str | None:
+        if value is not None and len(value) < 32:
+            raise ValueError("must be at least 32 characters")
+        return value
+
+    @field_validator("fiat_currencies", "webhook_allow_hosts", mode="before")
+    @classmethod
+    def _split_csv(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    def require(self, *names: str) -> None:
+        """Raise `SettingsError` naming the first of `names` that is unset."""
+        for name in names:
+            if getattr(self, name) in (None, ""):
+                raise SettingsError(f"setting {name.upper()} is required but missing")
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings from the environment; raise `SettingsError` with one line on failure."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(part) for part in first["loc"]).upper() or "settings"
+        raise SettingsError(f"setting {name} is invalid: {first['msg']}") from None
+
+
+def exit_on_settings_error(error: SettingsError) -> None:
+    """Print the one-line reason and stop the process, with no traceback."""
+    print(f"payflow: {error}", file=sys.stderr)
+    raise SystemExit(2)
+
+

@@ -1,0 +1,1 @@
+"""Thin connector layer: pool creation, named queries and explicit transactions."""

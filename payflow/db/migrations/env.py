@@ -1,0 +1,38 @@
+"""Alembic environment: plain-SQL migrations run over SQLAlchemy's asyncpg dialect.
+
+The URL comes from the Alembic config (`payflow.db.migrate` sets it). An advisory
+lock serialises concurrent `payflow migrate` runs against one database.
+"""
+
+import asyncio
+
+from alembic import context
+from sqlalchemy import pool, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import create_async_engine
+
+MIGRATION_LOCK_KEY = 7_240_001
+
+
+def _run(connection: Connection) -> None:
+    context.configure(connection=connection, target_metadata=None, transaction_per_migration=True)
+    connection.execute(text(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))
+    try:
+        context.run_migrations()
+    finally:
+        connection.execute(text(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"))
+        connection.commit()
+
+
+async def _run_online() -> None:
+    url = context.config.get_main_option("sqlalchemy.url")
+    assert url is not None
+    engine = create_async_engine(url, poolclass=pool.NullPool)
+    async with engine.connect() as connection:
+        await connection.run_sync(_run)
+    await engine.dispose()
+
+
+if context.is_offline_mode():
+    raise SystemExit("payflow migrations run online only")
+asyncio.run(_run_online())

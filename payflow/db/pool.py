@@ -1,0 +1,37 @@
+"""Connection pools. Built by the caller (lifespan or CLI), never at import time."""
+
+from __future__ import annotations
+
+import asyncpg
+import orjson
+
+from payflow.config import Settings
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    # jsonb/json travel through orjson; amounts inside are always strings.
+    for type_name in ("json", "jsonb"):
+        await conn.set_type_codec(
+            type_name,
+            encoder=lambda value: orjson.dumps(value).decode(),
+            decoder=orjson.loads,
+            schema="pg_catalog",
+        )
+
+
+async def create_pool(
+    settings: Settings,
+    *,
+    dsn: str | None = None,
+    min_size: int | None = None,
+    max_size: int | None = None,
+) -> asyncpg.Pool:
+    """Open a pool. Nothing session-level is set, so PgBouncer transaction pooling works."""
+    pool = await asyncpg.create_pool(
+        dsn or settings.database_url,
+        min_size=min_size or settings.db_pool_min,
+        max_size=max_size or settings.db_pool_max,
+        init=_init_connection,
+    )
+    assert pool is not None
+    return pool

@@ -1,0 +1,60 @@
+"""Explicit transaction boundaries with per-transaction timeouts.
+
+`transaction(conn, settings)` is how payflow opens a transaction. It begins and
+sets `lock_timeout` and `statement_timeout` with SET LOCAL semantics in a single
+round trip, so no session state leaks through a transaction pooler (PgBouncer).
+It commits when the block ends normally and rolls back on any exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Literal
+
+import asyncpg
+
+from payflow.config import Settings
+
+Isolation = Literal["read committed", "repeatable read", "serializable"]
+
+
+def _begin_statement(
+    settings: Settings, isolation: Isolation, readonly: bool, statement_timeout_ms: int | None
+) -> str:
+    mode = " READ ONLY" if readonly else ""
+    statement_timeout = statement_timeout_ms or settings.statement_timeout_ms
+    # Both timeouts are validated integers from Settings, so inlining them is safe; it
+    # lets BEGIN and the SET LOCALs travel in one simple-protocol round trip.
+    return (
+        f"BEGIN ISOLATION LEVEL {isolation.upper()}{mode};"
+        f" SET LOCAL lock_timeout = {int(settings.lock_timeout_ms)};"
+        f" SET LOCAL statement_timeout = {int(statement_timeout)}"
+    )
+
+
+@asynccontextmanager
+async def transaction(
+    conn: asyncpg.Connection,
+    settings: Settings,
+    *,
+    isolation: Isolation = "read committed",
+    readonly: bool = False,
+    statement_timeout_ms: int | None = None,
+) -> AsyncIterator[asyncpg.Connection]:
+    """Run the block in one transaction on `conn`: commit on success, roll back on error.
+
+    Invariant: every statement in the block shares one snapshot of atomicity; either all
+    of its writes commit or none do.
+    """
+    await conn.execute(_begin_statement(settings, isolation, readonly, statement_timeout_ms))
+    try:
+        yield conn
+    except BaseException:
+        if not conn.is_closed():
+            try:
+                await conn.execute("ROLLBACK")
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                pass  # the server rolls back a transaction whose connection is gone
+        raise
+    await conn.execute("COMMIT")

@@ -1,0 +1,92 @@
+"""The error taxonomy, and the one place where driver errors are classified.
+
+Every failure payflow raises is one of three kinds:
+
+- `RetryableError`: transient; the same work may succeed if tried again later
+  (lock timeout, statement timeout, deadlock, serialization failure, lost connection).
+- `BusinessOutcome`: a final, recorded answer such as insufficient funds; never retried.
+- `BadInput`: the request itself is wrong; retrying it unchanged cannot help.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+RETRYABLE_SQLSTATES: frozenset[str] = frozenset(
+    {
+        "55P03",  # lock_not_available (lock_timeout)
+        "57014",  # query_canceled (statement_timeout)
+        "40P01",  # deadlock_detected
+        "40001",  # serialization_failure
+    }
+)
+
+
+class PayflowError(Exception):
+    """Root of every error payflow raises on purpose."""
+
+
+class RetryableError(PayflowError):
+    """Transient failure: the caller may retry the whole unit of work."""
+
+
+class BusinessOutcome(PayflowError):
+    """A terminal business answer (for example insufficient funds); never retried."""
+
+
+class BadInput(PayflowError):
+    """The input is invalid; retrying it unchanged cannot succeed."""
+
+
+class NotFound(BadInput):
+    """The named object does not exist (or belongs to someone else)."""
+
+
+class Conflict(PayflowError):
+    """The request conflicts with stored state (idempotency key reuse, unique address)."""
+
+
+class InsufficientFunds(BusinessOutcome):
+    """A debit larger than the available balance."""
+
+
+class AccountFrozen(BusinessOutcome):
+    """The account is frozen and refuses debits."""
+
+
+class AlreadyProcessed(BusinessOutcome):
+    """The work was already done; its recorded outcome stands."""
+
+
+class DatabaseError(PayflowError):
+    """A database error that is neither retryable nor an expected constraint outcome."""
+
+
+def classify(exc: BaseException) -> PayflowError:
+    """Translate a driver or I/O exception into payflow's taxonomy.
+
+    This is the only place that knows which SQLSTATEs are retryable. Payflow's own
+    errors pass through unchanged.
+    """
+    if isinstance(exc, PayflowError):
+        return exc
+    if isinstance(exc, asyncpg.PostgresError):
+        sqlstate = getattr(exc, "sqlstate", None)
+        if sqlstate in RETRYABLE_SQLSTATES:
+            return RetryableError(f"{type(exc).__name__} ({sqlstate})")
+        if isinstance(exc, asyncpg.DataError | asyncpg.IntegrityConstraintViolationError):
+            return BadInput(f"{type(exc).__name__}: {exc}")
+        return DatabaseError(f"{type(exc).__name__} ({sqlstate}): {exc}")
+    if isinstance(
+        exc,
+        asyncpg.InterfaceError | ConnectionError | OSError | asyncio.TimeoutError,
+    ):
+        return RetryableError(f"{type(exc).__name__}: {exc}")
+    return DatabaseError(f"{type(exc).__name__}: {exc}")
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True when `classify(exc)` is retryable."""
+    return isinstance(classify(exc), RetryableError)

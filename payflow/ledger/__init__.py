@@ -1,0 +1,1 @@
+"""Accounts, payment events and their state machine, exactly-once posting, reconciliation."""

@@ -1,0 +1,163 @@
+"""Exactly-once posting of payment events to the ledger.
+
+One transaction holds all of it: the idempotency claim, the event's state
+transition, the balance change, the ledger row and the recorded outcome. The
+unique key on `processed_events` serialises duplicate deliveries; the guarded
+`UPDATE accounts ... WHERE balance + delta >= 0` removes the read-then-write race.
+
+Hot accounts keep flowing because the account row is locked by the last
+statement before COMMIT, and a waiter queues on that lock for up to
+`lock_timeout` instead of failing at once (the seed's NOWAIT collapsed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+
+import asyncpg
+
+from payflow.config import Settings
+from payflow.db.tx import transaction
+from payflow.errors import AlreadyProcessed, DatabaseError, NotFound, RetryableError
+from payflow.idempotency import idempotency_key
+from payflow.ledger.records import EventType, Outcome, PostingResult
+from payflow.ledger.states import SQL, EventStatus, TransitionKind, TransitionResult, transition
+from payflow.retry import RetryPolicy, RetryStats, retrying
+
+OutcomeHook = Callable[[asyncpg.Connection, PostingResult], Awaitable[None]]
+
+
+def posting_key(event_id: str) -> str:
+    """The idempotency key under which posting `event_id` is recorded."""
+    return idempotency_key("ledger.post", event_id)
+
+
+class _DebitRefused(Exception):
+    """Internal: the optimistic debit found no funds (or a frozen account); roll back."""
+
+
+async def post_event(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    event_id: str,
+    *,
+    on_outcome: OutcomeHook | None = None,
+    policy: RetryPolicy | None = None,
+    stats: RetryStats | None = None,
+) -> PostingResult:
+    """Apply `event_id` to its account exactly once, retrying only transient failures.
+
+    Invariant: however many times and however concurrently this is called for one
+    event, at most one ledger row and one balance change exist for it, and the
+    event's status, its recorded outcome and the balance commit together.
+    `on_outcome` runs inside the same transaction when the outcome is fresh (not a replay).
+    """
+    policy = policy or RetryPolicy(max_attempts=settings.posting_max_attempts)
+
+    async def attempt() -> PostingResult:
+        async with pool.acquire() as conn:
+            try:
+                async with transaction(conn, settings):
+                    return await _post_optimistic(conn, event_id, on_outcome)
+            except _DebitRefused:
+                async with transaction(conn, settings):
+                    return await _post_pessimistic(conn, event_id, on_outcome)
+
+    return await retrying(attempt, policy, stats)
+
+
+async def _post_optimistic(
+    conn: asyncpg.Connection, event_id: str, on_outcome: OutcomeHook | None
+) -> PostingResult:
+    """The common path: claim, confirm, record success, then change the balance last."""
+    key = posting_key(event_id)
+    if await conn.fetchval(SQL["claim_idempotency"], key, event_id) is None:
+        return await _replay(conn, event_id, key)
+    moved = await _move(conn, event_id, EventStatus.CONFIRMED)
+    await conn.execute(SQL["record_outcome"], key, Outcome.SUCCESS.value)
+    balance_after = await _apply(conn, moved)
+    if balance_after is None:
+        raise _DebitRefused
+    result = PostingResult(event_id, Outcome.SUCCESS, replayed=False, balance_after=balance_after)
+    if on_outcome is not None:
+        await on_outcome(conn, result)
+    return result
+
+
+async def _post_pessimistic(
+    conn: asyncpg.Connection, event_id: str, on_outcome: OutcomeHook | None
+) -> PostingResult:
+    """After a refused debit: decide under the account lock, then record the outcome."""
+    key = posting_key(event_id)
+    if await conn.fetchval(SQL["claim_idempotency"], key, event_id) is None:
+        return await _replay(conn, event_id, key)
+    moved = await _move(conn, event_id, EventStatus.PROCESSING)
+    balance_after = await _apply(conn, moved)
+    if balance_after is not None:
+        await _move(conn, event_id, EventStatus.CONFIRMED)
+        outcome = Outcome.SUCCESS
+    else:
+        refusal = await conn.fetchrow(SQL["account_debit_refusal"], moved["account_id"])
+        assert refusal is not None  # the event's foreign key guarantees the account
+        outcome = Outcome.ACCOUNT_FROZEN if refusal["status"] == "frozen" else (
+            Outcome.INSUFFICIENT_FUNDS
+        )
+        await _move(conn, event_id, EventStatus.FAILED)
+    await conn.execute(SQL["record_outcome"], key, outcome.value)
+    result = PostingResult(event_id, outcome, replayed=False, balance_after=balance_after)
+    if on_outcome is not None:
+        await on_outcome(conn, result)
+    return result
+
+
+async def _apply(conn: asyncpg.Connection, event: asyncpg.Record) -> Decimal | None:
+    """Change the balance and append the ledger row in one statement; None if refused."""
+    event_type = EventType(event["event_type"])
+    amount: Decimal = event["amount"]
+    delta = amount if event_type.is_credit else -amount
+    balance_after: Decimal | None = await conn.fetchval(
+        SQL["apply_balance_change"],
+        event["account_id"],
+        delta,
+        event_type.value,
+        event["event_id"],
+        not event_type.is_credit,
+    )
+    return balance_after
+
+
+async def _move(conn: asyncpg.Connection, event_id: str, target: EventStatus) -> asyncpg.Record:
+    """Walk the event to `target` (through enqueued when it is still pending)."""
+    result = await transition(conn, event_id, target)
+    if result.kind is TransitionKind.INVALID and result.status is EventStatus.PENDING:
+        await _require_changed(await transition(conn, event_id, EventStatus.ENQUEUED), event_id)
+        result = await transition(conn, event_id, target)
+    return await _require_changed(result, event_id)
+
+
+async def _require_changed(result: TransitionResult, event_id: str) -> asyncpg.Record:
+    if result.changed and result.row is not None:
+        return result.row
+    if result.kind in (TransitionKind.ALREADY_TERMINAL, TransitionKind.ALREADY_IN_TARGET):
+        # Finalised without a posting record (for example failed by recovery): never post.
+        raise AlreadyProcessed(f"event {event_id!r} is already {result.status}")
+    if result.kind is TransitionKind.CONCURRENT_CHANGE:
+        raise RetryableError(f"event {event_id!r} changed concurrently (now {result.status})")
+    raise DatabaseError(f"event {event_id!r} cannot move from {result.status}")
+
+
+async def _replay(conn: asyncpg.Connection, event_id: str, key: str) -> PostingResult:
+    """An earlier delivery already posted: return its outcome and repair a lagging status."""
+    recorded = await conn.fetchval(SQL["recorded_outcome"], key)
+    if recorded is None:
+        raise NotFound(f"no recorded outcome for event {event_id!r}")
+    outcome = Outcome(recorded)
+    if outcome is Outcome.PENDING:
+        raise DatabaseError(f"event {event_id!r} has a committed claim without an outcome")
+    target = EventStatus.CONFIRMED if outcome is Outcome.SUCCESS else EventStatus.FAILED
+    result = await transition(conn, event_id, target)
+    if result.kind is TransitionKind.INVALID and result.status is EventStatus.PENDING:
+        await transition(conn, event_id, EventStatus.ENQUEUED)
+        await transition(conn, event_id, target)
+    return PostingResult(event_id, outcome, replayed=True)

@@ -1,0 +1,133 @@
+-- name: create_account
+-- $1 asset, $2 initial balance (also the opening balance)
+INSERT INTO accounts (asset, balance, initial_balance)
+VALUES ($1, $2, $2)
+RETURNING id, asset, balance, initial_balance, status, created_at, updated_at;
+
+-- name: get_account
+-- $1 account id
+SELECT id, asset, balance, initial_balance, status, created_at, updated_at
+FROM accounts WHERE id = $1;
+
+-- name: set_account_status
+-- $1 account id, $2 new status
+UPDATE accounts SET status = $2, updated_at = now() WHERE id = $1
+RETURNING id;
+
+-- name: asset_scale
+-- $1 asset code
+SELECT scale FROM assets WHERE code = $1;
+
+-- name: insert_event
+-- $1 event id, $2 account id, $3 amount, $4 event type, $5 trace id
+INSERT INTO payment_events (event_id, account_id, amount, event_type, trace_id)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id;
+
+-- name: get_event
+-- $1 event id
+SELECT event_id, account_id, amount, event_type, status, retry_count, last_error, trace_id,
+       created_at, updated_at
+FROM payment_events WHERE event_id = $1;
+
+-- name: transition_event
+-- $1 event id, $2 target status, $3 statuses it may come from
+UPDATE payment_events SET status = $2, updated_at = now()
+WHERE event_id = $1 AND status = ANY($3::text[])
+RETURNING event_id, account_id, amount, event_type, status;
+
+-- name: event_status
+-- $1 event id
+SELECT status FROM payment_events WHERE event_id = $1;
+
+-- name: claim_idempotency
+-- $1 idempotency key, $2 event id; returns a row only for the first claimant
+INSERT INTO processed_events (idempotency_key, event_id, outcome)
+VALUES ($1, $2, 'pending')
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING idempotency_key;
+
+-- name: recorded_outcome
+-- $1 idempotency key
+SELECT outcome FROM processed_events WHERE idempotency_key = $1;
+
+-- name: record_outcome
+-- $1 idempotency key, $2 outcome
+UPDATE processed_events SET outcome = $2 WHERE idempotency_key = $1;
+
+-- name: apply_balance_change
+-- $1 account id, $2 signed amount, $3 event type, $4 source event id, $5 debits only from active
+-- One statement: the guarded balance change and its ledger row, so no read-then-write race.
+-- The row lock taken here is held until commit; callers issue it last.
+WITH changed AS (
+    UPDATE accounts
+    SET balance = balance + $2, updated_at = now()
+    WHERE id = $1
+      AND balance + $2 >= 0
+      AND (NOT $5::boolean OR status = 'active')
+    RETURNING id, balance
+)
+INSERT INTO balance_events (account_id, amount, event_type, source_event_id, balance_after)
+SELECT id, $2, $3, $4, balance FROM changed
+RETURNING balance_after;
+
+-- name: account_debit_refusal
+-- $1 account id; why a debit was refused: the status and balance as of now
+SELECT status, balance FROM accounts WHERE id = $1;
+
+-- name: ledger_entries
+-- $1 account id, $2 cursor (entries with id below it), $3 page size
+SELECT id, amount, event_type, source_event_id, balance_after, created_at
+FROM balance_events
+WHERE account_id = $1 AND ($2::bigint IS NULL OR id < $2)
+ORDER BY id DESC
+LIMIT $3;
+
+-- name: recon_recent
+-- $1 minutes: accounts with ledger rows that recent, checked against their ledger sum
+WITH touched AS (
+    SELECT DISTINCT account_id FROM balance_events
+    WHERE created_at > now() - make_interval(mins => $1)
+)
+SELECT a.id, a.balance, a.initial_balance, COALESCE(s.total, 0) AS ledger_total
+FROM accounts a
+JOIN touched t ON t.account_id = a.id
+LEFT JOIN LATERAL (
+    SELECT sum(amount) AS total FROM balance_events b WHERE b.account_id = a.id
+) s ON true
+WHERE a.balance <> a.initial_balance + COALESCE(s.total, 0);
+
+-- name: recon_recent_count
+-- $1 minutes
+SELECT count(DISTINCT account_id) FROM balance_events
+WHERE created_at > now() - make_interval(mins => $1);
+
+-- name: recon_full
+-- every account whose balance differs from initial balance plus its ledger sum
+SELECT a.id, a.balance, a.initial_balance, COALESCE(s.total, 0) AS ledger_total
+FROM accounts a
+LEFT JOIN (
+    SELECT account_id, sum(amount) AS total FROM balance_events GROUP BY account_id
+) s ON s.account_id = a.id
+WHERE a.balance <> a.initial_balance + COALESCE(s.total, 0);
+
+-- name: account_count
+SELECT count(*) FROM accounts;
+
+-- name: recon_duplicate_ledger
+-- payment events with more than one ledger row (any event type)
+SELECT source_event_id, count(*) AS rows
+FROM balance_events GROUP BY source_event_id HAVING count(*) > 1;
+
+-- name: recon_confirmed_without_ledger
+-- confirmed events that never reached the ledger
+SELECT e.event_id FROM payment_events e
+WHERE e.status = 'confirmed'
+  AND NOT EXISTS (SELECT 1 FROM balance_events b WHERE b.source_event_id = e.event_id);
+
+-- name: recon_ledger_without_success
+-- ledger rows whose event is not confirmed
+SELECT b.source_event_id FROM balance_events b
+JOIN payment_events e ON e.event_id = b.source_event_id
+WHERE e.status <> 'confirmed';

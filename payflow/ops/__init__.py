@@ -1,0 +1,1 @@
+"""Operations: scheduler, recovery, cleanup, DLQ tooling, reconciliation reports."""

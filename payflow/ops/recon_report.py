@@ -1,0 +1,45 @@
+"""`payflow recon`: run a reconciliation and print a short report."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from payflow.config import Settings
+from payflow.db.pool import create_pool
+from payflow.ledger.recon import ReconReport, reconcile
+
+SHOWN = 10
+
+
+def render(report: ReconReport, console: Console) -> None:
+    """Print the report: one summary line, then at most a few examples of each problem."""
+    verdict = "clean" if report.clean else "DIRTY"
+    console.print(
+        f"recon scope={report.scope} accounts={report.accounts_checked} "
+        f"mismatches={len(report.mismatches)} duplicates={len(report.duplicate_ledger_events)} "
+        f"confirmed_without_ledger={len(report.confirmed_without_ledger)} "
+        f"ledger_without_confirmation={len(report.ledger_without_confirmation)} result={verdict}"
+    )
+    for mismatch in report.mismatches[:SHOWN]:
+        console.print(
+            f"  account {mismatch.account_id}: balance {mismatch.balance} "
+            f"!= expected {mismatch.expected}"
+        )
+    for label, items in (
+        ("duplicate ledger rows for event", report.duplicate_ledger_events),
+        ("confirmed without ledger row", report.confirmed_without_ledger),
+        ("ledger row for unconfirmed event", report.ledger_without_confirmation),
+    ):
+        for item in items[:SHOWN]:
+            console.print(f"  {label}: {item}")
+
+
+async def run_recon(settings: Settings, *, full: bool) -> bool:
+    """Reconcile and print; True when clean."""
+    pool = await create_pool(settings, min_size=1, max_size=2)
+    try:
+        report = await reconcile(pool, settings, full=full)
+    finally:
+        await pool.close()
+    render(report, Console(soft_wrap=True))
+    return report.clean
