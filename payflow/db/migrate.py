@@ -49,7 +49,7 @@ async def ensure_database(database_url: str) -> bool:
         await conn.close()
 
 
-def upgrade(database_url: str, revision: str = "head") -> None:
+def upgrade(database_url: str, revision: str = "heads") -> None:
     """Bring the schema to `revision`; running it again changes nothing."""
     command.upgrade(_alembic_config(database_url), revision)
 

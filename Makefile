@@ -1,0 +1,32 @@
+# payflow: `make run` runs the service, `make test` runs the whole suite.
+SHELL := /bin/bash
+UV := $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
+
+# Local-only defaults so `make run` works out of the box; real deployments set their own.
+export API_KEY ?= local-dev-api-key-change-me
+export ADMIN_API_KEY ?= local-dev-admin-key-change-me
+export PROVIDER_WEBHOOK_SECRET ?= local-dev-provider-secret-0123456789abcdef
+export WEBHOOK_ALLOW_HOSTS ?= 127.0.0.1,localhost
+
+.PHONY: install run test lint bench
+install:
+	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	@uv sync --frozen --quiet
+
+run: install
+	uv run payflow migrate
+	uv run payflow up
+
+test: install
+	uv run pytest
+
+lint: install
+	uv run ruff check payflow tests
+	uv run ruff format --check payflow tests
+	uv run mypy
+
+bench: install
+	uv run payflow migrate
+	uv run payflow bench ledger --mode spread --events 20000 --concurrency 16
+	uv run payflow bench ledger --mode hot --events 20000 --concurrency 16
+	uv run payflow bench ledger --mode spread --events 20000 --concurrency 16 --dup 3
