@@ -64,6 +64,103 @@ def recon(
         raise typer.Exit(1)
 
 
+# --- pipeline
+dlq_app = typer.Typer(no_args_is_help=True, help="Inspect and replay the dead-letter queue.")
+app.add_typer(dlq_app, name="dlq")
+
+
+def _serve(roles: list[str], worker_queues: tuple[str, ...] | None = None) -> None:
+    from payflow.roles import WORKER_QUEUES, serve
+
+    _run(serve(_settings(), roles, worker_queues=worker_queues or WORKER_QUEUES))
+
+
+@app.command()
+def up() -> None:
+    """Run every role in one process until SIGTERM (graceful: in-flight work finishes)."""
+    from payflow.roles import UP_ROLES
+
+    _serve(list(UP_ROLES))
+
+
+@app.command()
+def relay() -> None:
+    """Run the outbox relay (several may run at once)."""
+    _serve(["relay"])
+
+
+@app.command()
+def worker(
+    queues: Annotated[
+        str, typer.Option(help="Comma-separated work queues: payments,ledger,webhooks")
+    ] = "payments,ledger,webhooks",
+) -> None:
+    """Run a worker consuming the given queues."""
+    chosen = tuple(q.strip() for q in queues.split(",") if q.strip())
+    allowed = {"payments", "ledger", "webhooks"}
+    if not chosen or not set(chosen) <= allowed:
+        console.print("[red]payflow: --queues takes payments, ledger and/or webhooks[/red]")
+        raise typer.Exit(2)
+    _serve(["worker"], chosen)
+
+
+@app.command()
+def scheduler(
+    once: Annotated[bool, typer.Option("--once", help="Run every job once and exit")] = False,
+) -> None:
+    """Run the scheduler (a singleton per job through advisory locks)."""
+    if not once:
+        _serve(["scheduler"])
+        return
+    from payflow.ops.scheduler import JOBS
+
+    async def run_once() -> None:
+        from payflow.db.pool import create_pool
+
+        settings = _settings()
+        pool = await create_pool(settings, min_size=1, max_size=2)
+        try:
+            for name, job in JOBS.items():
+                console.print(f"{name}: {await job(pool, settings)}")
+        finally:
+            await pool.close()
+
+    _run(run_once())
+
+
+@dlq_app.command("list")
+def dlq_list(
+    all_rows: Annotated[bool, typer.Option("--all", help="Include resolved rows")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
+) -> None:
+    """List dead letters, newest first."""
+    from payflow.ops.dlq_cli import print_list
+
+    _run(print_list(_settings(), include_resolved=all_rows, limit=limit))
+
+
+@dlq_app.command("show")
+def dlq_show(dlq_id: Annotated[int, typer.Argument(help="DLQ row id")]) -> None:
+    """Show one dead letter in full."""
+    from payflow.ops.dlq_cli import print_one
+
+    _run(print_one(_settings(), dlq_id))
+
+
+@dlq_app.command("replay")
+def dlq_replay(
+    dlq_id: Annotated[int, typer.Argument(help="DLQ row id")],
+    by: Annotated[str, typer.Option("--by", help="Operator name recorded as resolved_by")] = "",
+) -> None:
+    """Replay one dead letter by hand; audited, and never applies anything twice."""
+    import getpass
+
+    from payflow.ops.dlq_cli import replay_one
+
+    operator = by or getpass.getuser()
+    _run(replay_one(_settings(), dlq_id, operator))
+
+
 @bench_app.command("ledger")
 def bench_ledger(
     events: Annotated[int, typer.Option(min=1, help="Events to post")] = 20_000,

@@ -8,9 +8,10 @@ naming it (see `load_settings`), never a traceback.
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class SettingsError(Exception):
@@ -39,17 +40,37 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     api_workers: int = Field(default=1, ge=1)
-    fiat_currencies: tuple[str, ...] = ("RUB", "USD", "EUR")
+    fiat_currencies: Annotated[tuple[str, ...], NoDecode] = ("RUB", "USD", "EUR")
     idempotency_retention_hours: int = Field(default=24, ge=1)
     max_body_bytes: int = Field(default=65536, ge=1024)
     max_metadata_bytes: int = Field(default=4096, ge=2)
     rate_limit_per_minute: int = Field(default=60000, ge=1)
-    webhook_allow_hosts: tuple[str, ...] = ()
+    webhook_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
     merchant_account_asset: str = "USD"
 
     recon_recent_minutes: int = Field(default=15, ge=1)
     log_level: str = "INFO"
     log_json: bool = True
+
+    # --- pipeline
+    broker_prefix: str = "payflow"
+    broker_quorum_queues: bool = True
+    broker_prefetch: int = Field(default=64, ge=1, le=10000)
+    retry_tiers_ms: Annotated[tuple[int, ...], NoDecode] = (2000, 4000, 8000)
+    relay_batch_size: int = Field(default=200, ge=1, le=10000)
+    relay_poll_interval_s: float = Field(default=5.0, gt=0)
+    outbox_retention_hours: float = Field(default=24.0, ge=0)
+    outbox_stale_alert_s: float = Field(default=60.0, gt=0)
+    stale_event_timeout_s: float = Field(default=300.0, gt=0)
+    max_event_retries: int = Field(default=10, ge=0)
+    scheduler_interval_s: float = Field(default=5.0, gt=0)
+    gateway_delay_min_s: float = Field(default=2.0, ge=0)
+    gateway_delay_max_s: float = Field(default=5.0, ge=0)
+    gateway_failure_rate: float = Field(default=0.1, ge=0, le=1)
+    gateway_seed: int | None = None
+    webhook_timeout_s: float = Field(default=5.0, gt=0)
+    webhook_max_connections: int = Field(default=100, ge=1)
+    shutdown_grace_s: float = Field(default=30.0, gt=0)
 
     @field_validator("provider_webhook_secret")
     @classmethod
@@ -63,6 +84,20 @@ class Settings(BaseSettings):
     def _split_csv(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("retry_tiers_ms", mode="before")
+    @classmethod
+    def _split_tiers(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(int(part) for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("retry_tiers_ms")
+    @classmethod
+    def _tiers_positive(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if any(tier <= 0 for tier in value):
+            raise ValueError("every retry tier must be a positive number of milliseconds")
         return value
 
     def require(self, *names: str) -> None:
@@ -86,5 +121,3 @@ def exit_on_settings_error(error: SettingsError) -> None:
     """Print the one-line reason and stop the process, with no traceback."""
     print(f"payflow: {error}", file=sys.stderr)
     raise SystemExit(2)
-
-

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 
+import aiormq
 import asyncpg
+import httpx
 
 RETRYABLE_SQLSTATES: frozenset[str] = frozenset(
     {
@@ -64,6 +66,21 @@ class DatabaseError(PayflowError):
     """A database error that is neither retryable nor an expected constraint outcome."""
 
 
+class DeliveryRefused(PayflowError):
+    """A receiver answered with a status that retrying cannot fix (for example 400 or 410)."""
+
+
+class WebhookHTTPStatus(Exception):
+    """Raw outcome of a webhook POST that did not return 2xx; `classify` decides its kind."""
+
+    def __init__(self, status_code: int) -> None:
+        super().__init__(f"receiver answered HTTP {status_code}")
+        self.status_code = status_code
+
+
+RETRYABLE_HTTP_STATUSES: frozenset[int] = frozenset({408, 429})
+
+
 def classify(exc: BaseException) -> PayflowError:
     """Translate a driver or I/O exception into payflow's taxonomy.
 
@@ -72,6 +89,15 @@ def classify(exc: BaseException) -> PayflowError:
     """
     if isinstance(exc, PayflowError):
         return exc
+    if isinstance(exc, WebhookHTTPStatus):
+        if exc.status_code in RETRYABLE_HTTP_STATUSES or exc.status_code >= 500:
+            return RetryableError(str(exc))
+        return DeliveryRefused(str(exc))
+    if isinstance(exc, httpx.TimeoutException | httpx.TransportError):
+        # Timeouts, refused or reset connections, DNS failures: the receiver may recover.
+        return RetryableError(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, aiormq.exceptions.AMQPConnectionError | aiormq.exceptions.ChannelClosed):
+        return RetryableError(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, asyncpg.PostgresError):
         sqlstate = getattr(exc, "sqlstate", None)
         if sqlstate in RETRYABLE_SQLSTATES:

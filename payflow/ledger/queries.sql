@@ -131,3 +131,11 @@ WHERE e.status = 'confirmed'
 SELECT b.source_event_id FROM balance_events b
 JOIN payment_events e ON e.event_id = b.source_event_id
 WHERE e.status <> 'confirmed';
+
+-- name: reopen_failed_event
+-- $1 event id. Manual DLQ replay only: a failed event that was never posted goes back to
+-- pending. An event with a posting record (any outcome) is never reopened.
+UPDATE payment_events SET status = 'pending', updated_at = now()
+WHERE event_id = $1 AND status = 'failed'
+  AND NOT EXISTS (SELECT 1 FROM processed_events p WHERE p.event_id = $1)
+RETURNING event_id;

@@ -103,3 +103,13 @@ async def transition(
         return TransitionResult(TransitionKind.INVALID, status)
     # The status allowed the move but changed between our UPDATE and this read.
     return TransitionResult(TransitionKind.CONCURRENT_CHANGE, status)
+
+
+async def reopen_failed(conn: asyncpg.Connection, event_id: str) -> bool:
+    """Operator-only: move a failed, never-posted event back to pending; True if moved.
+
+    This is deliberately outside `TRANSITIONS`: no automatic path may leave a terminal
+    status. It exists for the audited manual DLQ replay, and it refuses any event that
+    has a posting record, so a replay can never apply an event twice.
+    """
+    return await conn.fetchval(SQL["reopen_failed_event"], event_id) is not None

@@ -1,0 +1,1 @@
+"""RabbitMQ: topology, publishing with confirms, consuming with retry tiers and a DLQ."""

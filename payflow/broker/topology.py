@@ -1,0 +1,142 @@
+"""The RabbitMQ topology, declared idempotently at start by every role.
+
+Names derive from `Settings.broker_prefix` (default ``payflow``):
+
+- exchange ``payflow`` (direct): the work exchange; routing key = outbox topic.
+- exchange ``payflow.retry`` (direct): retry tiers; routing key ``<queue>.<ms>``.
+- exchange ``payflow.dlx`` (direct): parking; routing key = work queue name.
+- per work queue ``payflow.<name>``: one retry queue per tier ``payflow.<name>.retry.<ms>ms``
+  (``x-message-ttl`` = tier, dead-lettering back to ``payflow`` with the work routing key)
+  and one parking queue ``payflow.<name>.dlq``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import aio_pika
+import aiormq
+
+from payflow.config import Settings
+from payflow.errors import PayflowError
+
+TOPIC_PAYMENT_CREATED = "payment.created"
+TOPIC_LEDGER_EVENT = "ledger.event"
+TOPIC_WEBHOOK_DELIVER = "webhook.deliver"
+TOPIC_NOTIFICATION = "notification.insufficient_funds"
+
+
+class TopologyMismatch(PayflowError):
+    """A queue or exchange exists with other arguments (PRECONDITION_FAILED)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkQueue:
+    """One work queue bound to one topic."""
+
+    name: str  # short name, e.g. "payments"
+    topic: str
+
+
+WORK_QUEUES: tuple[WorkQueue, ...] = (
+    WorkQueue("payments", TOPIC_PAYMENT_CREATED),
+    WorkQueue("ledger", TOPIC_LEDGER_EVENT),
+    WorkQueue("webhooks", TOPIC_WEBHOOK_DELIVER),
+    # No consumer in payflow: a notifier service reads it. Declared so that the
+    # relay's mandatory publish of notification rows is routable.
+    WorkQueue("notifications", TOPIC_NOTIFICATION),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """Every exchange and queue name, derived from the prefix."""
+
+    prefix: str
+
+    @property
+    def exchange(self) -> str:
+        return self.prefix
+
+    @property
+    def retry_exchange(self) -> str:
+        return f"{self.prefix}.retry"
+
+    @property
+    def dlx(self) -> str:
+        return f"{self.prefix}.dlx"
+
+    def queue(self, short: str) -> str:
+        return f"{self.prefix}.{short}"
+
+    def retry_queue(self, short: str, tier_ms: int) -> str:
+        return f"{self.prefix}.{short}.retry.{tier_ms}ms"
+
+    def retry_key(self, short: str, tier_ms: int) -> str:
+        return f"{self.queue(short)}.{tier_ms}"
+
+    def parking_queue(self, short: str) -> str:
+        return f"{self.prefix}.{short}.dlq"
+
+
+def _queue_args(settings: Settings, extra: dict[str, Any]) -> dict[str, Any]:
+    args: dict[str, Any] = dict(extra)
+    if settings.broker_quorum_queues:
+        args["x-queue-type"] = "quorum"
+    return args
+
+
+async def declare_topology(channel: aio_pika.abc.AbstractChannel, settings: Settings) -> Names:
+    """Declare every exchange and queue; safe to run any number of times.
+
+    Invariant: all exchanges and queues are durable; a queue that exists with other
+    arguments raises `TopologyMismatch` with a one-line remedy instead of a traceback.
+    """
+    names = Names(settings.broker_prefix)
+    try:
+        work = await channel.declare_exchange(
+            names.exchange, aio_pika.ExchangeType.DIRECT, durable=True
+        )
+        retry = await channel.declare_exchange(
+            names.retry_exchange, aio_pika.ExchangeType.DIRECT, durable=True
+        )
+        dlx = await channel.declare_exchange(names.dlx, aio_pika.ExchangeType.DIRECT, durable=True)
+        for wq in WORK_QUEUES:
+            queue_name = names.queue(wq.name)
+            # The work queue's own dead-lettering is a safety net: a message rejected
+            # outside our handler (undecodable body) lands in parking, not in the void.
+            queue = await channel.declare_queue(
+                queue_name,
+                durable=True,
+                arguments=_queue_args(
+                    settings,
+                    {"x-dead-letter-exchange": names.dlx, "x-dead-letter-routing-key": queue_name},
+                ),
+            )
+            await queue.bind(work, routing_key=wq.topic)
+            parking = await channel.declare_queue(
+                names.parking_queue(wq.name), durable=True, arguments=_queue_args(settings, {})
+            )
+            await parking.bind(dlx, routing_key=queue_name)
+            for tier in settings.retry_tiers_ms:
+                retry_queue = await channel.declare_queue(
+                    names.retry_queue(wq.name, tier),
+                    durable=True,
+                    arguments=_queue_args(
+                        settings,
+                        {
+                            "x-message-ttl": tier,
+                            "x-dead-letter-exchange": names.exchange,
+                            "x-dead-letter-routing-key": wq.topic,
+                        },
+                    ),
+                )
+                await retry_queue.bind(retry, routing_key=names.retry_key(wq.name, tier))
+    except aiormq.exceptions.ChannelPreconditionFailed as exc:
+        raise TopologyMismatch(
+            f"RabbitMQ refused the topology ({exc}): a queue or exchange already exists "
+            "with other arguments. Delete it (rabbitmqctl delete_queue NAME, or recreate the "
+            "vhost / `docker compose down -v`) or set BROKER_PREFIX to a new name."
+        ) from None
+    return names

@@ -1,0 +1,41 @@
+"""Delivery pipeline: one merchant account per asset, created race-free on first credit.
+
+Revision ID: 0004_pipeline
+Revises: 0002_payments_outbox
+"""
+
+from alembic import op
+
+revision = "0004_pipeline"
+down_revision = "0002_payments_outbox"
+branch_labels = None
+depends_on = None
+
+UPGRADE = [
+    # The payment worker opens a merchant's account for a currency with
+    # INSERT ... ON CONFLICT DO NOTHING; this index is what makes that race-free.
+    """
+    CREATE UNIQUE INDEX accounts_merchant_asset_unique ON accounts (merchant_id, asset)
+        WHERE merchant_id IS NOT NULL
+    """,
+    # Webhook jobs not yet delivered, for operators and the bench.
+    """
+    CREATE INDEX payments_webhook_undelivered_idx ON payments (processed_at)
+        WHERE webhook_delivered_at IS NULL AND webhook_url IS NOT NULL AND status <> 'pending'
+    """,
+]
+
+DOWNGRADE = [
+    "DROP INDEX payments_webhook_undelivered_idx",
+    "DROP INDEX accounts_merchant_asset_unique",
+]
+
+
+def upgrade() -> None:
+    for statement in UPGRADE:
+        op.execute(statement)
+
+
+def downgrade() -> None:
+    for statement in DOWNGRADE:
+        op.execute(statement)

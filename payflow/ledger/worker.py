@@ -1,0 +1,97 @@
+"""The ledger worker: `ledger.event` messages -> `post_event`, exactly once.
+
+An insufficient-funds outcome writes ONE notification outbox row from inside the
+posting transaction (the `on_outcome` hook runs only for a fresh outcome), so N
+deliveries of one event never notify N times.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+import structlog
+
+from payflow.broker.messages import Envelope
+from payflow.broker.topology import TOPIC_NOTIFICATION
+from payflow.config import Settings
+from payflow.db.conn import acquire
+from payflow.db.tx import transaction
+from payflow.errors import AlreadyProcessed, BadInput, PayflowError
+from payflow.ledger.posting import post_event
+from payflow.ledger.records import Outcome, PostingResult
+from payflow.ledger.states import SQL, EventStatus, TransitionKind, transition
+from payflow.ops.dlq import record_dead_letter
+from payflow.outbox.writer import enqueue
+
+log = structlog.get_logger("payflow.ledger")
+
+
+def event_id_of(envelope: Envelope) -> str:
+    """The event id a message is about; `BadInput` when missing."""
+    event_id = envelope.payload.get("event_id")
+    if not isinstance(event_id, str) or not event_id:
+        raise BadInput("message has no event_id")
+    return event_id
+
+
+async def notify_refusal(conn: asyncpg.Connection, result: PostingResult) -> None:
+    """`on_outcome` hook: one notification row for a fresh insufficient-funds outcome."""
+    if result.outcome is not Outcome.INSUFFICIENT_FUNDS:
+        return
+    event = await conn.fetchrow(SQL["get_event"], result.event_id)
+    assert event is not None
+    await enqueue(
+        conn,
+        TOPIC_NOTIFICATION,
+        {
+            "version": 1,
+            "event_id": result.event_id,
+            "account_id": str(event["account_id"]),
+            "amount": format(event["amount"].normalize(), "f"),
+            "reason": result.outcome.value,
+        },
+        event["trace_id"],
+    )
+
+
+class LedgerWorker:
+    """Handles `ledger.event` messages."""
+
+    def __init__(self, pool: asyncpg.Pool, settings: Settings) -> None:
+        self._pool = pool
+        self._settings = settings
+
+    async def handle(self, envelope: Envelope) -> None:
+        """Post the event; a replayed or already-final event is a quiet no-op."""
+        event_id = event_id_of(envelope)
+        structlog.contextvars.bind_contextvars(event_id=event_id)
+        try:
+            result = await post_event(
+                self._pool, self._settings, event_id, on_outcome=notify_refusal
+            )
+        except AlreadyProcessed as exc:
+            log.info("payflow.ledger.already_final", reason=str(exc))
+            return
+        log.info("payflow.ledger.posted", outcome=result.outcome.value, replayed=result.replayed)
+
+    async def on_dead(self, envelope: Envelope, error: PayflowError) -> None:
+        """Retries exhausted: fail the event (if not final) and record the DLQ row."""
+        payload: dict[str, Any] = dict(envelope.payload)
+        event_id = str(payload.get("event_id"))
+        async with acquire(self._pool) as conn, transaction(conn, self._settings):
+            if isinstance(payload.get("event_id"), str):
+                try:
+                    moved = await transition(conn, event_id, EventStatus.FAILED)
+                except PayflowError:
+                    moved = None
+                if moved is not None and moved.kind is TransitionKind.ALREADY_TERMINAL:
+                    return  # it finished after all; nothing to dead-letter
+            await record_dead_letter(
+                conn,
+                source="payment_event",
+                subject_id=event_id,
+                payload=payload,
+                error=f"{type(error).__name__}: {error}",
+                attempt=envelope.attempt,
+            )

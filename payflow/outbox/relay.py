@@ -1,0 +1,173 @@
+"""The outbox relay: outbox rows -> RabbitMQ, at least once, marked after the confirm.
+
+One pass (`relay_once`) claims a batch with FOR UPDATE SKIP LOCKED, publishes every
+row with publisher confirms and `mandatory`, and marks the confirmed ones published,
+all while holding the row locks, so concurrent relays never publish the same row at
+the same time. A crash between publish and mark rolls the marks back: the rows are
+published again (a duplicate message, never a lost one) and consumers dedupe.
+
+For `ledger.event` rows the same transaction moves the event pending -> enqueued
+through the state machine, so recovery can find events that were handed to the
+broker but never finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aio_pika
+import asyncpg
+import structlog
+
+from payflow.broker.messages import encode_payload
+from payflow.broker.publisher import publish
+from payflow.broker.topology import TOPIC_LEDGER_EVENT
+from payflow.config import Settings
+from payflow.db.conn import acquire
+from payflow.db.queries import load_queries
+from payflow.db.tx import transaction
+from payflow.errors import classify
+from payflow.ledger.states import EventStatus, transition
+from payflow.outbox.writer import NOTIFY_CHANNEL
+
+SQL = load_queries("payflow.outbox")
+log = structlog.get_logger("payflow.outbox")
+
+AfterPublish = Callable[[list[int]], Awaitable[None]]
+RECONNECT_BACKOFF_S = 1.0
+
+
+async def _publish_row(exchange: aio_pika.abc.AbstractExchange, row: asyncpg.Record) -> int:
+    payload: dict[str, Any] = row["payload"]
+    await publish(
+        exchange,
+        row["topic"],
+        encode_payload(payload),
+        message_id=str(row["id"]),
+        trace_id=row["trace_id"],
+        attempt=1,
+    )
+    return int(row["id"])
+
+
+async def relay_once(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    exchange: aio_pika.abc.AbstractExchange,
+    *,
+    after_publish: AfterPublish | None = None,
+) -> int:
+    """Publish one batch of unpublished outbox rows; returns how many were confirmed.
+
+    Invariant: a row is marked published only after the broker confirmed it, in the
+    transaction that held its lock while publishing. `after_publish` (tests) runs
+    between the confirms and the marks.
+    """
+    errors: list[BaseException] = []
+    async with acquire(pool) as conn, transaction(conn, settings) as tx:
+        rows = await tx.fetch(SQL["claim_batch"], settings.relay_batch_size)
+        if not rows:
+            return 0
+        results = await asyncio.gather(
+            *(_publish_row(exchange, row) for row in rows), return_exceptions=True
+        )
+        confirmed: list[int] = []
+        failed: list[int] = []
+        for row, result in zip(rows, results, strict=True):
+            if isinstance(result, BaseException):
+                failed.append(int(row["id"]))
+                errors.append(result)
+            else:
+                confirmed.append(result)
+        if after_publish is not None:
+            await after_publish(confirmed)
+        if confirmed:
+            await tx.execute(SQL["mark_published"], confirmed)
+        if failed:
+            await tx.execute(SQL["count_failed_publish"], failed)
+        done = set(confirmed)
+        for row in rows:
+            if row["topic"] == TOPIC_LEDGER_EVENT and int(row["id"]) in done:
+                event_id = row["payload"].get("event_id")
+                if isinstance(event_id, str):
+                    # A no-op when a worker already moved it on; never an error.
+                    await transition(
+                        tx, event_id, EventStatus.ENQUEUED, expected=EventStatus.PENDING
+                    )
+    if errors:
+        log.warning(
+            "payflow.outbox.publish_failed",
+            failed=len(errors),
+            error=f"{type(errors[0]).__name__}: {errors[0]}",
+        )
+        if not confirmed:
+            raise classify(errors[0])
+    log.debug("payflow.outbox.published", count=len(confirmed))
+    return len(confirmed)
+
+
+async def run_relay(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    exchange: aio_pika.abc.AbstractExchange,
+    stop: asyncio.Event,
+) -> None:
+    """Relay until `stop` is set: wake on NOTIFY, poll slowly as a fallback.
+
+    Invariant: unpublished rows are eventually published as long as the broker and
+    the database come back; failures are logged and retried, never dropped.
+    """
+    wake = asyncio.Event()
+    listener: Any = None  # a pooled connection held for LISTEN
+    log.info("payflow.outbox.relay_started")
+    try:
+        while not stop.is_set():
+            wake.clear()
+            try:
+                if listener is None or listener.is_closed():
+                    listener = await _listen(pool, wake, listener)
+                published = await relay_once(pool, settings, exchange)
+            except Exception as exc:
+                log.warning("payflow.outbox.relay_error", error=f"{type(exc).__name__}: {exc}")
+                await _sleep_or_stop(stop, RECONNECT_BACKOFF_S)
+                continue
+            if published >= settings.relay_batch_size:
+                continue  # a full batch: more may be waiting
+            await _wait_for_work(wake, stop, settings.relay_poll_interval_s)
+    finally:
+        if listener is not None:
+            with contextlib.suppress(Exception):
+                await pool.release(listener)
+        log.info("payflow.outbox.relay_stopped")
+
+
+async def _listen(pool: asyncpg.Pool, wake: asyncio.Event, previous: Any) -> Any:
+    """A dedicated pooled connection that LISTENs and sets `wake` on every NOTIFY."""
+    if previous is not None:
+        with contextlib.suppress(Exception):
+            await pool.release(previous)
+    conn = await pool.acquire()
+
+    def on_notify(*_args: object) -> None:
+        wake.set()
+
+    await conn.add_listener(NOTIFY_CHANNEL, on_notify)
+    wake.set()  # anything committed before we listened is picked up at once
+    return conn
+
+
+async def _wait_for_work(wake: asyncio.Event, stop: asyncio.Event, seconds: float) -> None:
+    waiters = {asyncio.ensure_future(wake.wait()), asyncio.ensure_future(stop.wait())}
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)

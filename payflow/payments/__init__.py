@@ -1,0 +1,1 @@
+"""Merchant payments: processing through a gateway, crediting, and webhook jobs."""

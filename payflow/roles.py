@@ -1,0 +1,194 @@
+"""Process roles (relay, worker, scheduler) and the runtime they share.
+
+Every role is `async def role(runtime, stop)`, returns when `stop` is set, and finishes
+its in-flight work first. `payflow up` runs `UP_ROLES` in one process; `payflow relay`,
+`payflow worker` and `payflow scheduler` run one each, to scale out separately.
+Adding a role (the HTTP API) is one entry in `ROLES` and one in `UP_ROLES`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aio_pika
+import asyncpg
+import httpx
+import structlog
+
+from payflow.broker.connection import confirm_channel, connect
+from payflow.broker.consumer import Consumer, Route
+from payflow.broker.topology import Names, declare_topology
+from payflow.config import Settings
+from payflow.db.pool import create_pool
+from payflow.ledger.worker import LedgerWorker
+from payflow.observability import configure_logging
+from payflow.ops.scheduler import run_scheduler
+from payflow.outbox.relay import run_relay
+from payflow.payments.gateway import EmulatedGateway, Gateway
+from payflow.payments.processor import PaymentProcessor
+from payflow.webhooks.sender import WebhookSender, build_http_client
+
+log = structlog.get_logger("payflow.roles")
+
+WORKER_QUEUES: tuple[str, ...] = ("payments", "ledger", "webhooks")
+CONNECT_BACKOFF_S = 1.0
+
+
+@dataclass(slots=True)
+class Runtime:
+    """What roles share in one process; built by `open_runtime`, closed by it too."""
+
+    settings: Settings
+    pool: asyncpg.Pool
+    connection: aio_pika.abc.AbstractRobustConnection
+    names: Names
+    http: httpx.AsyncClient
+    gateway: Gateway
+    worker_queues: tuple[str, ...] = WORKER_QUEUES
+    extras: dict[str, object] = field(default_factory=dict)
+
+
+Role = Callable[[Runtime, asyncio.Event], Coroutine[Any, Any, None]]
+
+
+def default_gateway(settings: Settings) -> Gateway:
+    """The gateway emulator configured from settings."""
+    return EmulatedGateway(
+        settings.gateway_delay_min_s,
+        settings.gateway_delay_max_s,
+        settings.gateway_failure_rate,
+        settings.gateway_seed,
+    )
+
+
+async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
+    """Outbox -> RabbitMQ."""
+    channel = await confirm_channel(runtime.connection)
+    try:
+        exchange = await channel.get_exchange(runtime.names.exchange)
+        await run_relay(runtime.pool, runtime.settings, exchange, stop)
+    finally:
+        with contextlib.suppress(Exception):
+            await channel.close()
+
+
+def worker_routes(runtime: Runtime) -> list[Route]:
+    """The routes a worker consumes, restricted to `runtime.worker_queues`."""
+    payments = PaymentProcessor(runtime.pool, runtime.settings, runtime.gateway)
+    ledger = LedgerWorker(runtime.pool, runtime.settings)
+    webhooks = WebhookSender(runtime.pool, runtime.settings, runtime.http)
+    every = {
+        "payments": Route("payments", payments.handle, payments.on_dead),
+        "ledger": Route("ledger", ledger.handle, ledger.on_dead),
+        "webhooks": Route("webhooks", webhooks.handle, webhooks.on_dead),
+    }
+    return [every[name] for name in runtime.worker_queues]
+
+
+async def worker_role(runtime: Runtime, stop: asyncio.Event) -> None:
+    """Consume the work queues until stopped, then drain in-flight messages."""
+    consumer = Consumer(runtime.connection, runtime.settings, runtime.names, worker_routes(runtime))
+    await consumer.start()
+    await stop.wait()
+    await consumer.stop(runtime.settings.shutdown_grace_s)
+
+
+async def scheduler_role(runtime: Runtime, stop: asyncio.Event) -> None:
+    """Recovery, stale-outbox alerts and outbox retention."""
+    await run_scheduler(runtime.pool, runtime.settings, stop)
+
+
+ROLES: dict[str, Role] = {
+    "relay": relay_role,
+    "worker": worker_role,
+    "scheduler": scheduler_role,
+}
+UP_ROLES: tuple[str, ...] = ("relay", "worker", "scheduler")
+
+
+async def _connect_with_retry(
+    settings: Settings, name: str, stop: asyncio.Event
+) -> aio_pika.abc.AbstractRobustConnection | None:
+    while not stop.is_set():
+        try:
+            return await connect(settings, name=name)
+        except (OSError, aio_pika.exceptions.AMQPConnectionError) as exc:
+            log.warning("payflow.broker.connect_failed", error=f"{type(exc).__name__}: {exc}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=CONNECT_BACKOFF_S)
+    return None
+
+
+async def run_roles(
+    settings: Settings,
+    roles: Sequence[str],
+    stop: asyncio.Event,
+    *,
+    gateway: Gateway | None = None,
+    worker_queues: tuple[str, ...] = WORKER_QUEUES,
+) -> None:
+    """Build the runtime, declare the topology, run `roles` until `stop`, then close all.
+
+    Invariant: resources are built here and passed down, never at import time; every
+    role has returned (in-flight work finished) before the connections close.
+    """
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown:
+        raise ValueError(f"unknown role(s): {', '.join(unknown)}")
+    pool = await create_pool(settings)
+    http = build_http_client(settings)
+    connection = None
+    try:
+        connection = await _connect_with_retry(settings, "payflow:" + "+".join(roles), stop)
+        if connection is None:
+            return
+        channel = await connection.channel()
+        names = await declare_topology(channel, settings)
+        await channel.close()
+        runtime = Runtime(
+            settings=settings,
+            pool=pool,
+            connection=connection,
+            names=names,
+            http=http,
+            gateway=gateway or default_gateway(settings),
+            worker_queues=worker_queues,
+        )
+        tasks: list[asyncio.Task[None]] = [
+            asyncio.create_task(ROLES[name](runtime, stop), name=name) for name in roles
+        ]
+        log.info("payflow.roles.started", roles=list(roles))
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            failed = [t for t in done if not t.cancelled() and t.exception() is not None]
+            if failed:
+                stop.set()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise failed[0].exception()  # type: ignore[misc]
+        finally:
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.close()
+        await http.aclose()
+        await pool.close()
+        log.info("payflow.roles.stopped", roles=list(roles))
+
+
+async def serve(
+    settings: Settings, roles: Sequence[str], *, worker_queues: tuple[str, ...] = WORKER_QUEUES
+) -> None:
+    """Run `roles` in this process until SIGTERM or SIGINT, then shut down gracefully."""
+    configure_logging(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await run_roles(settings, roles, stop, worker_queues=worker_queues)

@@ -1,0 +1,1 @@
+"""Outbound merchant webhooks: signing, the SSRF guard and delivery."""

@@ -1,0 +1,135 @@
+"""Merchant webhook delivery, signed per Standard Webhooks.
+
+The handler does nothing only when the payment is terminal AND its webhook is
+delivered. Checking the status alone would be wrong: a message back from a retry tier
+after a failed POST finds the payment already final, and must still send.
+Each attempt is counted in its own transaction after the POST; a crash between POST
+and count means the receiver may see the same `webhook-id` twice and dedupes on it.
+"""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from uuid import UUID
+
+import asyncpg
+import httpx
+import orjson
+import structlog
+
+from payflow.broker.messages import Envelope
+from payflow.config import Settings
+from payflow.db.conn import acquire
+from payflow.db.queries import load_queries
+from payflow.db.tx import transaction
+from payflow.errors import BadInput, NotFound, PayflowError, RetryableError, WebhookHTTPStatus
+from payflow.ops.dlq import record_dead_letter
+from payflow.payments.processor import load_payment, payment_id_of
+from payflow.webhooks.signing import signature_headers
+from payflow.webhooks.ssrf import resolve_and_check
+
+SQL = load_queries("payflow.payments")
+log = structlog.get_logger("payflow.webhooks")
+
+
+def webhook_id(payment_id: UUID) -> str:
+    """Stable across every retry and replay of one payment's notification."""
+    return f"msg_{payment_id.hex}"
+
+
+def webhook_body(payment: asyncpg.Record) -> bytes:
+    """`{payment_id, status, amount, currency}`, the amount as a string at the asset scale."""
+    amount: Decimal = payment["amount"]
+    quantum = Decimal(1).scaleb(-int(payment["scale"]))
+    return orjson.dumps(
+        {
+            "payment_id": str(payment["id"]),
+            "status": payment["status"],
+            "amount": str(amount.quantize(quantum)),
+            "currency": payment["currency"],
+        }
+    )
+
+
+def build_http_client(settings: Settings) -> httpx.AsyncClient:
+    """The one HTTP client of a process: bounded pool, timeouts, no redirects, no env proxies."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(settings.webhook_timeout_s),
+        limits=httpx.Limits(max_connections=settings.webhook_max_connections),
+        follow_redirects=False,
+        trust_env=False,
+    )
+
+
+class WebhookSender:
+    """Handles `webhook.deliver` messages."""
+
+    def __init__(self, pool: asyncpg.Pool, settings: Settings, client: httpx.AsyncClient) -> None:
+        self._pool = pool
+        self._settings = settings
+        self._client = client
+
+    async def handle(self, envelope: Envelope) -> None:
+        """Send the payment's signed notification unless it was already delivered.
+
+        Invariant: `webhook_delivered_at` is set once, by the first 2xx; every POST
+        attempt is counted in `webhook_attempts`.
+        """
+        payment_id = payment_id_of(envelope)
+        structlog.contextvars.bind_contextvars(payment_id=str(payment_id))
+        async with acquire(self._pool) as conn:
+            payment = await load_payment(conn, payment_id)
+        if payment["status"] == "pending":
+            raise RetryableError("payment is not final yet")  # cannot happen via finalize
+        if payment["webhook_delivered_at"] is not None:
+            log.info("payflow.webhooks.already_delivered")
+            return
+        url: str | None = payment["webhook_url"]
+        if not url:
+            return
+        await resolve_and_check(url, self._settings.webhook_allow_hosts)
+        body = webhook_body(payment)
+        headers = signature_headers(
+            payment["webhook_secret"], webhook_id(payment_id), int(time.time()), body
+        )
+        failure: Exception | None = None
+        try:
+            response = await self._client.post(url, content=body, headers=headers)
+            if not 200 <= response.status_code < 300:
+                failure = WebhookHTTPStatus(response.status_code)
+        except httpx.HTTPError as exc:
+            failure = exc
+        async with acquire(self._pool) as conn, transaction(conn, self._settings):
+            counted = await conn.fetchrow(
+                SQL["record_webhook_attempt"], payment_id, failure is None
+            )
+        assert counted is not None
+        if failure is not None:
+            log.warning(
+                "payflow.webhooks.attempt_failed",
+                attempt=counted["webhook_attempts"],
+                error=f"{type(failure).__name__}: {failure}",
+            )
+            raise failure
+        log.info("payflow.webhooks.delivered", attempt=counted["webhook_attempts"])
+
+    async def on_dead(self, envelope: Envelope, error: PayflowError) -> None:
+        """Retries exhausted (or a refused URL / answer): record the DLQ row; the payment
+        keeps its terminal status and `webhook_delivered_at` stays null."""
+        subject = str(envelope.payload.get("payment_id"))
+        async with acquire(self._pool) as conn, transaction(conn, self._settings):
+            attempts = envelope.attempt
+            try:
+                payment = await load_payment(conn, payment_id_of(envelope))
+                attempts = max(int(payment["webhook_attempts"]), 1)
+            except (BadInput, NotFound):
+                pass
+            await record_dead_letter(
+                conn,
+                source="webhook",
+                subject_id=subject,
+                payload=dict(envelope.payload),
+                error=f"{type(error).__name__}: {error}",
+                attempt=attempts,
+            )
