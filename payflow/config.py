@@ -86,5 +86,3 @@ def exit_on_settings_error(error: SettingsError) -> None:
     """Print the one-line reason and stop the process, with no traceback."""
     print(f"payflow: {error}", file=sys.stderr)
     raise SystemExit(2)
-
-

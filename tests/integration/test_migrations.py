@@ -60,7 +60,14 @@ def test_up_down_up(empty_database_url: str) -> None:
     after_up = asyncio.run(_tables(url))
     assert EXPECTED_TABLES <= after_up
     assert asyncio.run(_seeded_assets(url)) == {
-        "ETH": 18, "USDC": 6, "USDT": 6, "WBTC": 8, "DAI": 18, "RUB": 2, "USD": 2, "EUR": 2,
+        "ETH": 18,
+        "USDC": 6,
+        "USDT": 6,
+        "WBTC": 8,
+        "DAI": 18,
+        "RUB": 2,
+        "USD": 2,
+        "EUR": 2,
     }
     migrate.downgrade(url, "base")
     assert asyncio.run(_tables(url)) == set()

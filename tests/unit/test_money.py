@@ -78,7 +78,7 @@ def test_normalized_scale_counts_significant_decimals() -> None:
         "-1",
         "1_000",
         "١٢",  # Arabic-Indic digits
-        "１",  # fullwidth digit
+        "\uff11",  # fullwidth digit
         "NaN",
         "Infinity",
         "inf",

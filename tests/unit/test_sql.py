@@ -24,7 +24,7 @@ def test_every_used_query_name_exists(package_dir: Path) -> None:
     used: set[str] = set()
     for module in package_dir.rglob("*.py"):
         text = module.read_text(encoding="utf-8")
-        if f"load_queries(\"{dotted}\")" in text or "from payflow.ledger.states import SQL" in text:
+        if f'load_queries("{dotted}")' in text or "from payflow.ledger.states import SQL" in text:
             used |= set(USE.findall(text))
     assert used, f"no module of {dotted} uses its queries"
     assert used <= names, f"unknown query names: {sorted(used - names)}"

@@ -30,7 +30,9 @@ async def test_ten_processes_deliver_the_same_deposit_once(
     pool: asyncpg.Pool, settings: Settings, database_url: str
 ) -> None:
     account = await new_account(pool, settings)
-    await new_event(pool, settings, account, "dup-deposit", "0.123456789012345678", EventType.DEPOSIT)
+    await new_event(
+        pool, settings, account, "dup-deposit", "0.123456789012345678", EventType.DEPOSIT
+    )
 
     outcomes = _run_in_processes(database_url, [["dup-deposit"]] * 10)
 
@@ -63,7 +65,9 @@ async def test_twenty_processes_withdraw_from_one_account(
     debited = await pool.fetchval("SELECT -sum(amount) FROM balance_events")
     assert debited == Decimal("0.75") * successes <= start
     assert (
-        await count(pool, "SELECT count(*) FROM processed_events WHERE outcome = 'insufficient_funds'")
+        await count(
+            pool, "SELECT count(*) FROM processed_events WHERE outcome = 'insufficient_funds'"
+        )
         == 7
     )
     assert await count(pool, "SELECT count(*) FROM payment_events WHERE status = 'failed'") == 7

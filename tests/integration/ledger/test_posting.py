@@ -48,7 +48,9 @@ async def test_deposit_credits_once_and_writes_one_ledger_row(
 async def test_withdrawal_and_fee_debit(pool: asyncpg.Pool, settings: Settings) -> None:
     account = await new_account(pool, settings, opening="10")
     await new_event(pool, settings, account, "wd-1", "3.25", EventType.WITHDRAWAL)
-    await new_event(pool, settings, account, "fee-1", "0.000000000000000001", EventType.WITHDRAWAL_FEE)
+    await new_event(
+        pool, settings, account, "fee-1", "0.000000000000000001", EventType.WITHDRAWAL_FEE
+    )
 
     await post_event(pool, settings, "wd-1")
     result = await post_event(pool, settings, "fee-1")
