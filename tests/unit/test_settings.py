@@ -42,3 +42,11 @@ def test_invalid_setting_stops_the_cli_with_one_line() -> None:
         "Input should be a valid integer, unable to parse string as an integer"
     ]
     assert "Traceback" not in done.stderr
+
+
+def test_comma_separated_lists_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WEBHOOK_ALLOW_HOSTS", "127.0.0.1, localhost")
+    monkeypatch.setenv("FIAT_CURRENCIES", "USD,EUR")
+    settings = load_settings()
+    assert settings.webhook_allow_hosts == ("127.0.0.1", "localhost")
+    assert settings.fiat_currencies == ("USD", "EUR")
