@@ -3,10 +3,10 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 
 # Local-only defaults so `make run` works out of the box; real deployments set their own.
-export API_KEY ?= local-dev-api-key-change-me
-export ADMIN_API_KEY ?= local-dev-admin-key-change-me
-export PROVIDER_WEBHOOK_SECRET ?= local-dev-provider-secret-0123456789abcdef
-export WEBHOOK_ALLOW_HOSTS ?= 127.0.0.1,localhost
+run: export API_KEY ?= local-dev-api-key-change-me
+run: export ADMIN_API_KEY ?= local-dev-admin-key-change-me
+run: export PROVIDER_WEBHOOK_SECRET ?= local-dev-provider-secret-0123456789abcdef
+run: export WEBHOOK_ALLOW_HOSTS ?= 127.0.0.1,localhost
 
 .PHONY: install run test lint bench
 install:

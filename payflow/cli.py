@@ -14,7 +14,12 @@ from payflow.errors import PayflowError
 
 T = TypeVar("T")
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="payflow: exactly-once payments")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="payflow: exactly-once payments",
+)
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures and ratios.")
 app.add_typer(bench_app, name="bench")
 console = Console(stderr=True)
@@ -54,7 +59,9 @@ def migrate() -> None:
 
 @app.command()
 def recon(
-    full: Annotated[bool, typer.Option("--full", help="Check every account and duplicates")] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Check every account and duplicates")
+    ] = False,
 ) -> None:
     """Reconcile balances with the ledger; exit 1 on any mismatch."""
     from payflow.ops.recon_report import run_recon

@@ -12,6 +12,7 @@ from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
 
 
 class SettingsError(Exception):
@@ -115,6 +116,8 @@ def load_settings(**overrides: object) -> Settings:
         first = exc.errors()[0]
         name = ".".join(str(part) for part in first["loc"]).upper() or "settings"
         raise SettingsError(f"setting {name} is invalid: {first['msg']}") from None
+    except SourceError as exc:
+        raise SettingsError(str(exc).split(":")[0]) from None
 
 
 def exit_on_settings_error(error: SettingsError) -> None:

@@ -1,1 +1,1 @@
-"""Benchmarks: they print figures and ratios measured in one run; they are not tests."""
+"""Benchmarks: figures and ratios measured side by side in one run (never asserted in tests)."""

@@ -6,9 +6,10 @@ import asyncpg
 import orjson
 
 from payflow.config import Settings
+from payflow.db import Connection
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
+async def _init_connection(conn: Connection) -> None:
     # jsonb/json travel through orjson; amounts inside are always strings.
     for type_name in ("json", "jsonb"):
         await conn.set_type_codec(

@@ -15,6 +15,7 @@ from typing import Literal
 import asyncpg
 
 from payflow.config import Settings
+from payflow.db import Connection
 
 Isolation = Literal["read committed", "repeatable read", "serializable"]
 
@@ -35,13 +36,13 @@ def _begin_statement(
 
 @asynccontextmanager
 async def transaction(
-    conn: asyncpg.Connection,
+    conn: Connection,
     settings: Settings,
     *,
     isolation: Isolation = "read committed",
     readonly: bool = False,
     statement_timeout_ms: int | None = None,
-) -> AsyncIterator[asyncpg.Connection]:
+) -> AsyncIterator[Connection]:
     """Run the block in one transaction on `conn`: commit on success, roll back on error.
 
     Invariant: every statement in the block shares one snapshot of atomicity; either all

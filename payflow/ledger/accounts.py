@@ -7,6 +7,7 @@ from uuid import UUID
 
 import asyncpg
 
+from payflow.db import Connection
 from payflow.errors import BadInput, NotFound
 from payflow.ledger.records import Account, AccountStatus, EventType
 from payflow.ledger.states import SQL
@@ -23,7 +24,7 @@ def _account(row: asyncpg.Record) -> Account:
     )
 
 
-async def asset_scale(conn: asyncpg.Connection, asset: str) -> int:
+async def asset_scale(conn: Connection, asset: str) -> int:
     """The scale of a configured asset; `BadInput` when the asset is unknown."""
     scale: int | None = await conn.fetchval(SQL["asset_scale"], asset)
     if scale is None:
@@ -32,7 +33,7 @@ async def asset_scale(conn: asyncpg.Connection, asset: str) -> int:
 
 
 async def create_account(
-    conn: asyncpg.Connection, asset: str, initial_balance: Decimal = Decimal(0)
+    conn: Connection, asset: str, initial_balance: Decimal = Decimal(0)
 ) -> Account:
     """Open an account holding `asset`; the opening balance is also its `initial_balance`."""
     await asset_scale(conn, asset)
@@ -43,7 +44,7 @@ async def create_account(
     return _account(row)
 
 
-async def get_account(conn: asyncpg.Connection, account_id: UUID) -> Account:
+async def get_account(conn: Connection, account_id: UUID) -> Account:
     """Read one account; `NotFound` when absent."""
     row = await conn.fetchrow(SQL["get_account"], account_id)
     if row is None:
@@ -51,16 +52,14 @@ async def get_account(conn: asyncpg.Connection, account_id: UUID) -> Account:
     return _account(row)
 
 
-async def set_account_status(
-    conn: asyncpg.Connection, account_id: UUID, status: AccountStatus
-) -> None:
+async def set_account_status(conn: Connection, account_id: UUID, status: AccountStatus) -> None:
     """Freeze or unfreeze an account. A frozen account refuses debits, credits still land."""
     if await conn.fetchval(SQL["set_account_status"], account_id, status.value) is None:
         raise NotFound(f"account {account_id} does not exist")
 
 
 async def record_event(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     event_id: str,
     account_id: UUID,

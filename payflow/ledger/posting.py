@@ -18,6 +18,7 @@ from decimal import Decimal
 import asyncpg
 
 from payflow.config import Settings
+from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.errors import AlreadyProcessed, DatabaseError, NotFound, RetryableError
 from payflow.idempotency import idempotency_key
@@ -25,7 +26,7 @@ from payflow.ledger.records import EventType, Outcome, PostingResult
 from payflow.ledger.states import SQL, EventStatus, TransitionKind, TransitionResult, transition
 from payflow.retry import RetryPolicy, RetryStats, retrying
 
-OutcomeHook = Callable[[asyncpg.Connection, PostingResult], Awaitable[None]]
+OutcomeHook = Callable[[Connection, PostingResult], Awaitable[None]]
 
 
 def posting_key(event_id: str) -> str:
@@ -68,7 +69,7 @@ async def post_event(
 
 
 async def _post_optimistic(
-    conn: asyncpg.Connection, event_id: str, on_outcome: OutcomeHook | None
+    conn: Connection, event_id: str, on_outcome: OutcomeHook | None
 ) -> PostingResult:
     """The common path: claim, confirm, record success, then change the balance last."""
     key = posting_key(event_id)
@@ -86,7 +87,7 @@ async def _post_optimistic(
 
 
 async def _post_pessimistic(
-    conn: asyncpg.Connection, event_id: str, on_outcome: OutcomeHook | None
+    conn: Connection, event_id: str, on_outcome: OutcomeHook | None
 ) -> PostingResult:
     """After a refused debit: decide under the account lock, then record the outcome."""
     key = posting_key(event_id)
@@ -100,8 +101,10 @@ async def _post_pessimistic(
     else:
         refusal = await conn.fetchrow(SQL["account_debit_refusal"], moved["account_id"])
         assert refusal is not None  # the event's foreign key guarantees the account
-        outcome = Outcome.ACCOUNT_FROZEN if refusal["status"] == "frozen" else (
-            Outcome.INSUFFICIENT_FUNDS
+        outcome = (
+            Outcome.ACCOUNT_FROZEN
+            if refusal["status"] == "frozen"
+            else (Outcome.INSUFFICIENT_FUNDS)
         )
         await _move(conn, event_id, EventStatus.FAILED)
     await conn.execute(SQL["record_outcome"], key, outcome.value)
@@ -111,7 +114,7 @@ async def _post_pessimistic(
     return result
 
 
-async def _apply(conn: asyncpg.Connection, event: asyncpg.Record) -> Decimal | None:
+async def _apply(conn: Connection, event: asyncpg.Record) -> Decimal | None:
     """Change the balance and append the ledger row in one statement; None if refused."""
     event_type = EventType(event["event_type"])
     amount: Decimal = event["amount"]
@@ -127,7 +130,7 @@ async def _apply(conn: asyncpg.Connection, event: asyncpg.Record) -> Decimal | N
     return balance_after
 
 
-async def _move(conn: asyncpg.Connection, event_id: str, target: EventStatus) -> asyncpg.Record:
+async def _move(conn: Connection, event_id: str, target: EventStatus) -> asyncpg.Record:
     """Walk the event to `target` (through enqueued when it is still pending)."""
     result = await transition(conn, event_id, target)
     if result.kind is TransitionKind.INVALID and result.status is EventStatus.PENDING:
@@ -147,7 +150,7 @@ async def _require_changed(result: TransitionResult, event_id: str) -> asyncpg.R
     raise DatabaseError(f"event {event_id!r} cannot move from {result.status}")
 
 
-async def _replay(conn: asyncpg.Connection, event_id: str, key: str) -> PostingResult:
+async def _replay(conn: Connection, event_id: str, key: str) -> PostingResult:
     """An earlier delivery already posted: return its outcome and repair a lagging status."""
     recorded = await conn.fetchval(SQL["recorded_outcome"], key)
     if recorded is None:

@@ -53,8 +53,15 @@ def _mismatches(rows: list[asyncpg.Record]) -> list[Mismatch]:
 async def reconcile(pool: asyncpg.Pool, settings: Settings, *, full: bool) -> ReconReport:
     """Check balances against the ledger in one snapshot; `full` adds every account
     and the duplicate / orphan checks, otherwise only recently touched accounts."""
-    async with pool.acquire() as conn, transaction(
-        conn, settings, isolation="repeatable read", readonly=True, statement_timeout_ms=RECON_TIMEOUT_MS
+    async with (
+        pool.acquire() as conn,
+        transaction(
+            conn,
+            settings,
+            isolation="repeatable read",
+            readonly=True,
+            statement_timeout_ms=RECON_TIMEOUT_MS,
+        ),
     ):
         if not full:
             minutes = settings.recon_recent_minutes

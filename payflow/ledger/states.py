@@ -10,6 +10,7 @@ from enum import StrEnum
 
 import asyncpg
 
+from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.errors import NotFound
 
@@ -71,7 +72,7 @@ class TransitionResult:
 
 
 async def transition(
-    conn: asyncpg.Connection,
+    conn: Connection,
     event_id: str,
     target: EventStatus,
     *,

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import asyncpg
-
+from payflow.db import Connection
 from payflow.db.queries import load_queries
 
 SQL = load_queries("payflow.outbox")
@@ -14,7 +13,7 @@ NOTIFY_CHANNEL = "payflow_outbox"
 
 
 async def enqueue(
-    conn: asyncpg.Connection, topic: str, payload: dict[str, Any], trace_id: str | None = None
+    conn: Connection, topic: str, payload: dict[str, Any], trace_id: str | None = None
 ) -> int:
     """Add a message to the outbox inside the caller's transaction; returns its id.
 

@@ -44,7 +44,8 @@ UPGRADE = [
         event_id TEXT PRIMARY KEY
             CONSTRAINT payment_events_event_id_length CHECK (length(event_id) BETWEEN 1 AND 200),
         account_id UUID NOT NULL REFERENCES accounts (id),
-        amount NUMERIC(38, 18) NOT NULL CONSTRAINT payment_events_amount_positive CHECK (amount > 0),
+        amount NUMERIC(38, 18) NOT NULL
+            CONSTRAINT payment_events_amount_positive CHECK (amount > 0),
         event_type TEXT NOT NULL CONSTRAINT payment_events_type_valid CHECK (
             event_type IN ('deposit', 'airdrop', 'withdrawal', 'withdrawal_fee', 'payment_credit')
         ),
@@ -77,7 +78,8 @@ UPGRADE = [
     CREATE TABLE balance_events (
         id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         account_id UUID NOT NULL REFERENCES accounts (id),
-        amount NUMERIC(38, 18) NOT NULL CONSTRAINT balance_events_amount_non_zero CHECK (amount <> 0),
+        amount NUMERIC(38, 18) NOT NULL
+            CONSTRAINT balance_events_amount_non_zero CHECK (amount <> 0),
         event_type TEXT NOT NULL,
         source_event_id TEXT NOT NULL REFERENCES payment_events (event_id),
         balance_after NUMERIC(38, 18) NOT NULL

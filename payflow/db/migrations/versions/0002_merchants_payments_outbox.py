@@ -49,7 +49,10 @@ UPGRADE = [
         )
     )
     """,
-    "CREATE INDEX payments_merchant_created_idx ON payments (merchant_id, created_at DESC, id DESC)",
+    """
+    CREATE INDEX payments_merchant_created_idx
+        ON payments (merchant_id, created_at DESC, id DESC)
+    """,
     """
     CREATE TABLE outbox (
         id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -1,0 +1,342 @@
+"""`payflow bench ledger`: the real posting path against a plain-SQL ceiling, side by side.
+
+Both runs use one process, the same event loop, the same concurrency and tables that
+are already filled and VACUUM ANALYZEd. The ceiling is the same statement shape with
+no payflow logic: per event one transaction of idempotency insert, balance update and
+ledger insert, on shadow copies of the real tables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from array import array
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TypeVar
+
+import asyncpg
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+from payflow.bench.common import bench_database, peak_rss_mb, percentile, result_line
+from payflow.config import Settings
+from payflow.db.pool import create_pool
+from payflow.ledger.posting import post_event
+from payflow.ledger.recon import reconcile
+from payflow.ledger.records import EventType, Outcome
+from payflow.retry import RetryPolicy, RetryStats
+
+SPREAD_ACCOUNTS = 10_000
+HISTORY_PER_ACCOUNT = 5
+OPENING_BALANCE = Decimal(100)
+WARMUP_EVENTS = 500
+
+Job = TypeVar("Job")
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerBenchConfig:
+    events: int
+    concurrency: int
+    mode: str  # "spread" or "hot"
+    dup: int
+    seed: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    events_per_s: float
+    p50_ms: float
+    p99_ms: float
+    seconds: float
+
+
+async def run_ledger_bench(settings: Settings, config: LedgerBenchConfig) -> bool:
+    """Run the benchmark in a throwaway database; True when exactly-once was verified."""
+    console = Console(soft_wrap=True)
+    async with bench_database(settings.database_url) as url:
+        bench_settings = settings.model_copy(update={"database_url": url})
+        pool = await create_pool(
+            bench_settings, min_size=config.concurrency, max_size=config.concurrency + 2
+        )
+        try:
+            return await _bench(pool, bench_settings, config, console)
+        finally:
+            await pool.close()
+
+
+async def _bench(
+    pool: asyncpg.Pool, settings: Settings, config: LedgerBenchConfig, console: Console
+) -> bool:
+    rng = random.Random(config.seed)
+    console.print(
+        f"filling: {SPREAD_ACCOUNTS} accounts with {HISTORY_PER_ACCOUNT} ledger rows each"
+    )
+    accounts = await _fill(pool)
+    targets = accounts if config.mode == "spread" else accounts[:1]
+    workload = _workload(rng, targets, config, prefix="ev")
+    ceiling_workload = _workload(rng, targets, config, prefix="cl")
+    warmup = _workload(rng, targets, LedgerBenchConfig(WARMUP_EVENTS, 1, config.mode, 1, 0), "wu")
+    await _insert_events(pool, warmup + workload)
+    await _make_shadow_tables(pool)
+    async with pool.acquire() as conn:
+        await conn.execute("VACUUM ANALYZE")
+
+    stats = RetryStats()
+    outcomes: dict[str, Outcome] = {}
+    policy = RetryPolicy(max_attempts=50, max_total_s=120.0)
+
+    async def post(event_id: str) -> None:
+        result = await post_event(pool, settings, event_id, policy=policy, stats=stats)
+        if not result.replayed:
+            if event_id in outcomes:
+                raise AssertionError(f"{event_id} applied twice")
+            outcomes[event_id] = result.outcome
+
+    async def ceiling(event_id: str, account: uuid.UUID, delta: Decimal) -> None:
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO ceiling_processed (idempotency_key, event_id, outcome)"
+                " VALUES ($1, $1, 'success')",
+                event_id,
+            )
+            balance = await conn.fetchval(
+                "UPDATE ceiling_accounts SET balance = balance + $2, updated_at = now()"
+                " WHERE id = $1 RETURNING balance",
+                account,
+                delta,
+            )
+            await conn.execute(
+                "INSERT INTO ceiling_ledger (account_id, amount, event_type, source_event_id,"
+                " balance_after) VALUES ($1, $2, 'deposit', $3, $4)",
+                account,
+                delta,
+                event_id,
+                balance,
+            )
+
+    deliveries = [e.event_id for e in workload for _ in range(config.dup)]
+    rng.shuffle(deliveries)
+    await _drive([e.event_id for e in warmup], post, config.concurrency, None)
+    outcomes.clear()
+    stats.retries = 0
+
+    ceiling_jobs = [(e.event_id, e.account, Decimal("0.01")) for e in ceiling_workload]
+    with _progress(console) as progress:
+        task = progress.add_task("ceiling (plain SQL)", total=len(ceiling_jobs))
+        ceiling_figures = await _drive(
+            ceiling_jobs,
+            lambda job: ceiling(*job),
+            config.concurrency,
+            lambda: progress.advance(task),
+        )
+        task = progress.add_task(f"payflow post_event ({config.mode})", total=len(deliveries))
+        figures = await _drive(deliveries, post, config.concurrency, lambda: progress.advance(task))
+
+    exactly_once, recon_clean = await _verify(pool, settings, workload, outcomes)
+    refused = sum(1 for o in outcomes.values() if o is Outcome.INSUFFICIENT_FUNDS)
+    ratio = (config.events / figures.seconds) / ceiling_figures.events_per_s
+    rss = peak_rss_mb()
+    console.print(
+        f"payflow: {figures.events_per_s:,.0f} deliveries/s over {figures.seconds:.1f}s, "
+        f"p50 {figures.p50_ms:.2f} ms, p99 {figures.p99_ms:.2f} ms, retries {stats.retries}, "
+        f"insufficient_funds {refused}"
+    )
+    console.print(
+        f"ceiling: {ceiling_figures.events_per_s:,.0f} tx/s, p50 {ceiling_figures.p50_ms:.2f} ms,"
+        f" p99 {ceiling_figures.p99_ms:.2f} ms"
+    )
+    console.print(
+        f"exactly-once verified: {'yes' if exactly_once else 'no'}; "
+        f"reconciliation: {'clean' if recon_clean else 'DIRTY'}"
+    )
+    console.print(
+        result_line(
+            mode=config.mode,
+            events=config.events,
+            dup=config.dup,
+            concurrency=config.concurrency,
+            events_per_s=f"{config.events / figures.seconds:.0f}",
+            deliveries_per_s=f"{figures.events_per_s:.0f}",
+            p50_ms=f"{figures.p50_ms:.2f}",
+            p99_ms=f"{figures.p99_ms:.2f}",
+            retries=stats.retries,
+            insufficient_funds=refused,
+            ceiling_tps=f"{ceiling_figures.events_per_s:.0f}",
+            ratio=f"{ratio:.2f}",
+            exactly_once="yes" if exactly_once and recon_clean else "no",
+            rss_mb=f"{rss:.0f}",
+        )
+    )
+    return exactly_once and recon_clean
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    event_id: str
+    account: uuid.UUID
+    amount: Decimal
+    event_type: EventType
+
+
+def _workload(
+    rng: random.Random, accounts: list[uuid.UUID], config: LedgerBenchConfig, prefix: str
+) -> list[_Event]:
+    if config.mode == "hot":
+        types, weights = [EventType.DEPOSIT, EventType.WITHDRAWAL], [1, 1]
+    else:
+        types = [
+            EventType.DEPOSIT,
+            EventType.AIRDROP,
+            EventType.WITHDRAWAL,
+            EventType.WITHDRAWAL_FEE,
+        ]
+        weights = [6, 1, 2, 1]
+    run = uuid.uuid4().hex[:6]
+    return [
+        _Event(
+            f"{prefix}-{run}-{index}",
+            rng.choice(accounts),
+            Decimal(rng.randint(1, 200)) / 100,
+            rng.choices(types, weights)[0],
+        )
+        for index in range(config.events)
+    ]
+
+
+async def _fill(pool: asyncpg.Pool) -> list[uuid.UUID]:
+    """Accounts with history, so plans and indexes look like production, not empty tables."""
+    async with pool.acquire() as conn, conn.transaction():
+        ids: list[uuid.UUID] = [
+            r["id"]
+            for r in await conn.fetch(
+                "INSERT INTO accounts (asset, balance, initial_balance)"
+                " SELECT 'ETH', $1::numeric + $2, $1 FROM generate_series(1, $3)"
+                " RETURNING id",
+                OPENING_BALANCE,
+                HISTORY_PER_ACCOUNT,
+                SPREAD_ACCOUNTS,
+            )
+        ]
+        await conn.execute(
+            """
+            WITH history AS (
+                SELECT a.id AS account_id, n, 'hist-' || a.id || '-' || n AS event_id
+                FROM unnest($1::uuid[]) AS a(id), generate_series(1, $2) AS n
+            ), events AS (
+                INSERT INTO payment_events (event_id, account_id, amount, event_type, status)
+                SELECT event_id, account_id, 1, 'deposit', 'confirmed' FROM history
+            ), processed AS (
+                INSERT INTO processed_events (idempotency_key, event_id, outcome)
+                SELECT 'hist:' || event_id, event_id, 'success' FROM history
+            )
+            INSERT INTO balance_events (account_id, amount, event_type, source_event_id,
+                                        balance_after)
+            SELECT account_id, 1, 'deposit', event_id, $3::numeric + n FROM history
+            """,
+            ids,
+            HISTORY_PER_ACCOUNT,
+            OPENING_BALANCE,
+        )
+    return ids
+
+
+async def _insert_events(pool: asyncpg.Pool, events: list[_Event]) -> None:
+    """Store the workload as enqueued events, as the relay leaves them for the workers."""
+    async with pool.acquire() as conn:
+        await conn.copy_records_to_table(
+            "payment_events",
+            records=[
+                (e.event_id, e.account, e.amount, e.event_type.value, "enqueued") for e in events
+            ],
+            columns=["event_id", "account_id", "amount", "event_type", "status"],
+        )
+
+
+async def _make_shadow_tables(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        for shadow, real in (
+            ("ceiling_accounts", "accounts"),
+            ("ceiling_processed", "processed_events"),
+            ("ceiling_ledger", "balance_events"),
+        ):
+            await conn.execute(f"CREATE TABLE {shadow} (LIKE {real} INCLUDING ALL)")
+        await conn.execute("INSERT INTO ceiling_accounts SELECT * FROM accounts")
+        await conn.execute("INSERT INTO ceiling_processed SELECT * FROM processed_events")
+        await conn.execute(
+            "INSERT INTO ceiling_ledger (account_id, amount, event_type, source_event_id,"
+            " balance_after, created_at) SELECT account_id, amount, event_type, source_event_id,"
+            " balance_after, created_at FROM balance_events"
+        )
+
+
+async def _drive(
+    jobs: list[Job],
+    run_one: Callable[[Job], Awaitable[None]],
+    concurrency: int,
+    on_done: Callable[[], None] | None,
+) -> RunFigures:
+    latencies = array("d")
+    queue = iter(jobs)
+
+    async def worker() -> None:
+        for job in queue:
+            started = time.perf_counter()
+            await run_one(job)
+            latencies.append(time.perf_counter() - started)
+            if on_done is not None:
+                on_done()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    seconds = time.perf_counter() - started
+    ordered = sorted(latencies)
+    return RunFigures(
+        events_per_s=len(jobs) / seconds if seconds else 0.0,
+        p50_ms=percentile(ordered, 0.50) * 1000,
+        p99_ms=percentile(ordered, 0.99) * 1000,
+        seconds=seconds,
+    )
+
+
+async def _verify(
+    pool: asyncpg.Pool, settings: Settings, workload: list[_Event], outcomes: dict[str, Outcome]
+) -> tuple[bool, bool]:
+    """Every event applied once: one outcome each, one ledger row per success, recon clean."""
+    ids = [e.event_id for e in workload]
+    successes = sum(1 for o in outcomes.values() if o is Outcome.SUCCESS)
+    async with pool.acquire() as conn:
+        processed = await conn.fetchval(
+            "SELECT count(*) FROM processed_events WHERE event_id = ANY($1::text[])", ids
+        )
+        ledger_rows = await conn.fetchval(
+            "SELECT count(*) FROM balance_events WHERE source_event_id = ANY($1::text[])", ids
+        )
+        open_events = await conn.fetchval(
+            "SELECT count(*) FROM payment_events WHERE event_id = ANY($1::text[])"
+            " AND status NOT IN ('confirmed', 'failed')",
+            ids,
+        )
+    exactly_once = (
+        len(outcomes) == len(workload)
+        and processed == len(workload)
+        and ledger_rows == successes
+        and open_events == 0
+    )
+    report = await reconcile(pool, settings, full=True)
+    return exactly_once, report.clean
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )

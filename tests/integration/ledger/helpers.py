@@ -1,0 +1,52 @@
+"""Shared helpers for ledger tests: accounts and events in their own transactions."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from uuid import UUID
+
+import asyncpg
+
+from payflow.config import Settings
+from payflow.db.tx import transaction
+from payflow.ledger.accounts import create_account, record_event
+from payflow.ledger.records import EventType
+from payflow.money import scale_of
+
+
+async def new_account(
+    pool: asyncpg.Pool, settings: Settings, asset: str = "ETH", opening: str = "0"
+) -> UUID:
+    async with pool.acquire() as conn, transaction(conn, settings):
+        account = await create_account(conn, asset, Decimal(opening))
+    return account.id
+
+
+async def new_event(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    account_id: UUID,
+    event_id: str,
+    amount: str,
+    event_type: EventType,
+    asset: str = "ETH",
+) -> None:
+    async with pool.acquire() as conn, transaction(conn, settings):
+        await record_event(
+            conn,
+            event_id=event_id,
+            account_id=account_id,
+            amount=amount,
+            event_type=event_type,
+            scale=scale_of(asset),
+        )
+
+
+async def balance(pool: asyncpg.Pool, account_id: UUID) -> Decimal:
+    value: Decimal = await pool.fetchval("SELECT balance FROM accounts WHERE id = $1", account_id)
+    return value
+
+
+async def count(pool: asyncpg.Pool, sql: str, *args: object) -> int:
+    value: int = await pool.fetchval(sql, *args)
+    return value
