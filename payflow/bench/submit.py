@@ -18,7 +18,7 @@ import asyncpg
 
 from payflow.broker.topology import TOPIC_LEDGER_EVENT, TOPIC_PAYMENT_CREATED
 from payflow.config import Settings
-from payflow.db.conn import acquire
+from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import asset_scale, record_event
@@ -56,7 +56,7 @@ class DirectSubmitter:
     ) -> UUID:
         """Insert the pending payment and its `payment.created` outbox row together."""
         trace_id = new_trace_id()
-        async with acquire(self._pool) as conn, transaction(conn, self._settings):
+        async with self._pool.acquire() as conn, transaction(conn, self._settings):
             value: Decimal = parse_amount(amount, await asset_scale(conn, currency))
             payment_id: UUID = await conn.fetchval(
                 PAYMENTS_SQL["insert_payment"],
@@ -78,7 +78,7 @@ class DirectSubmitter:
     async def submit_deposit(self, event_id: str, account_id: UUID, amount: str) -> None:
         """Insert the pending deposit event and its `ledger.event` outbox row together."""
         trace_id = new_trace_id()
-        async with acquire(self._pool) as conn, transaction(conn, self._settings):
+        async with self._pool.acquire() as conn, transaction(conn, self._settings):
             asset: str = await conn.fetchval("SELECT asset FROM accounts WHERE id = $1", account_id)
             inserted = await record_event(
                 conn,
@@ -96,7 +96,7 @@ class DirectSubmitter:
 
 
 async def create_merchant(
-    conn: asyncpg.Connection, name: str, webhook_secret: str | None = None
+    conn: Connection, name: str, webhook_secret: str | None = None
 ) -> tuple[UUID, str]:
     """A merchant row for tests and the bench; returns (id, webhook secret)."""
     secret = webhook_secret or "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()

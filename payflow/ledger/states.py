@@ -106,7 +106,7 @@ async def transition(
     return TransitionResult(TransitionKind.CONCURRENT_CHANGE, status)
 
 
-async def reopen_failed(conn: asyncpg.Connection, event_id: str) -> bool:
+async def reopen_failed(conn: Connection, event_id: str) -> bool:
     """Operator-only: move a failed, never-posted event back to pending; True if moved.
 
     This is deliberately outside `TRANSITIONS`: no automatic path may leave a terminal

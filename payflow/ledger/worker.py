@@ -15,7 +15,7 @@ import structlog
 from payflow.broker.messages import Envelope
 from payflow.broker.topology import TOPIC_NOTIFICATION
 from payflow.config import Settings
-from payflow.db.conn import acquire
+from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.errors import AlreadyProcessed, BadInput, PayflowError
 from payflow.ledger.posting import post_event
@@ -35,7 +35,7 @@ def event_id_of(envelope: Envelope) -> str:
     return event_id
 
 
-async def notify_refusal(conn: asyncpg.Connection, result: PostingResult) -> None:
+async def notify_refusal(conn: Connection, result: PostingResult) -> None:
     """`on_outcome` hook: one notification row for a fresh insufficient-funds outcome."""
     if result.outcome is not Outcome.INSUFFICIENT_FUNDS:
         return
@@ -79,7 +79,7 @@ class LedgerWorker:
         """Retries exhausted: fail the event (if not final) and record the DLQ row."""
         payload: dict[str, Any] = dict(envelope.payload)
         event_id = str(payload.get("event_id"))
-        async with acquire(self._pool) as conn, transaction(conn, self._settings):
+        async with self._pool.acquire() as conn, transaction(conn, self._settings):
             if isinstance(payload.get("event_id"), str):
                 try:
                     moved = await transition(conn, event_id, EventStatus.FAILED)

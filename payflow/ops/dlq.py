@@ -16,7 +16,7 @@ import asyncpg
 
 from payflow.broker.topology import TOPIC_LEDGER_EVENT, TOPIC_PAYMENT_CREATED, TOPIC_WEBHOOK_DELIVER
 from payflow.config import Settings
-from payflow.db.conn import acquire
+from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, Conflict, NotFound
@@ -47,7 +47,7 @@ def _dead_letter(row: asyncpg.Record) -> DeadLetter:
 
 
 async def record_dead_letter(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     source: str,
     subject_id: str,
@@ -68,14 +68,14 @@ async def list_dead_letters(
     pool: asyncpg.Pool, *, include_resolved: bool = False, limit: int = 50
 ) -> list[DeadLetter]:
     """Newest first; unresolved only unless `include_resolved`."""
-    async with acquire(pool) as conn:
+    async with pool.acquire() as conn:
         rows = await conn.fetch(SQL["list_dead_letters"], include_resolved, limit)
     return [_dead_letter(r) for r in rows]
 
 
 async def get_dead_letter(pool: asyncpg.Pool, dlq_id: int) -> DeadLetter:
     """One DLQ row; `NotFound` when absent."""
-    async with acquire(pool) as conn:
+    async with pool.acquire() as conn:
         row = await conn.fetchrow(SQL["get_dead_letter"], dlq_id)
     if row is None:
         raise NotFound(f"dead letter {dlq_id} does not exist")
@@ -93,7 +93,7 @@ async def replay_dead_letter(
     """
     if not operator.strip():
         raise BadInput("replay needs an operator name (resolved_by)")
-    async with acquire(pool) as conn, transaction(conn, settings):
+    async with pool.acquire() as conn, transaction(conn, settings):
         row = await conn.fetchrow(SQL["lock_dead_letter"], dlq_id)
         if row is None:
             raise NotFound(f"dead letter {dlq_id} does not exist")
@@ -111,7 +111,7 @@ async def replay_dead_letter(
     return resolution
 
 
-async def _replay_event(conn: asyncpg.Connection, event_id: str) -> str:
+async def _replay_event(conn: Connection, event_id: str) -> str:
     event = await conn.fetchrow(SQL["event_for_replay"], event_id)
     if event is None:
         return "skipped: event no longer exists"
@@ -127,7 +127,7 @@ async def _replay_event(conn: asyncpg.Connection, event_id: str) -> str:
     return f"requeued: event {status} -> pending, ledger.event re-sent"
 
 
-async def _replay_payment(conn: asyncpg.Connection, subject: str, *, webhook: bool) -> str:
+async def _replay_payment(conn: Connection, subject: str, *, webhook: bool) -> str:
     try:
         payment_id = UUID(subject)
     except ValueError:

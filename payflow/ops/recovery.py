@@ -11,7 +11,7 @@ import structlog
 
 from payflow.broker.topology import TOPIC_LEDGER_EVENT
 from payflow.config import Settings
-from payflow.db.conn import acquire
+from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.ledger.states import EventStatus, transition
@@ -19,11 +19,9 @@ from payflow.ops.dlq import record_dead_letter
 from payflow.outbox.writer import enqueue
 
 SQL = load_queries("payflow.ops")
-OUTBOX_SQL = load_queries("payflow.outbox")
 log = structlog.get_logger("payflow.ops")
 
 RECOVERY_BATCH = 200
-RETENTION_BATCH = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +31,8 @@ class RecoveryReport:
     skipped: bool = False  # another replica holds the job's lock
 
 
-async def _locked(conn: asyncpg.Connection, job: str) -> bool:
+async def job_lock(conn: Connection, job: str) -> bool:
+    """Take the job's transaction-scoped advisory lock; False when another replica has it."""
     return bool(await conn.fetchval(SQL["try_job_lock"], job))
 
 
@@ -45,8 +44,8 @@ async def recover_stale_events(pool: asyncpg.Pool, settings: Settings) -> Recove
     count and its outbox row (or DLQ row) commit together.
     """
     recovered = dead = 0
-    async with acquire(pool) as conn, transaction(conn, settings):
-        if not await _locked(conn, "recover_stale_events"):
+    async with pool.acquire() as conn, transaction(conn, settings):
+        if not await job_lock(conn, "recover_stale_events"):
             return RecoveryReport(skipped=True)
         rows = await conn.fetch(
             SQL["stale_enqueued_events"], settings.stale_event_timeout_s, RECOVERY_BATCH
@@ -86,38 +85,3 @@ async def recover_stale_events(pool: asyncpg.Pool, settings: Settings) -> Recove
     if recovered or dead:
         log.warning("payflow.recovery.done", recovered=recovered, dead_lettered=dead)
     return RecoveryReport(recovered=recovered, dead_lettered=dead)
-
-
-async def alert_stale_outbox(pool: asyncpg.Pool, settings: Settings) -> int:
-    """Log `payflow.outbox.stale` when rows stay unpublished too long; returns their count."""
-    async with acquire(pool) as conn:
-        row = await conn.fetchrow(OUTBOX_SQL["stale_unpublished"], settings.outbox_stale_alert_s)
-    assert row is not None
-    stale = int(row["stale"])
-    if stale:
-        log.error(
-            "payflow.outbox.stale",
-            count=stale,
-            oldest_id=row["oldest_id"],
-            oldest_created_at=row["oldest"].isoformat(),
-        )
-    return stale
-
-
-async def cleanup_outbox(pool: asyncpg.Pool, settings: Settings) -> int:
-    """Delete published rows older than the retention; unpublished rows are never touched.
-    A retention of 0 disables the cleanup. Returns the number deleted."""
-    if settings.outbox_retention_hours <= 0:
-        return 0
-    async with acquire(pool) as conn, transaction(conn, settings):
-        if not await _locked(conn, "cleanup_outbox"):
-            return 0
-        status = await conn.execute(
-            OUTBOX_SQL["delete_published_before"],
-            settings.outbox_retention_hours * 3600,
-            RETENTION_BATCH,
-        )
-    deleted = int(status.split()[-1])
-    if deleted:
-        log.info("payflow.outbox.cleaned", deleted=deleted)
-    return deleted

@@ -14,7 +14,8 @@ import asyncpg
 import structlog
 
 from payflow.config import Settings
-from payflow.ops.recovery import alert_stale_outbox, cleanup_outbox, recover_stale_events
+from payflow.ops.recovery import recover_stale_events
+from payflow.outbox.maintenance import alert_stale_outbox, cleanup_outbox
 
 log = structlog.get_logger("payflow.scheduler")
 

@@ -26,7 +26,6 @@ from payflow.broker.messages import encode_payload
 from payflow.broker.publisher import publish
 from payflow.broker.topology import TOPIC_LEDGER_EVENT
 from payflow.config import Settings
-from payflow.db.conn import acquire
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import classify
@@ -67,7 +66,7 @@ async def relay_once(
     between the confirms and the marks.
     """
     errors: list[BaseException] = []
-    async with acquire(pool) as conn, transaction(conn, settings) as tx:
+    async with pool.acquire() as conn, transaction(conn, settings) as tx:
         rows = await tx.fetch(SQL["claim_batch"], settings.relay_batch_size)
         if not rows:
             return 0
@@ -120,15 +119,13 @@ async def run_relay(
     Invariant: unpublished rows are eventually published as long as the broker and
     the database come back; failures are logged and retried, never dropped.
     """
-    wake = asyncio.Event()
-    listener: Any = None  # a pooled connection held for LISTEN
+    listener = _Listener(pool)
     log.info("payflow.outbox.relay_started")
     try:
         while not stop.is_set():
-            wake.clear()
+            listener.wake.clear()
             try:
-                if listener is None or listener.is_closed():
-                    listener = await _listen(pool, wake, listener)
+                await listener.ensure()
                 published = await relay_once(pool, settings, exchange)
             except Exception as exc:
                 log.warning("payflow.outbox.relay_error", error=f"{type(exc).__name__}: {exc}")
@@ -136,27 +133,44 @@ async def run_relay(
                 continue
             if published >= settings.relay_batch_size:
                 continue  # a full batch: more may be waiting
-            await _wait_for_work(wake, stop, settings.relay_poll_interval_s)
+            await _wait_for_work(listener.wake, stop, settings.relay_poll_interval_s)
     finally:
-        if listener is not None:
-            with contextlib.suppress(Exception):
-                await pool.release(listener)
+        await listener.close()
         log.info("payflow.outbox.relay_stopped")
 
 
-async def _listen(pool: asyncpg.Pool, wake: asyncio.Event, previous: Any) -> Any:
+class _Listener:
     """A dedicated pooled connection that LISTENs and sets `wake` on every NOTIFY."""
-    if previous is not None:
-        with contextlib.suppress(Exception):
-            await pool.release(previous)
-    conn = await pool.acquire()
 
-    def on_notify(*_args: object) -> None:
-        wake.set()
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self._conn: Any = None
+        self.wake = asyncio.Event()
 
-    await conn.add_listener(NOTIFY_CHANNEL, on_notify)
-    wake.set()  # anything committed before we listened is picked up at once
-    return conn
+    def _on_notify(self, *_args: object) -> None:
+        self.wake.set()
+
+    async def ensure(self) -> None:
+        if self._conn is not None and not self._conn.is_closed():
+            return
+        await self.close()
+        self._conn = await self._pool.acquire()
+        await self._conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+        self.wake.set()  # anything committed before we listened is picked up at once
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            if not conn.is_closed():
+                await conn.remove_listener(NOTIFY_CHANNEL, self._on_notify)
+        except Exception as exc:
+            log.warning("payflow.outbox.unlisten_failed", error=str(exc))
+        try:
+            await self._pool.release(conn)
+        except Exception as exc:
+            log.warning("payflow.outbox.release_failed", error=str(exc))
 
 
 async def _wait_for_work(wake: asyncio.Event, stop: asyncio.Event, seconds: float) -> None:

@@ -20,7 +20,7 @@ import structlog
 from payflow.broker.messages import Envelope
 from payflow.broker.topology import TOPIC_LEDGER_EVENT, TOPIC_WEBHOOK_DELIVER
 from payflow.config import Settings
-from payflow.db.conn import acquire
+from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound, PayflowError
@@ -51,7 +51,7 @@ def payment_id_of(envelope: Envelope) -> UUID:
         raise BadInput(f"message has no valid payment_id ({raw!r})") from None
 
 
-async def load_payment(conn: asyncpg.Connection, payment_id: UUID) -> asyncpg.Record:
+async def load_payment(conn: Connection, payment_id: UUID) -> asyncpg.Record:
     """The payment with its merchant's webhook secret; `NotFound` when absent."""
     row = await conn.fetchrow(SQL["get_payment"], payment_id)
     if row is None:
@@ -59,7 +59,7 @@ async def load_payment(conn: asyncpg.Connection, payment_id: UUID) -> asyncpg.Re
     return row
 
 
-async def merchant_account(conn: asyncpg.Connection, merchant_id: UUID, asset: str) -> UUID:
+async def merchant_account(conn: Connection, merchant_id: UUID, asset: str) -> UUID:
     """The merchant's account for `asset`, opened on first use (race-free)."""
     await conn.execute(SQL["open_merchant_account"], merchant_id, asset)
     account_id: UUID | None = await conn.fetchval(SQL["merchant_account"], merchant_id, asset)
@@ -68,7 +68,7 @@ async def merchant_account(conn: asyncpg.Connection, merchant_id: UUID, asset: s
 
 
 async def finalize(
-    conn: asyncpg.Connection, payment: asyncpg.Record, status: str, trace_id: str | None
+    conn: Connection, payment: asyncpg.Record, status: str, trace_id: str | None
 ) -> bool:
     """Move a pending payment to `status` with its credit and webhook job; False if it
     was already final. Runs inside the caller's transaction."""
@@ -112,7 +112,7 @@ class PaymentProcessor:
         """
         payment_id = payment_id_of(envelope)
         structlog.contextvars.bind_contextvars(payment_id=str(payment_id))
-        async with acquire(self._pool) as conn:
+        async with self._pool.acquire() as conn:
             payment = await load_payment(conn, payment_id)
         if payment["status"] != "pending":
             log.info("payflow.payments.duplicate", status=payment["status"])
@@ -121,7 +121,7 @@ class PaymentProcessor:
             ChargeRequest(payment_id, payment["amount"], payment["currency"])
         )
         status = SUCCEEDED if result.approved else FAILED
-        async with acquire(self._pool) as conn, transaction(conn, self._settings):
+        async with self._pool.acquire() as conn, transaction(conn, self._settings):
             changed = await finalize(conn, payment, status, envelope.trace_id or None)
         log.info(
             "payflow.payments.finalized" if changed else "payflow.payments.duplicate",
@@ -134,7 +134,7 @@ class PaymentProcessor:
         the DLQ row, in one transaction."""
         payload: dict[str, Any] = dict(envelope.payload)
         subject = str(payload.get("payment_id"))
-        async with acquire(self._pool) as conn, transaction(conn, self._settings):
+        async with self._pool.acquire() as conn, transaction(conn, self._settings):
             try:
                 payment = await load_payment(conn, payment_id_of(envelope))
             except (BadInput, NotFound):

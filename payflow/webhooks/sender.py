@@ -20,7 +20,6 @@ import structlog
 
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
-from payflow.db.conn import acquire
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound, PayflowError, RetryableError, WebhookHTTPStatus
@@ -78,7 +77,7 @@ class WebhookSender:
         """
         payment_id = payment_id_of(envelope)
         structlog.contextvars.bind_contextvars(payment_id=str(payment_id))
-        async with acquire(self._pool) as conn:
+        async with self._pool.acquire() as conn:
             payment = await load_payment(conn, payment_id)
         if payment["status"] == "pending":
             raise RetryableError("payment is not final yet")  # cannot happen via finalize
@@ -100,7 +99,7 @@ class WebhookSender:
                 failure = WebhookHTTPStatus(response.status_code)
         except httpx.HTTPError as exc:
             failure = exc
-        async with acquire(self._pool) as conn, transaction(conn, self._settings):
+        async with self._pool.acquire() as conn, transaction(conn, self._settings):
             counted = await conn.fetchrow(
                 SQL["record_webhook_attempt"], payment_id, failure is None
             )
@@ -118,7 +117,7 @@ class WebhookSender:
         """Retries exhausted (or a refused URL / answer): record the DLQ row; the payment
         keeps its terminal status and `webhook_delivered_at` stays null."""
         subject = str(envelope.payload.get("payment_id"))
-        async with acquire(self._pool) as conn, transaction(conn, self._settings):
+        async with self._pool.acquire() as conn, transaction(conn, self._settings):
             attempts = envelope.attempt
             try:
                 payment = await load_payment(conn, payment_id_of(envelope))

@@ -1,0 +1,51 @@
+"""Outbox maintenance: alerts for rows left unpublished and retention of published rows."""
+
+from __future__ import annotations
+
+import asyncpg
+import structlog
+
+from payflow.config import Settings
+from payflow.db.queries import load_queries
+from payflow.db.tx import transaction
+from payflow.ops.recovery import job_lock
+
+SQL = load_queries("payflow.outbox")
+log = structlog.get_logger("payflow.outbox")
+
+RETENTION_BATCH = 5000
+
+
+async def alert_stale_outbox(pool: asyncpg.Pool, settings: Settings) -> int:
+    """Log `payflow.outbox.stale` when rows stay unpublished too long; returns their count."""
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(SQL["stale_unpublished"], settings.outbox_stale_alert_s)
+    assert row is not None
+    stale = int(row["stale"])
+    if stale:
+        log.error(
+            "payflow.outbox.stale",
+            count=stale,
+            oldest_id=row["oldest_id"],
+            oldest_created_at=row["oldest"].isoformat(),
+        )
+    return stale
+
+
+async def cleanup_outbox(pool: asyncpg.Pool, settings: Settings) -> int:
+    """Delete published rows older than the retention; unpublished rows are never touched.
+    A retention of 0 disables the cleanup. Returns the number deleted."""
+    if settings.outbox_retention_hours <= 0:
+        return 0
+    async with pool.acquire() as conn, transaction(conn, settings):
+        if not await job_lock(conn, "cleanup_outbox"):
+            return 0
+        status = await conn.execute(
+            SQL["delete_published_before"],
+            settings.outbox_retention_hours * 3600,
+            RETENTION_BATCH,
+        )
+    deleted = int(status.split()[-1])
+    if deleted:
+        log.info("payflow.outbox.cleaned", deleted=deleted)
+    return deleted

@@ -1,0 +1,10 @@
+"""End-to-end tests share the pipeline fixtures (vhost, sink, running roles)."""
+
+from tests.integration.pipeline.conftest import (  # noqa: F401 - fixtures by name
+    merchant,
+    pipe_settings,
+    sink,
+    start_roles,
+    submitter,
+    vhost,
+)

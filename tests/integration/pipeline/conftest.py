@@ -1,0 +1,143 @@
+"""Pipeline fixtures: a RabbitMQ vhost per test, a webhook sink, running roles."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+import asyncpg
+import pytest
+
+from payflow.bench.submit import DirectSubmitter, create_merchant
+from payflow.config import Settings, load_settings
+from payflow.payments.gateway import EmulatedGateway, Gateway
+from payflow.roles import WORKER_QUEUES, run_roles
+from tests.sink import WebhookSink
+
+RABBIT_USER = "guest"
+
+
+def rabbitmqctl(*args: str) -> str:
+    done = subprocess.run(
+        ["rabbitmqctl", "-q", *args], check=True, capture_output=True, text=True, timeout=60
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def vhost() -> Iterator[str]:
+    """A fresh RabbitMQ vhost for one test, deleted afterwards."""
+    name = f"payflow_test_{uuid.uuid4().hex[:12]}"
+    rabbitmqctl("add_vhost", name)
+    rabbitmqctl("set_permissions", "-p", name, RABBIT_USER, ".*", ".*", ".*")
+    yield name
+    rabbitmqctl("delete_vhost", name)
+
+
+@pytest.fixture
+def pipe_settings(database_url: str, vhost: str) -> Settings:
+    """Fast tiers and an instant, always-approving gateway; the sink on 127.0.0.1 is allowed."""
+    return load_settings(
+        database_url=database_url,
+        rabbitmq_url=f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}",
+        retry_tiers_ms=(40, 80, 120),
+        gateway_delay_min_s=0.0,
+        gateway_delay_max_s=0.0,
+        gateway_failure_rate=0.0,
+        webhook_allow_hosts=("127.0.0.1",),
+        webhook_timeout_s=2.0,
+        relay_poll_interval_s=0.5,
+        broker_prefetch=16,
+        db_pool_min=1,
+        db_pool_max=8,
+        scheduler_interval_s=0.2,
+        shutdown_grace_s=10.0,
+        log_json=False,
+    )
+
+
+@pytest.fixture
+async def sink() -> AsyncIterator[WebhookSink]:
+    server = WebhookSink()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def submitter(pool: asyncpg.Pool, pipe_settings: Settings) -> DirectSubmitter:
+    return DirectSubmitter(pool, pipe_settings)
+
+
+@pytest.fixture
+async def merchant(pool: asyncpg.Pool) -> tuple[uuid.UUID, str]:
+    async with pool.acquire() as conn:
+        return await create_merchant(conn, "shop")
+
+
+class Running:
+    """Roles running in this event loop until `stop()`."""
+
+    def __init__(self, task: asyncio.Task[None], stop_event: asyncio.Event) -> None:
+        self.task = task
+        self.stop_event = stop_event
+
+    async def stop(self) -> None:
+        self.stop_event.set()
+        await asyncio.wait_for(self.task, timeout=30)
+
+
+@pytest.fixture
+async def start_roles(
+    pipe_settings: Settings,
+) -> AsyncIterator[Callable[..., Awaitable[Running]]]:
+    started: list[Running] = []
+
+    async def start(
+        roles: tuple[str, ...] = ("relay", "worker"),
+        *,
+        settings: Settings | None = None,
+        gateway: Gateway | None = None,
+        worker_queues: tuple[str, ...] = WORKER_QUEUES,
+    ) -> Running:
+        stop_event = asyncio.Event()
+        task = asyncio.create_task(
+            run_roles(
+                settings or pipe_settings,
+                roles,
+                stop_event,
+                gateway=gateway or EmulatedGateway(0, 0, 0.0, seed=1),
+                worker_queues=worker_queues,
+            )
+        )
+        running = Running(task, stop_event)
+        started.append(running)
+        await asyncio.sleep(0.3)  # let the topology be declared
+        if task.done():
+            task.result()
+        return running
+
+    yield start
+    for running in started:
+        with contextlib.suppress(Exception):
+            await running.stop()
+
+
+async def wait_until(
+    check: Callable[[], Awaitable[Any]], *, limit_s: float = 30.0, what: str = "condition"
+) -> Any:
+    """Poll `check` until it returns a truthy value (no timing is asserted)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)

@@ -1,0 +1,68 @@
+"""A tiny asyncio HTTP/1.1 server that records webhook POSTs (test and bench receiver)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Received:
+    headers: dict[str, str]
+    body: bytes
+    at: float
+
+
+@dataclass
+class WebhookSink:
+    """Answers every POST with `status_for(request)` (200 by default) and records it."""
+
+    status_for: Callable[[Received], int] = lambda _r: 200
+    received: list[Received] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    _server: asyncio.AbstractServer | None = None
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                headers: dict[str, str] = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        name, value = line.split(":", 1)
+                        headers[name.strip().lower()] = value.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                request = Received(headers, body, time.monotonic())
+                status = self.status_for(request)
+                self.received.append(request)
+                self.arrived.set()
+                writer.write(f"HTTP/1.1 {status} X\r\ncontent-length: 0\r\n\r\n".encode("latin-1"))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    async def wait_for(self, count: int, limit_s: float = 30.0) -> None:
+        deadline = time.monotonic() + limit_s
+        while len(self.received) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"sink got {len(self.received)} of {count} webhooks")
+            await asyncio.sleep(0.02)
