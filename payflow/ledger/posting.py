@@ -134,7 +134,10 @@ async def _move(conn: Connection, event_id: str, target: EventStatus) -> asyncpg
     """Walk the event to `target` (through enqueued when it is still pending)."""
     result = await transition(conn, event_id, target)
     if result.kind is TransitionKind.INVALID and result.status is EventStatus.PENDING:
-        await _require_changed(await transition(conn, event_id, EventStatus.ENQUEUED), event_id)
+        step = await transition(conn, event_id, EventStatus.ENQUEUED)
+        # The relay may have moved it to enqueued between our two reads: that is fine.
+        if step.kind is not TransitionKind.ALREADY_IN_TARGET:
+            await _require_changed(step, event_id)
         result = await transition(conn, event_id, target)
     return await _require_changed(result, event_id)
 

@@ -39,3 +39,19 @@ RETURNING webhook_attempts, webhook_delivered_at;
 INSERT INTO payments (merchant_id, amount, currency, idempotency_key, webhook_url, trace_id)
 VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id;
+
+-- name: lock_payment_for_webhook
+-- $1 payment id. Held while one worker POSTs, so duplicate deliveries never POST in parallel;
+-- a row locked by another sender is skipped (no row returned).
+SELECT p.id, p.merchant_id, p.amount, p.currency, p.status, p.webhook_url,
+       p.webhook_delivered_at, p.webhook_attempts, p.trace_id, p.processed_at, p.created_at,
+       m.webhook_secret, a.scale
+FROM payments p
+JOIN merchants m ON m.id = p.merchant_id
+JOIN assets a ON a.code = p.currency
+WHERE p.id = $1
+FOR UPDATE OF p SKIP LOCKED;
+
+-- name: payment_exists
+-- $1 payment id
+SELECT EXISTS (SELECT 1 FROM payments WHERE id = $1);

@@ -3,8 +3,9 @@
 The handler does nothing only when the payment is terminal AND its webhook is
 delivered. Checking the status alone would be wrong: a message back from a retry tier
 after a failed POST finds the payment already final, and must still send.
-Each attempt is counted in its own transaction after the POST; a crash between POST
-and count means the receiver may see the same `webhook-id` twice and dedupes on it.
+The POST happens while the payment row is locked (FOR UPDATE SKIP LOCKED), and the
+attempt is counted in that same transaction; a crash between POST and commit means
+the receiver may see the same `webhook-id` twice and dedupes on it.
 """
 
 from __future__ import annotations
@@ -73,33 +74,28 @@ class WebhookSender:
         """Send the payment's signed notification unless it was already delivered.
 
         Invariant: `webhook_delivered_at` is set once, by the first 2xx; every POST
-        attempt is counted in `webhook_attempts`.
+        attempt is counted in `webhook_attempts`; the payment row is locked during the
+        POST, so duplicate deliveries of one job never POST in parallel.
         """
         payment_id = payment_id_of(envelope)
         structlog.contextvars.bind_contextvars(payment_id=str(payment_id))
-        async with self._pool.acquire() as conn:
-            payment = await load_payment(conn, payment_id)
-        if payment["status"] == "pending":
-            raise RetryableError("payment is not final yet")  # cannot happen via finalize
-        if payment["webhook_delivered_at"] is not None:
-            log.info("payflow.webhooks.already_delivered")
-            return
-        url: str | None = payment["webhook_url"]
-        if not url:
-            return
-        await resolve_and_check(url, self._settings.webhook_allow_hosts)
-        body = webhook_body(payment)
-        headers = signature_headers(
-            payment["webhook_secret"], webhook_id(payment_id), int(time.time()), body
-        )
         failure: Exception | None = None
-        try:
-            response = await self._client.post(url, content=body, headers=headers)
-            if not 200 <= response.status_code < 300:
-                failure = WebhookHTTPStatus(response.status_code)
-        except httpx.HTTPError as exc:
-            failure = exc
         async with self._pool.acquire() as conn, transaction(conn, self._settings):
+            payment = await conn.fetchrow(SQL["lock_payment_for_webhook"], payment_id)
+            if payment is None:
+                if await conn.fetchval(SQL["payment_exists"], payment_id):
+                    raise RetryableError("another worker is sending this webhook right now")
+                raise NotFound(f"payment {payment_id} does not exist")
+            if payment["status"] == "pending":
+                raise RetryableError("payment is not final yet")  # finalize makes this rare
+            if payment["webhook_delivered_at"] is not None:
+                log.info("payflow.webhooks.already_delivered")
+                return
+            url: str | None = payment["webhook_url"]
+            if not url:
+                return
+            await resolve_and_check(url, self._settings.webhook_allow_hosts)
+            failure = await self._post(payment, url)
             counted = await conn.fetchrow(
                 SQL["record_webhook_attempt"], payment_id, failure is None
             )
@@ -113,6 +109,20 @@ class WebhookSender:
             raise failure
         log.info("payflow.webhooks.delivered", attempt=counted["webhook_attempts"])
 
+    async def _post(self, payment: asyncpg.Record, url: str) -> Exception | None:
+        """One signed POST; returns the failure (None for a 2xx) instead of raising it."""
+        body = webhook_body(payment)
+        headers = signature_headers(
+            payment["webhook_secret"], webhook_id(payment["id"]), int(time.time()), body
+        )
+        try:
+            response = await self._client.post(url, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            return exc
+        if 200 <= response.status_code < 300:
+            return None
+        return WebhookHTTPStatus(response.status_code)
+
     async def on_dead(self, envelope: Envelope, error: PayflowError) -> None:
         """Retries exhausted (or a refused URL / answer): record the DLQ row; the payment
         keeps its terminal status and `webhook_delivered_at` stays null."""
@@ -121,9 +131,12 @@ class WebhookSender:
             attempts = envelope.attempt
             try:
                 payment = await load_payment(conn, payment_id_of(envelope))
-                attempts = max(int(payment["webhook_attempts"]), 1)
             except (BadInput, NotFound):
-                pass
+                payment = None
+            if payment is not None:
+                if payment["webhook_delivered_at"] is not None:
+                    return  # a duplicate job gave up, but the webhook was delivered
+                attempts = max(int(payment["webhook_attempts"]), 1)
             await record_dead_letter(
                 conn,
                 source="webhook",
