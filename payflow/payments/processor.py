@@ -117,6 +117,7 @@ class PaymentProcessor:
         if payment["status"] != "pending":
             log.info("payflow.payments.duplicate", status=payment["status"])
             return
+        log.debug("payflow.payments.charging")
         result = await self._gateway.charge(
             ChargeRequest(payment_id, payment["amount"], payment["currency"])
         )
