@@ -190,6 +190,33 @@ def bench_ledger(
         raise typer.Exit(1)
 
 
+@bench_app.command("e2e")
+def bench_e2e(
+    payments: Annotated[
+        int, typer.Option(min=1, help="Payments (and as many deposits) per phase")
+    ] = 2000,
+    rate: Annotated[float, typer.Option(min=1, help="Payments/s in the fixed-rate phase")] = 200.0,
+    workers: Annotated[int, typer.Option(min=0, max=8, help="Extra worker processes")] = 0,
+    relays: Annotated[int, typer.Option(min=0, max=4, help="Extra relay processes")] = 0,
+    split: Annotated[
+        bool, typer.Option("--split", help="One process per role instead of `payflow up`")
+    ] = False,
+) -> None:
+    """The whole pipeline (gateway delay 0, local sink) at a fixed rate and at full speed."""
+    import tempfile
+    from pathlib import Path
+
+    from payflow.bench.e2e import E2EConfig, run_e2e_bench
+
+    log_dir = Path(tempfile.mkdtemp(prefix="payflow-bench-e2e-"))
+    console.print(f"service logs: {log_dir}")
+    ok = _run(
+        run_e2e_bench(_settings(), E2EConfig(payments, rate, workers, relays, split), log_dir)
+    )
+    if not ok:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     """Entry point of the `payflow` console script."""
     app()

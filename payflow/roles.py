@@ -68,13 +68,17 @@ def default_gateway(settings: Settings) -> Gateway:
 
 async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
     """Outbox -> RabbitMQ."""
+    # Its own two connections (LISTEN + batches): a busy worker in the same process
+    # must never make the relay queue for a pooled connection.
+    pool = await create_pool(runtime.settings, min_size=2, max_size=2)
     channel = await confirm_channel(runtime.connection)
     try:
         exchange = await channel.get_exchange(runtime.names.exchange)
-        await run_relay(runtime.pool, runtime.settings, exchange, stop)
+        await run_relay(pool, runtime.settings, exchange, stop)
     finally:
         with contextlib.suppress(Exception):
             await channel.close()
+        await pool.close()
 
 
 def worker_routes(runtime: Runtime) -> list[Route]:

@@ -19,7 +19,7 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: mark_published
 -- $1 outbox ids whose publish the broker confirmed
-UPDATE outbox SET published_at = now(), publish_attempts = publish_attempts + 1
+UPDATE outbox SET published_at = clock_timestamp(), publish_attempts = publish_attempts + 1
 WHERE id = ANY($1::bigint[]);
 
 -- name: count_failed_publish

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -52,6 +53,14 @@ async def _publish_row(exchange: aio_pika.abc.AbstractExchange, row: asyncpg.Rec
     return int(row["id"])
 
 
+def _event_id(row: asyncpg.Record) -> str | None:
+    """The payment event a `ledger.event` row announces (None for other topics)."""
+    if row["topic"] != TOPIC_LEDGER_EVENT:
+        return None
+    event_id = row["payload"].get("event_id")
+    return event_id if isinstance(event_id, str) else None
+
+
 async def relay_once(
     pool: asyncpg.Pool,
     settings: Settings,
@@ -66,10 +75,18 @@ async def relay_once(
     between the confirms and the marks.
     """
     errors: list[BaseException] = []
+    started = time.monotonic()
     async with pool.acquire() as conn, transaction(conn, settings) as tx:
         rows = await tx.fetch(SQL["claim_batch"], settings.relay_batch_size)
         if not rows:
             return 0
+        # Mark ledger events enqueued BEFORE publishing: the row lock is then ours
+        # until commit, so a fast consumer waits a moment instead of the relay
+        # queueing behind postings; a rollback leaves them pending.
+        events = {int(row["id"]): _event_id(row) for row in rows}
+        for event_id in events.values():
+            if event_id is not None:
+                await transition(tx, event_id, EventStatus.ENQUEUED, expected=EventStatus.PENDING)
         results = await asyncio.gather(
             *(_publish_row(exchange, row) for row in rows), return_exceptions=True
         )
@@ -87,14 +104,11 @@ async def relay_once(
             await tx.execute(SQL["mark_published"], confirmed)
         if failed:
             await tx.execute(SQL["count_failed_publish"], failed)
-        done = set(confirmed)
-        for row in rows:
-            if row["topic"] == TOPIC_LEDGER_EVENT and int(row["id"]) in done:
-                event_id = row["payload"].get("event_id")
-                if isinstance(event_id, str):
-                    # A no-op when a worker already moved it on; never an error.
+            for outbox_id in failed:
+                event_id = events[outbox_id]
+                if event_id is not None:  # not handed over after all
                     await transition(
-                        tx, event_id, EventStatus.ENQUEUED, expected=EventStatus.PENDING
+                        tx, event_id, EventStatus.PENDING, expected=EventStatus.ENQUEUED
                     )
     if errors:
         log.warning(
@@ -104,7 +118,11 @@ async def relay_once(
         )
         if not confirmed:
             raise classify(errors[0])
-    log.debug("payflow.outbox.published", count=len(confirmed))
+    log.debug(
+        "payflow.outbox.published",
+        count=len(confirmed),
+        batch_ms=round((time.monotonic() - started) * 1000, 1),
+    )
     return len(confirmed)
 
 

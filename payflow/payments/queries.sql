@@ -10,7 +10,7 @@ WHERE p.id = $1;
 
 -- name: finalize_payment
 -- $1 payment id, $2 terminal status. Compare-and-set: only a pending payment moves.
-UPDATE payments SET status = $2, processed_at = now()
+UPDATE payments SET status = $2, processed_at = clock_timestamp()
 WHERE id = $1 AND status = 'pending'
 RETURNING id;
 
@@ -28,7 +28,7 @@ SELECT id FROM accounts WHERE merchant_id = $1 AND asset = $2;
 UPDATE payments
 SET webhook_attempts = webhook_attempts + 1,
     webhook_delivered_at = CASE
-        WHEN $2::boolean AND webhook_delivered_at IS NULL THEN now()
+        WHEN $2::boolean AND webhook_delivered_at IS NULL THEN clock_timestamp()
         ELSE webhook_delivered_at
     END
 WHERE id = $1

@@ -8,6 +8,7 @@ from decimal import Decimal
 import asyncpg
 import orjson
 
+from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
@@ -17,7 +18,6 @@ from payflow.payments.processor import credit_event_id
 from payflow.webhooks.sender import webhook_id
 from payflow.webhooks.signing import verify
 from tests.integration.pipeline.conftest import wait_until
-from tests.sink import WebhookSink
 
 
 async def test_payment_reaches_terminal_and_one_signed_webhook_verifies(

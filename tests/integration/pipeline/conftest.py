@@ -14,11 +14,11 @@ from urllib.parse import quote
 import asyncpg
 import pytest
 
+from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter, create_merchant
 from payflow.config import Settings, load_settings
 from payflow.payments.gateway import EmulatedGateway, Gateway
 from payflow.roles import WORKER_QUEUES, run_roles
-from tests.sink import WebhookSink
 
 RABBIT_USER = "guest"
 

@@ -12,6 +12,7 @@ import aio_pika
 import asyncpg
 import pytest
 
+from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter
 from payflow.broker.connection import confirm_channel, connect
 from payflow.broker.topology import declare_topology
@@ -23,7 +24,6 @@ from payflow.ledger.records import EventType
 from payflow.outbox.relay import relay_once, run_relay
 from payflow.outbox.writer import enqueue
 from tests.integration.pipeline.conftest import wait_until
-from tests.sink import WebhookSink
 
 N = 15
 

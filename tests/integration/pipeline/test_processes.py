@@ -13,10 +13,10 @@ from pathlib import Path
 
 import asyncpg
 
+from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from tests.integration.pipeline.conftest import rabbitmqctl, wait_until
-from tests.sink import WebhookSink
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -9,6 +9,7 @@ from decimal import Decimal
 import asyncpg
 import pytest
 
+from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
@@ -20,7 +21,6 @@ from payflow.ops.dlq import list_dead_letters, replay_dead_letter
 from payflow.ops.recovery import job_lock, recover_stale_events
 from payflow.outbox.maintenance import alert_stale_outbox, cleanup_outbox
 from tests.integration.pipeline.conftest import wait_until
-from tests.sink import WebhookSink
 
 
 async def _stale_enqueued_event(

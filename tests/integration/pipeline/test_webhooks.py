@@ -7,10 +7,10 @@ import uuid
 import aio_pika
 import asyncpg
 
+from payflow.bench.sink import Received, WebhookSink
 from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from tests.integration.pipeline.conftest import wait_until
-from tests.sink import Received, WebhookSink
 
 
 async def _parked(settings: Settings, queue: str) -> int:

@@ -1,4 +1,5 @@
-"""A tiny asyncio HTTP/1.1 server that records webhook POSTs (test and bench receiver)."""
+"""A tiny asyncio HTTP/1.1 server that records webhook POSTs (the bench's and the tests'
+receiver): no framework, keep-alive, answers with a configurable status."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ class Received:
 class WebhookSink:
     """Answers every POST with `status_for(request)` (200 by default) and records it."""
 
-    status_for: Callable[[Received], int] = lambda _r: 200
+    status_for: Callable[[Received], int] = field(default=lambda _r: 200)
+    keep_bodies: bool = True
     received: list[Received] = field(default_factory=list)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _server: asyncio.AbstractServer | None = None
@@ -30,10 +32,12 @@ class WebhookSink:
         return f"http://127.0.0.1:{self.port}/hook"
 
     async def start(self) -> None:
+        """Listen on an ephemeral port of 127.0.0.1."""
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        """Stop listening."""
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -49,7 +53,7 @@ class WebhookSink:
                         name, value = line.split(":", 1)
                         headers[name.strip().lower()] = value.strip()
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
-                request = Received(headers, body, time.monotonic())
+                request = Received(headers, body if self.keep_bodies else b"", time.monotonic())
                 status = self.status_for(request)
                 self.received.append(request)
                 self.arrived.set()
@@ -61,6 +65,7 @@ class WebhookSink:
             writer.close()
 
     async def wait_for(self, count: int, limit_s: float = 30.0) -> None:
+        """Wait until `count` requests arrived."""
         deadline = time.monotonic() + limit_s
         while len(self.received) < count:
             if time.monotonic() > deadline:
