@@ -27,9 +27,10 @@ from payflow.broker.messages import encode_payload
 from payflow.broker.publisher import publish
 from payflow.broker.topology import TOPIC_LEDGER_EVENT
 from payflow.config import Settings
+from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
-from payflow.errors import classify
+from payflow.errors import NotFound, classify
 from payflow.ledger.states import EventStatus, transition
 from payflow.outbox.writer import NOTIFY_CHANNEL
 
@@ -61,6 +62,18 @@ def _event_id(row: asyncpg.Record) -> str | None:
     return event_id if isinstance(event_id, str) else None
 
 
+async def _mark_event(
+    conn: Connection, event_id: str, target: EventStatus, expected: EventStatus
+) -> None:
+    """Best-effort status move for an announced event: a moved-on event is a no-op, and
+    an unknown one is published anyway so that the worker dead-letters it (a poison
+    row must never block the relay)."""
+    try:
+        await transition(conn, event_id, target, expected=expected)
+    except NotFound:
+        log.warning("payflow.outbox.unknown_event", event_id=event_id)
+
+
 async def relay_once(
     pool: asyncpg.Pool,
     settings: Settings,
@@ -86,7 +99,7 @@ async def relay_once(
         events = {int(row["id"]): _event_id(row) for row in rows}
         for event_id in events.values():
             if event_id is not None:
-                await transition(tx, event_id, EventStatus.ENQUEUED, expected=EventStatus.PENDING)
+                await _mark_event(tx, event_id, EventStatus.ENQUEUED, EventStatus.PENDING)
         results = await asyncio.gather(
             *(_publish_row(exchange, row) for row in rows), return_exceptions=True
         )
@@ -107,9 +120,7 @@ async def relay_once(
             for outbox_id in failed:
                 event_id = events[outbox_id]
                 if event_id is not None:  # not handed over after all
-                    await transition(
-                        tx, event_id, EventStatus.PENDING, expected=EventStatus.ENQUEUED
-                    )
+                    await _mark_event(tx, event_id, EventStatus.PENDING, EventStatus.ENQUEUED)
     if errors:
         log.warning(
             "payflow.outbox.publish_failed",
