@@ -71,6 +71,7 @@ class Settings(BaseSettings):
     gateway_seed: int | None = None
     webhook_timeout_s: float = Field(default=5.0, gt=0)
     webhook_max_connections: int = Field(default=100, ge=1)
+    webhook_concurrency: int = Field(default=8, ge=1)
     shutdown_grace_s: float = Field(default=30.0, gt=0)
 
     @field_validator("provider_webhook_secret")

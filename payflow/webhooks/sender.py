@@ -10,6 +10,7 @@ the receiver may see the same `webhook-id` twice and dedupes on it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from decimal import Decimal
 from uuid import UUID
@@ -69,6 +70,9 @@ class WebhookSender:
         self._pool = pool
         self._settings = settings
         self._client = client
+        # A send holds a pooled connection (and the payment's row lock) for the whole
+        # POST; bounding the sends keeps slow merchants from starving other handlers.
+        self._sending = asyncio.Semaphore(settings.webhook_concurrency)
 
     async def handle(self, envelope: Envelope) -> None:
         """Send the payment's signed notification unless it was already delivered.
@@ -79,6 +83,10 @@ class WebhookSender:
         """
         payment_id = payment_id_of(envelope)
         structlog.contextvars.bind_contextvars(payment_id=str(payment_id))
+        async with self._sending:
+            await self._send(payment_id)
+
+    async def _send(self, payment_id: UUID) -> None:
         failure: Exception | None = None
         async with self._pool.acquire() as conn, transaction(conn, self._settings):
             payment = await conn.fetchrow(SQL["lock_payment_for_webhook"], payment_id)
