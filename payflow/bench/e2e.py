@@ -111,13 +111,18 @@ class Service:
             )
         self.peak_rss_mb: dict[int, float] = {p.pid: 0.0 for p in self._procs}
 
+        self.cpu_s: dict[int, float] = {p.pid: 0.0 for p in self._procs}
+
     def sample(self) -> None:
         for proc in self._procs:
             try:
-                rss = psutil.Process(proc.pid).memory_info().rss / 2**20
+                info = psutil.Process(proc.pid)
+                rss = info.memory_info().rss / 2**20
+                times = info.cpu_times()
             except psutil.Error:
                 continue
             self.peak_rss_mb[proc.pid] = max(self.peak_rss_mb[proc.pid], rss)
+            self.cpu_s[proc.pid] = times.user + times.system
 
     def alive(self) -> bool:
         return all(p.poll() is None for p in self._procs)
@@ -127,6 +132,27 @@ class Service:
             if proc.poll() is None:
                 proc.terminate()
         return [proc.wait(timeout=60) for proc in self._procs]
+
+
+def cpu_by_program() -> dict[str, float]:
+    """CPU seconds used so far by PostgreSQL, RabbitMQ and everything else, machine-wide."""
+    totals = {"postgres": 0.0, "rabbitmq": 0.0}
+    for proc in psutil.process_iter(["name", "cpu_times"]):
+        name = proc.info["name"] or ""
+        times = proc.info["cpu_times"]
+        if times is None:
+            continue
+        key = (
+            "postgres"
+            if name.startswith("postgres")
+            else ("rabbitmq" if name.startswith("beam") else None)
+        )
+        if key is not None:
+            totals[key] += times.user + times.system
+    machine = psutil.cpu_times()
+    totals["machine_busy"] = machine.user + machine.system + machine.nice
+    totals["this_process"] = sum(psutil.Process().cpu_times()[:2])
+    return totals
 
 
 async def _submit_phase(
@@ -294,6 +320,8 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             )
             await _wait_done(pool, "warm", 50, service)
             results = []
+            cpu_before = cpu_by_program()
+            wall_before = time.monotonic()
             for tag, name, rate in (
                 ("fixed", f"fixed rate {config.rate:g}/s", config.rate),
                 ("full", "full speed", None),
@@ -310,6 +338,9 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
                 )
                 await _wait_done(pool, tag, config.payments, service)
                 results.append(await _measure(pool, tag, name, accepted))
+            service.sample()
+            cpu_after = cpu_by_program()
+            wall = time.monotonic() - wall_before
             once, clean = await _exactly_once(pool, bench_settings, sink, 2 * config.payments + 50)
         finally:
             exit_codes = service.stop()
@@ -329,6 +360,14 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
         f"peak RSS per process (MB): "
         f"{', '.join(f'{v:.0f}' for v in service.peak_rss_mb.values())}; "
         f"exit codes {exit_codes}"
+    )
+    cpu = {k: (cpu_after[k] - cpu_before[k]) / wall for k in cpu_after}
+    console.print(
+        "CPU during the phases (cores busy): "
+        f"machine {cpu['machine_busy']:.2f} of {psutil.cpu_count()}, "
+        f"postgres {cpu['postgres']:.2f}, rabbitmq {cpu['rabbitmq']:.2f}, "
+        f"bench driver+sink {cpu['this_process']:.2f}, "
+        f"payflow processes (whole run) {sum(service.cpu_s.values()) / wall:.2f}"
     )
     console.print(
         f"exactly-once verified: {'yes' if once else 'no'}; "
