@@ -22,7 +22,7 @@ app = typer.Typer(
 )
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures and ratios.")
 app.add_typer(bench_app, name="bench")
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # one-line errors stay one line
 
 
 def _settings() -> Settings:

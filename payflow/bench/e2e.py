@@ -43,6 +43,8 @@ SUBMIT_CONCURRENCY = 32
 
 @dataclass(frozen=True, slots=True)
 class E2EConfig:
+    """What `payflow bench e2e` runs."""
+
     payments: int = 2000
     rate: float = 200.0  # payments/s (and as many deposits/s) in the fixed-rate phase
     workers: int = 0  # extra `payflow worker` processes beside `payflow up`
@@ -52,6 +54,8 @@ class E2EConfig:
 
 @dataclass(frozen=True, slots=True)
 class PhaseResult:
+    """Throughput and latency samples (ms, ascending) of one phase."""
+
     name: str
     payments_per_s: float
     events_per_s: float
@@ -60,6 +64,8 @@ class PhaseResult:
     delivered_ms: list[float]
 
     def figures(self) -> dict[str, float]:
+        """The printed figures, rounded."""
+
         def q(values: list[float], fraction: float) -> float:
             return round(percentile(values, fraction), 1)
 
@@ -114,6 +120,7 @@ class Service:
         self.cpu_s: dict[int, float] = {p.pid: 0.0 for p in self._procs}
 
     def sample(self) -> None:
+        """Record each process's RSS (keeping the peak) and CPU time."""
         for proc in self._procs:
             try:
                 info = psutil.Process(proc.pid)
@@ -125,9 +132,11 @@ class Service:
             self.cpu_s[proc.pid] = times.user + times.system
 
     def alive(self) -> bool:
+        """True while every service process runs."""
         return all(p.poll() is None for p in self._procs)
 
     def stop(self) -> list[int]:
+        """SIGTERM every process and return their exit codes."""
         for proc in self._procs:
             if proc.poll() is None:
                 proc.terminate()

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 @dataclass(slots=True)
 class Received:
+    """One request as the sink saw it."""
+
     headers: dict[str, str]
     body: bytes
     at: float
@@ -29,6 +31,7 @@ class WebhookSink:
 
     @property
     def url(self) -> str:
+        """Where to POST."""
         return f"http://127.0.0.1:{self.port}/hook"
 
     async def start(self) -> None:

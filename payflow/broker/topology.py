@@ -57,26 +57,33 @@ class Names:
 
     @property
     def exchange(self) -> str:
+        """The work exchange."""
         return self.prefix
 
     @property
     def retry_exchange(self) -> str:
+        """The exchange of the retry tiers."""
         return f"{self.prefix}.retry"
 
     @property
     def dlx(self) -> str:
+        """The parking (dead-letter) exchange."""
         return f"{self.prefix}.dlx"
 
     def queue(self, short: str) -> str:
+        """A work queue."""
         return f"{self.prefix}.{short}"
 
     def retry_queue(self, short: str, tier_ms: int) -> str:
+        """The TTL queue of one tier of one work queue."""
         return f"{self.prefix}.{short}.retry.{tier_ms}ms"
 
     def retry_key(self, short: str, tier_ms: int) -> str:
+        """The routing key into that TTL queue."""
         return f"{self.queue(short)}.{tier_ms}"
 
     def parking_queue(self, short: str) -> str:
+        """The parking queue of a work queue."""
         return f"{self.prefix}.{short}.dlq"
 
 

@@ -30,6 +30,8 @@ SOURCES = ("payment_event", "payment", "webhook")
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
+    """One `dead_letter_queue` row."""
+
     id: int
     source: str
     subject_id: str

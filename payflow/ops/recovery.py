@@ -26,6 +26,8 @@ RECOVERY_BATCH = 200
 
 @dataclass(frozen=True, slots=True)
 class RecoveryReport:
+    """What one recovery pass did."""
+
     recovered: int = 0
     dead_lettered: int = 0
     skipped: bool = False  # another replica holds the job's lock
