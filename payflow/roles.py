@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aio_pika
@@ -50,7 +50,6 @@ class Runtime:
     http: httpx.AsyncClient
     gateway: Gateway
     worker_queues: tuple[str, ...] = WORKER_QUEUES
-    extras: dict[str, object] = field(default_factory=dict)
 
 
 Role = Callable[[Runtime, asyncio.Event], Coroutine[Any, Any, None]]
