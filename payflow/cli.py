@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Coroutine
 from typing import Annotated, Any, TypeVar
 
 import typer
+import uvloop
 from rich.console import Console
 
 from payflow.config import Settings, SettingsError, exit_on_settings_error, load_settings
@@ -35,7 +35,7 @@ def _settings() -> Settings:
 
 def _run(coro: Coroutine[Any, Any, T]) -> T:
     try:
-        return asyncio.run(coro)
+        return uvloop.run(coro)
     except PayflowError as error:
         console.print(f"[red]payflow: {type(error).__name__}: {error}[/red]")
         raise typer.Exit(1) from None

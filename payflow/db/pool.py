@@ -20,6 +20,12 @@ async def _init_connection(conn: Connection) -> None:
         )
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Release hook: asyncpg already rolled back any open transaction. payflow sets
+    nothing session-level on pooled connections (SET LOCAL only; LISTEN and advisory
+    locks use dedicated connections), so the default reset round trip is skipped."""
+
+
 async def create_pool(
     settings: Settings,
     *,
@@ -33,6 +39,7 @@ async def create_pool(
         min_size=min_size or settings.db_pool_min,
         max_size=max_size or settings.db_pool_max,
         init=_init_connection,
+        reset=_keep_session,
     )
     assert pool is not None
     return pool
