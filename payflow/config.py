@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     log_level: str = "INFO"
     log_json: bool = True
 
+    # --- api
+    redis_key_prefix: str = "payflow:"
+    api_auth_cache_seconds: float = Field(default=30.0, ge=0)
+    api_ready_timeout_seconds: float = Field(default=2.0, gt=0)
+    default_chain: str = "ETH_MAINNET"
+
     @field_validator("provider_webhook_secret")
     @classmethod
     def _secret_long_enough(cls, value: str | None) -> str | None:

@@ -1,0 +1,1 @@
+"""Merchant payments: creation (with its outbox row) and tenant-scoped reads."""

@@ -1,0 +1,43 @@
+-- name: create_payment
+-- $1 merchant id, $2 amount, $3 currency, $4 description, $5 metadata, $6 idempotency key,
+-- $7 webhook url, $8 trace id, $9 request hash
+-- Inserts the payment and its completed idempotency record; returns the response body.
+WITH p AS (
+    INSERT INTO payments
+        (merchant_id, amount, currency, description, metadata, idempotency_key, webhook_url,
+         trace_id)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    RETURNING id, status, created_at
+), body AS (
+    SELECT p.id, jsonb_build_object(
+        'payment_id', p.id::text,
+        'status', p.status,
+        'created_at', to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+    ) AS response
+    FROM p
+), stored AS (
+    INSERT INTO api_idempotency
+        (merchant_id, scope, key, request_hash, state, response_status, response_body)
+    SELECT $1, 'payments.create', $6, $9, 'completed', 202, body.response FROM body
+)
+SELECT id, response FROM body;
+
+-- name: get_payment
+-- $1 payment id, $2 merchant id
+SELECT id, amount, currency, description, metadata, status, idempotency_key, webhook_url,
+       webhook_delivered_at, webhook_attempts, created_at, processed_at
+FROM payments WHERE id = $1 AND merchant_id = $2;
+
+-- name: list_payments
+-- $1 merchant id, $2 status or null, $3 created_from or null, $4 created_to or null,
+-- $5 cursor created_at or null, $6 cursor id, $7 page size (+1 to detect a next page)
+SELECT id, amount, currency, description, metadata, status, idempotency_key, webhook_url,
+       webhook_delivered_at, webhook_attempts, created_at, processed_at
+FROM payments
+WHERE merchant_id = $1
+  AND ($2::text IS NULL OR status = $2)
+  AND ($3::timestamptz IS NULL OR created_at >= $3)
+  AND ($4::timestamptz IS NULL OR created_at < $4)
+  AND ($5::timestamptz IS NULL OR (created_at, id) < ($5, $6::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT $7;

@@ -1,0 +1,1 @@
+"""Outbound webhook delivery: signing, SSRF guard, retry classification."""
