@@ -9,7 +9,7 @@ WITH p AS (
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
     RETURNING id, status, created_at
 ), body AS (
-    SELECT p.id, jsonb_build_object(
+    SELECT p.id, json_build_object(
         'payment_id', p.id::text,
         'status', p.status,
         'created_at', to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')

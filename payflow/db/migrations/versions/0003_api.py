@@ -25,7 +25,7 @@ UPGRADE = [
         state TEXT NOT NULL DEFAULT 'in_progress'
             CONSTRAINT api_idempotency_state_valid CHECK (state IN ('in_progress', 'completed')),
         response_status SMALLINT,
-        response_body JSONB,
+        response_body JSON,  -- JSON keeps the exact text, so replays are byte-identical
         created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
         CONSTRAINT api_idempotency_pkey PRIMARY KEY (merchant_id, scope, key),
         CONSTRAINT api_idempotency_response_when_completed CHECK (
