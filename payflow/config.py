@@ -8,9 +8,10 @@ naming it (see `load_settings`), never a traceback.
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class SettingsError(Exception):
@@ -39,12 +40,13 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     api_workers: int = Field(default=1, ge=1)
-    fiat_currencies: tuple[str, ...] = ("RUB", "USD", "EUR")
+    # NoDecode: comma-separated env values go to `_split_csv`, not the JSON decoder.
+    fiat_currencies: Annotated[tuple[str, ...], NoDecode] = ("RUB", "USD", "EUR")
     idempotency_retention_hours: int = Field(default=24, ge=1)
     max_body_bytes: int = Field(default=65536, ge=1024)
     max_metadata_bytes: int = Field(default=4096, ge=2)
     rate_limit_per_minute: int = Field(default=60000, ge=1)
-    webhook_allow_hosts: tuple[str, ...] = ()
+    webhook_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
     merchant_account_asset: str = "USD"
 
     recon_recent_minutes: int = Field(default=15, ge=1)

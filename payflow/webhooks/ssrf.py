@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
 from collections.abc import Iterable
 from urllib.parse import urlsplit
@@ -28,6 +29,7 @@ METADATA_ADDRESSES = frozenset(
     }
 )
 
+NUMERIC_LABEL = re.compile(r"(0x[0-9a-f]*|[0-9]+)", re.ASCII)
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -91,6 +93,16 @@ def check_webhook_url(url: str, allow_hosts: Iterable[str]) -> str:
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
+        if NUMERIC_LABEL.fullmatch(host.rsplit(".", 1)[-1]):
+            # Shorthand, octal, hex or decimal IPv4 forms ("127.1", "0x7f.1", "2130706433")
+            # that resolvers accept: judge the address they stand for.
+            try:
+                packed = socket.inet_aton(host)
+            except OSError:
+                raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not valid") from None
+            if is_forbidden_address(ipaddress.IPv4Address(packed)):
+                raise UnsafeWebhookUrl(f"webhook_url address {host} is not a public address")
+            return host
         if "." not in host:
             raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not a public name") from None
         return host
