@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from redis.asyncio import Redis
@@ -58,4 +59,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for module in (payments, accounts, ingress, health):
         app.include_router(module.router)
     app.add_middleware(RequestMiddleware, max_body_bytes=settings.max_body_bytes, metrics=metrics)
+    _document_settings(app, settings)
     return app
+
+
+def _document_settings(app: FastAPI, settings: Settings) -> None:
+    """Put the configured currencies into /openapi.json, so the document stays exact."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = build()
+            payment = document["components"]["schemas"]["PaymentCreate"]["properties"]
+            payment["currency"]["enum"] = list(settings.fiat_currencies)
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]

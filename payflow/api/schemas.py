@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-AMOUNT_FIELD_PATTERN = r"^[0-9]+(\.[0-9]+)?$"
+AMOUNT_FIELD_PATTERN = r"^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"  # as money.AMOUNT_PATTERN
 AMOUNT_EXAMPLE = "10.00"
 
 
@@ -65,6 +65,7 @@ class PaymentCreate(Strict):
         examples=[AMOUNT_EXAMPLE],
         min_length=1,
         max_length=64,
+        pattern=AMOUNT_FIELD_PATTERN,
     )
     currency: str = Field(description="A configured fiat currency", examples=["RUB"])
     description: str | None = Field(default=None, max_length=512)
@@ -144,7 +145,7 @@ class DepositAddressView(BaseModel):
 
 
 class WithdrawalCreate(Strict):
-    amount: str = Field(min_length=1, max_length=64, examples=["1.5"])
+    amount: str = Field(min_length=1, max_length=64, examples=["1.5"], pattern=AMOUNT_FIELD_PATTERN)
 
     _amount_string = field_validator("amount", mode="before")(_amount_must_be_string)
 

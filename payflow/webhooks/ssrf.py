@@ -77,6 +77,25 @@ def _host_of(url: str) -> str:
     return host.lower().rstrip(".")
 
 
+def _inet_aton(host: str) -> bytes:
+    try:
+        return socket.inet_aton(host)
+    except OSError:
+        raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not valid") from None
+
+
+def _literal_address(host: str) -> IPAddress | None:
+    """The address a host literally names, including the shorthand, octal, hex and
+    decimal IPv4 forms resolvers accept ("127.1", "0x7f.1", "2130706433"); else None."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    if NUMERIC_LABEL.fullmatch(host.rsplit(".", 1)[-1]):
+        return ipaddress.IPv4Address(_inet_aton(host))
+    return None
+
+
 def check_webhook_url(url: str, allow_hosts: Iterable[str]) -> str:
     """Validate `url` without any network I/O; return the lower-cased host.
 
@@ -90,21 +109,10 @@ def check_webhook_url(url: str, allow_hosts: Iterable[str]) -> str:
         return host
     if host in BLOCKED_NAMES or host.endswith((".localhost", ".internal", ".local")):
         raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not allowed")
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        if NUMERIC_LABEL.fullmatch(host.rsplit(".", 1)[-1]):
-            # Shorthand, octal, hex or decimal IPv4 forms ("127.1", "0x7f.1", "2130706433")
-            # that resolvers accept: judge the address they stand for.
-            try:
-                packed = socket.inet_aton(host)
-            except OSError:
-                raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not valid") from None
-            if is_forbidden_address(ipaddress.IPv4Address(packed)):
-                raise UnsafeWebhookUrl(f"webhook_url address {host} is not a public address")
-            return host
+    address = _literal_address(host)
+    if address is None:
         if "." not in host:
-            raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not a public name") from None
+            raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not a public name")
         return host
     if is_forbidden_address(address):
         raise UnsafeWebhookUrl(f"webhook_url address {host} is not a public address")

@@ -14,6 +14,8 @@ import httpx
 
 from payflow.config import Settings
 
+SERVE = [sys.executable, "-c", "from payflow.cli import main; main()", "api"]
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -44,8 +46,7 @@ def running_api(settings: Settings, workers: int = 2) -> Iterator[str]:
     """Start `payflow api` on a free port; yield its base URL; stop it afterwards."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-c", "from payflow.cli import main; main()", "api"]
-        + ["--port", str(port), "--workers", str(workers)],
+        [*SERVE, "--port", str(port), "--workers", str(workers)],
         env=server_env(settings),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
