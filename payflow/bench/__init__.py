@@ -1,0 +1,1 @@
+"""Benchmarks behind `payflow bench ...`: they print figures, they never assert."""
