@@ -20,7 +20,7 @@ from .db import connection
 from .errors import install_exception_handler
 from .metrics import Metrics
 from .middleware import RequestMiddleware
-from .routes import accounts, health, ingress, payments
+from .routes import accounts, admin, health, ingress, payments
 from .state import ApiState
 
 
@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_exception_handler(app)
-    for module in (payments, accounts, ingress, health):
+    for module in (payments, accounts, ingress, admin, health):
         app.include_router(module.router)
     app.add_middleware(RequestMiddleware, max_body_bytes=settings.max_body_bytes, metrics=metrics)
     _document_settings(app, settings)

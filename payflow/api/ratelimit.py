@@ -12,6 +12,12 @@ from payflow.observability import log
 from .errors import ApiProblem
 
 WINDOW_SECONDS = 60
+# One round trip: count the hit and give a fresh window key its expiry.
+COUNT_SCRIPT = """
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return count
+"""
 
 
 async def hit(redis: Redis, prefix: str, client: str, limit: int) -> None:
@@ -25,10 +31,7 @@ async def hit(redis: Redis, prefix: str, client: str, limit: int) -> None:
     window = int(now // WINDOW_SECONDS)
     key = f"{prefix}rl:{client}:{window}"
     try:
-        async with redis.pipeline(transaction=False) as pipe:
-            pipe.incr(key)
-            pipe.expire(key, WINDOW_SECONDS + 5, nx=True)
-            count, _ = await pipe.execute()
+        count = await redis.eval(COUNT_SCRIPT, 1, key, WINDOW_SECONDS + 5)
     except (RedisError, OSError) as error:
         log.warning("payflow.api.ratelimit_unavailable", error=str(error))
         return

@@ -217,3 +217,20 @@ def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 COMMON_PROBLEMS = (401, 413, 422, 429, 503)
+
+
+class UnmatchedEvent(BaseModel):
+    event_id: str
+    reason: Literal["unknown_address", "asset_mismatch", "unknown_asset", "unsupported"]
+    chain: str
+    address: str | None
+    asset: str | None
+    amount: str | None
+    tx_hash: str | None
+    trace_id: str | None
+    created_at: str
+
+
+class UnmatchedPage(BaseModel):
+    items: list[UnmatchedEvent]
+    next_cursor: str | None

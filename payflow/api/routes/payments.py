@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, overload
 from uuid import UUID
 
 import orjson
@@ -145,21 +145,27 @@ async def read(request: Request, payment_id: UUID, merchant: CurrentMerchant) ->
     return JsonResponse(payment_view(row))
 
 
-def encode_cursor(created_at: datetime, payment_id: UUID) -> str:
-    """An opaque cursor naming the last item of a page."""
-    raw = orjson.dumps([created_at.isoformat(), str(payment_id)])
+def encode_cursor(created_at: datetime, item_id: UUID | str) -> str:
+    """An opaque cursor naming the last item of a page (its time and id)."""
+    raw = orjson.dumps([created_at.isoformat(), str(item_id)])
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, UUID]:
+@overload
+def decode_cursor(cursor: str) -> tuple[datetime, UUID]: ...
+@overload
+def decode_cursor(cursor: str, *, id_kind: type[str]) -> tuple[datetime, str]: ...
+
+
+def decode_cursor(cursor: str, *, id_kind: type[Any] = UUID) -> tuple[datetime, Any]:
     """Inverse of `encode_cursor`; `FieldError` for anything it did not produce."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_at, payment_id = orjson.loads(raw)
+        created_at, item_id = orjson.loads(raw)
         moment = datetime.fromisoformat(created_at)
-        if moment.tzinfo is None:
-            raise ValueError("naive timestamp")
-        return moment, UUID(payment_id)
+        if moment.tzinfo is None or not isinstance(item_id, str):
+            raise ValueError("not a cursor")
+        return moment, id_kind(item_id)
     except (ValueError, TypeError, binascii.Error, orjson.JSONDecodeError):
         raise FieldError("query.cursor", "is not a cursor returned by this endpoint") from None
 

@@ -254,3 +254,22 @@ async def test_secret_is_not_the_api_key(anon: httpx.AsyncClient, usdc_account: 
     )
     assert response.status_code == 401
     assert PROVIDER_SECRET not in response.text
+
+
+async def test_admin_lists_unmatched_events_with_a_cursor(
+    anon: httpx.AsyncClient, admin: httpx.AsyncClient, client: httpx.AsyncClient
+) -> None:
+    for index in range(3):
+        body = generic(event_id=f"lost-{index}", to_address="0x" + f"{index}" * 40)
+        await anon.post(URL, content=body, headers=signed(body))
+    assert (await client.get("/api/v1/admin/unmatched-events")).status_code == 403
+    first = (await admin.get("/api/v1/admin/unmatched-events", params={"limit": 2})).json()
+    second = (
+        await admin.get(
+            "/api/v1/admin/unmatched-events", params={"limit": 2, "cursor": first["next_cursor"]}
+        )
+    ).json()
+    ids = [item["event_id"] for item in first["items"] + second["items"]]
+    assert sorted(ids) == ["lost-0", "lost-1", "lost-2"] and len(set(ids)) == 3
+    assert second["next_cursor"] is None
+    assert first["items"][0]["reason"] == "unknown_address"
