@@ -19,19 +19,32 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
+async def _skip_session_reset(conn: asyncpg.Connection) -> None:
+    # asyncpg has already rolled back any open transaction and dropped Python-side
+    # listeners before calling this; only the RESET ALL / UNLISTEN round trip is skipped.
+    return None
+
+
 async def create_pool(
     settings: Settings,
     *,
     dsn: str | None = None,
     min_size: int | None = None,
     max_size: int | None = None,
+    reset_session: bool = True,
 ) -> asyncpg.Pool:
-    """Open a pool. Nothing session-level is set, so PgBouncer transaction pooling works."""
+    """Open a pool. Nothing session-level is set, so PgBouncer transaction pooling works.
+
+    `reset_session=False` skips the per-release reset query (one round trip per
+    acquire); only for callers that never change session state (LISTEN, SET, session
+    advisory locks), such as the HTTP API.
+    """
     pool = await asyncpg.create_pool(
         dsn or settings.database_url,
         min_size=min_size or settings.db_pool_min,
         max_size=max_size or settings.db_pool_max,
         init=_init_connection,
+        reset=None if reset_session else _skip_session_reset,
     )
     assert pool is not None
     return pool
