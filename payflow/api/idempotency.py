@@ -68,14 +68,17 @@ async def lookup(
         SQL["idempotency_lookup"], lock_key(merchant_id, scope, key), merchant_id, scope, key
     )
     assert row is not None  # the query always yields one row
+    return check_stored(row, req_hash)
+
+
+def check_stored(row: Any, req_hash: str) -> StoredResponse | None:
+    """Judge a lookup row (`locked`, `request_hash`, `state`, `response_*`).
+
+    None means the lock is ours and nothing is stored: go ahead. Otherwise raise the
+    409 "in progress" or "reused" problem, or return the stored response to replay.
+    """
     if not row["locked"]:
-        raise ApiProblem(
-            409,
-            "Request in progress",
-            "a request with this Idempotency-Key is still in progress; retry later",
-            slug="idempotency-in-progress",
-            headers={"Retry-After": "1"},
-        )
+        raise _in_progress()
     if row["state"] is None:
         return None
     if row["request_hash"] != req_hash:
@@ -86,14 +89,18 @@ async def lookup(
             slug="idempotency-key-reused",
         )
     if row["state"] != "completed":
-        raise ApiProblem(
-            409,
-            "Request in progress",
-            "a request with this Idempotency-Key is still in progress; retry later",
-            slug="idempotency-in-progress",
-            headers={"Retry-After": "1"},
-        )
+        raise _in_progress()
     return StoredResponse(status=row["response_status"], body=row["response_body"])
+
+
+def _in_progress() -> ApiProblem:
+    return ApiProblem(
+        409,
+        "Request in progress",
+        "a request with this Idempotency-Key is still in progress; retry later",
+        slug="idempotency-in-progress",
+        headers={"Retry-After": "1"},
+    )
 
 
 async def store(

@@ -1,12 +1,23 @@
 -- name: create_payment
 -- $1 merchant id, $2 amount, $3 currency, $4 description, $5 metadata, $6 idempotency key,
--- $7 webhook url, $8 trace id, $9 request hash
--- Inserts the payment and its completed idempotency record; returns the response body.
-WITH p AS (
+-- $7 webhook url, $8 trace id, $9 request hash, $10 advisory lock key of the idempotency key
+-- One round trip: take the key's transaction lock, read any stored record, and only when
+-- the lock was free and nothing is stored, insert the payment and its completed
+-- idempotency record. Visibility follows the statement snapshot; a record committed by a
+-- concurrent request after it was taken fails the primary key, and the caller retries.
+WITH lock AS MATERIALIZED (
+    SELECT pg_try_advisory_xact_lock($10) AS locked
+), existing AS MATERIALIZED (
+    SELECT i.request_hash, i.state, i.response_status, i.response_body
+    FROM api_idempotency i
+    WHERE i.merchant_id = $1 AND i.scope = 'payments.create' AND i.key = $6
+), p AS (
     INSERT INTO payments
         (merchant_id, amount, currency, description, metadata, idempotency_key, webhook_url,
          trace_id)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8
+    FROM lock
+    WHERE lock.locked AND NOT EXISTS (SELECT 1 FROM existing)
     RETURNING id, status, created_at
 ), body AS (
     SELECT p.id, json_build_object(
@@ -20,7 +31,11 @@ WITH p AS (
         (merchant_id, scope, key, request_hash, state, response_status, response_body)
     SELECT $1, 'payments.create', $6, $9, 'completed', 202, body.response FROM body
 )
-SELECT id, response FROM body;
+SELECT lock.locked, e.request_hash, e.state, e.response_status, e.response_body,
+       body.id, body.response
+FROM lock
+LEFT JOIN existing e ON true
+LEFT JOIN body ON true;
 
 -- name: get_payment
 -- $1 payment id, $2 merchant id

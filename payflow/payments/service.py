@@ -10,6 +10,7 @@ from uuid import UUID
 
 import asyncpg
 
+from payflow.api.idempotency import StoredResponse, check_stored, lock_key
 from payflow.db.queries import load_queries
 from payflow.errors import NotFound
 from payflow.outbox.writer import enqueue
@@ -38,11 +39,12 @@ async def create_payment(
     idempotency_key: str,
     request_hash: str,
     trace_id: str,
-) -> dict[str, Any]:
-    """Insert a pending payment, its idempotency record and its outbox row.
+) -> StoredResponse:
+    """Create a pending payment under an Idempotency-Key, or answer from the stored record.
 
-    Invariant: the three rows commit together in the caller's transaction, or none
-    does; the returned body is exactly the one stored for replays.
+    Invariant: the payment, its idempotency record and its one `payment.created` outbox
+    row commit together in the caller's transaction, or none does; a replay returns
+    exactly the stored body. Raises the 409 problems of `idempotency.check_stored`.
     """
     row = await conn.fetchrow(
         SQL["create_payment"],
@@ -55,13 +57,16 @@ async def create_payment(
         payment.webhook_url,
         trace_id,
         request_hash,
+        lock_key(merchant_id, CREATE_SCOPE, idempotency_key),
     )
-    assert row is not None
+    assert row is not None  # the statement always yields one row
+    stored = check_stored(row, request_hash)
+    if stored is not None:
+        return stored
     await enqueue(
         conn, PAYMENT_CREATED_TOPIC, {"version": 1, "payment_id": str(row["id"])}, trace_id
     )
-    body: dict[str, Any] = row["response"]
-    return body
+    return StoredResponse(202, row["response"])
 
 
 async def get_payment(

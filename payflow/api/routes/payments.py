@@ -15,7 +15,7 @@ from pydantic import AwareDatetime
 from payflow.api.auth import CurrentMerchant
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
-from payflow.api.idempotency import KEY_PATTERN, is_key_race, lookup, request_hash
+from payflow.api.idempotency import KEY_PATTERN, is_key_race, request_hash
 from payflow.api.responses import JsonResponse, iso, wire_amount
 from payflow.api.schemas import (
     COMMON_PROBLEMS,
@@ -92,9 +92,6 @@ async def create(
     for attempt in (1, 2):
         try:
             async with connection(state.pool) as conn, transaction(conn, state.settings):
-                stored = await lookup(conn, merchant.id, CREATE_SCOPE, idempotency_key, req_hash)
-                if stored is not None:
-                    return JsonResponse(stored.body, status_code=stored.status)
                 response = await create_payment(
                     conn,
                     merchant.id,
@@ -103,7 +100,7 @@ async def create(
                     request_hash=req_hash,
                     trace_id=trace_id,
                 )
-            return JsonResponse(response, status_code=202)
+            return JsonResponse(response.body, status_code=response.status)
         except Exception as exc:
             # A concurrent request committed this key between our read and our insert;
             # the second pass sees its record and replays (or reports the mismatch).
