@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
+from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -24,7 +26,7 @@ from tests.conftest import RUN_ID, _admin_execute, _url
 from .conftest import ADMIN_KEY, API_KEY, PROVIDER_SECRET
 from .server import running_api
 
-EXAMPLES = 30
+EXAMPLES = int(os.environ.get("PAYFLOW_FUZZ_EXAMPLES", "30"))
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -59,9 +61,14 @@ def test_api_conforms_to_its_openapi_document(live_api: str) -> None:
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 10
     statuses: list[int] = []
-    for operation in operations:
+    cases = [
+        (operation, mode)
+        for operation in operations
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+    ]
+    for operation, mode in cases:
 
-        @given(case=operation.as_strategy())
+        @given(case=operation.as_strategy(generation_mode=mode))
         @settings(
             max_examples=EXAMPLES,
             deadline=None,
@@ -75,7 +82,7 @@ def test_api_conforms_to_its_openapi_document(live_api: str) -> None:
 
         run()
     # The run really exercised the API, and reached success paths as well as refusals.
-    assert len(statuses) >= 5 * len(operations)
+    assert len(statuses) >= 5 * len(cases)
     assert any(200 <= status < 300 for status in statuses)
     assert all(status < 500 for status in statuses)
     print(sorted(collections.Counter(statuses).items()))
