@@ -69,7 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _document_settings(app: FastAPI, settings: Settings) -> None:
-    """Put the configured currencies into /openapi.json, so the document stays exact."""
+    """Put the configured currencies and signature header into /openapi.json."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -77,6 +77,10 @@ def _document_settings(app: FastAPI, settings: Settings) -> None:
             document = build()
             payment = document["components"]["schemas"]["PaymentCreate"]["properties"]
             payment["currency"]["enum"] = list(settings.fiat_currencies)
+            ingress = document["paths"]["/api/v1/webhooks/provider"]["post"]
+            for parameter in ingress["parameters"]:
+                if parameter["in"] == "header":
+                    parameter["name"] = settings.provider_signature_header
         return app.openapi_schema or build()
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -14,7 +14,7 @@ from payflow.api.schemas import Health, Readiness, problem_responses
 from payflow.api.state import ApiState, api_state
 
 router = APIRouter(tags=["operations"])
-AUTH_PROBLEMS = problem_responses(401, 429)
+AUTH_PROBLEMS = problem_responses(401, 413, 429)
 
 
 @router.get("/health", response_model=Health, responses=AUTH_PROBLEMS, summary="Liveness")
