@@ -25,6 +25,7 @@ from payflow.errors import (
     classify,
 )
 from payflow.observability import log
+from payflow.payments.idempotency import IdempotencyInProgress, IdempotencyKeyReused
 
 from .responses import ProblemResponse, problem
 
@@ -111,6 +112,18 @@ def problem_for(exc: BaseException, request_path: str = "") -> ProblemResponse:
         if isinstance(field, str):
             extra["errors"] = [{"field": field, "message": getattr(error, "message", str(error))}]
         return problem(422, "Invalid input", str(error), type_=_type("invalid-input"), **extra)
+    if isinstance(error, IdempotencyInProgress):
+        return problem(
+            409,
+            "Request in progress",
+            str(error),
+            type_=_type("idempotency-in-progress"),
+            headers={"Retry-After": "1"},
+        )
+    if isinstance(error, IdempotencyKeyReused):
+        return problem(
+            409, "Idempotency-Key reused", str(error), type_=_type("idempotency-key-reused")
+        )
     if isinstance(error, Conflict):
         return problem(409, "Conflict", str(error), type_=_type("conflict"))
     if isinstance(error, BusinessOutcome):

@@ -10,10 +10,10 @@ from uuid import UUID
 
 import asyncpg
 
-from payflow.api.idempotency import StoredResponse, check_stored, lock_key
 from payflow.db.queries import load_queries
 from payflow.errors import NotFound
 from payflow.outbox.writer import enqueue
+from payflow.payments.idempotency import StoredResponse, check_stored, lock_key
 
 SQL = load_queries("payflow.payments")
 CREATE_SCOPE = "payments.create"

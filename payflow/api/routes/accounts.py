@@ -11,14 +11,6 @@ from fastapi import APIRouter, Header, Path, Query, Request
 from payflow.api.auth import SQL, AdminMerchant, CurrentMerchant, Merchant
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
-from payflow.api.idempotency import (
-    KEY_PATTERN,
-    StoredResponse,
-    is_key_race,
-    lookup,
-    request_hash,
-    store,
-)
 from payflow.api.responses import JsonResponse, iso, wire_amount
 from payflow.api.schemas import (
     COMMON_PROBLEMS,
@@ -43,6 +35,14 @@ from payflow.ledger.posting import posting_key
 from payflow.ledger.records import EventType
 from payflow.ledger.states import SQL as LEDGER_SQL
 from payflow.money import format_amount, parse_amount
+from payflow.payments.idempotency import (
+    KEY_PATTERN,
+    StoredResponse,
+    is_key_race,
+    lookup,
+    request_hash,
+    store,
+)
 
 router = APIRouter(prefix="/api/v1", tags=["accounts"])
 WITHDRAWAL_SCOPE = "accounts.withdraw"

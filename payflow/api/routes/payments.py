@@ -15,7 +15,6 @@ from pydantic import AwareDatetime
 from payflow.api.auth import CurrentMerchant
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
-from payflow.api.idempotency import KEY_PATTERN, is_key_race, request_hash
 from payflow.api.responses import JsonResponse, iso, wire_amount
 from payflow.api.schemas import (
     COMMON_PROBLEMS,
@@ -30,6 +29,7 @@ from payflow.api.state import api_state
 from payflow.db.tx import transaction
 from payflow.errors import BadInput
 from payflow.money import parse_amount, scale_of
+from payflow.payments.idempotency import KEY_PATTERN, is_key_race, request_hash
 from payflow.payments.service import (
     CREATE_SCOPE,
     NewPayment,

@@ -1,4 +1,5 @@
-"""Idempotency-Key handling for mutating endpoints (after the IETF draft).
+"""Request idempotency records for mutating API calls (after the IETF
+Idempotency-Key draft): payments and withdrawals.
 
 Records are scoped per merchant and operation. A request takes a transaction-level
 advisory lock on its key and reads any stored record in one round trip:
@@ -19,13 +20,22 @@ from uuid import UUID
 import asyncpg
 import orjson
 
+from payflow.db.queries import load_queries
+from payflow.errors import Conflict
 from payflow.idempotency import idempotency_key
 
-from .auth import SQL
-from .errors import ApiProblem
+SQL = load_queries("payflow.payments")
 
 KEY_PATTERN = r"^[!-~]{1,255}$"
 RACE_CONSTRAINTS = frozenset({"api_idempotency_pkey", "payments_merchant_idempotency_unique"})
+
+
+class IdempotencyInProgress(Conflict):
+    """Another request holding this Idempotency-Key is still running (409, retry later)."""
+
+
+class IdempotencyKeyReused(Conflict):
+    """The Idempotency-Key was already used with a different request body (409)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +71,7 @@ async def lookup(
 ) -> StoredResponse | None:
     """Lock the key for this transaction and return a replayable response, if any.
 
-    Raises a 409 problem when the key is in flight elsewhere or was used with
+    Raises `IdempotencyInProgress` when the key is in flight elsewhere or was used with
     another body. Must run inside the caller's transaction.
     """
     row = await conn.fetchrow(
@@ -75,31 +85,24 @@ def check_stored(row: Any, req_hash: str) -> StoredResponse | None:
     """Judge a lookup row (`locked`, `request_hash`, `state`, `response_*`).
 
     None means the lock is ours and nothing is stored: go ahead. Otherwise raise the
-    409 "in progress" or "reused" problem, or return the stored response to replay.
+    `IdempotencyInProgress` or `IdempotencyKeyReused`, or return the stored response to replay.
     """
     if not row["locked"]:
         raise _in_progress()
     if row["state"] is None:
         return None
     if row["request_hash"] != req_hash:
-        raise ApiProblem(
-            409,
-            "Idempotency-Key reused",
-            "this Idempotency-Key was already used with a different request body",
-            slug="idempotency-key-reused",
+        raise IdempotencyKeyReused(
+            "this Idempotency-Key was already used with a different request body"
         )
     if row["state"] != "completed":
         raise _in_progress()
     return StoredResponse(status=row["response_status"], body=row["response_body"])
 
 
-def _in_progress() -> ApiProblem:
-    return ApiProblem(
-        409,
-        "Request in progress",
-        "a request with this Idempotency-Key is still in progress; retry later",
-        slug="idempotency-in-progress",
-        headers={"Retry-After": "1"},
+def _in_progress() -> IdempotencyInProgress:
+    return IdempotencyInProgress(
+        "a request with this Idempotency-Key is still in progress; retry later"
     )
 
 
