@@ -117,3 +117,21 @@ async def test_request_id_is_echoed(client: httpx.AsyncClient) -> None:
     assert response.headers["x-request-id"] == "trace-abc.1"
     generated = await client.get("/health", headers={"X-Request-ID": "bad id with spaces"})
     assert generated.headers["x-request-id"] != "bad id with spaces"
+
+
+async def test_exhausted_pool_answers_503_not_500(
+    app: Any, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from payflow.api import db
+
+    monkeypatch.setattr(db, "ACQUIRE_TIMEOUT_SECONDS", 0.2)
+    pool = app.state.api.pool
+    held = [await pool.acquire() for _ in range(pool.get_max_size())]
+    try:
+        response = await client.get("/api/v1/payments")
+    finally:
+        for conn in held:
+            await pool.release(conn)
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "1"
+    assert response.headers["content-type"] == "application/problem+json"
