@@ -85,8 +85,13 @@ def _serve(roles: list[str], worker_queues: tuple[str, ...] | None = None) -> No
 @app.command()
 def up() -> None:
     """Run every role in one process until SIGTERM (graceful: in-flight work finishes)."""
+    from payflow.ingress.signature import require_secret
     from payflow.roles import UP_ROLES
 
+    try:
+        require_secret(_settings())  # the API role needs it: refuse before starting anything
+    except SettingsError as error:
+        exit_on_settings_error(error)
     _serve(list(UP_ROLES))
 
 
@@ -213,6 +218,77 @@ def bench_e2e(
     ok = _run(
         run_e2e_bench(_settings(), E2EConfig(payments, rate, workers, relays, split), log_dir)
     )
+    if not ok:
+        raise typer.Exit(1)
+
+
+# --- api
+merchants_app = typer.Typer(no_args_is_help=True, help="Merchants and their API keys.")
+app.add_typer(merchants_app, name="merchants")
+
+
+@app.command("api")
+def api_serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (default API_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default API_PORT)")] = None,
+    workers: Annotated[int | None, typer.Option(min=1, help="Processes (default API_WORKERS)")] = (
+        None
+    ),
+) -> None:
+    """Serve the HTTP API with uvicorn (uvloop, httptools), as in production."""
+    from payflow.api.server import serve
+
+    settings = _settings()
+    try:
+        serve(settings, host=host, port=port, workers=workers)
+    except SettingsError as error:
+        exit_on_settings_error(error)
+
+
+@merchants_app.command("create")
+def merchants_create(
+    name: Annotated[str, typer.Argument(help="Merchant name")],
+    admin: Annotated[bool, typer.Option("--admin", help="Grant operator endpoints")] = False,
+) -> None:
+    """Create a merchant and print its API key and webhook signing secret, once."""
+    from payflow.api.server import create_merchant_cli
+
+    merchant_id, key, secret = _run(create_merchant_cli(_settings(), name, admin=admin))
+    typer.echo(f"merchant_id={merchant_id}")
+    typer.echo(f"api_key={key}")
+    typer.echo(f"webhook_secret={secret}")
+    console.print("store both now: payflow keeps only a hash of the API key")
+
+
+@bench_app.command("api")
+def bench_api(
+    seconds: Annotated[float, typer.Option(min=0.5, help="Duration of each run")] = 5.0,
+    concurrency: Annotated[
+        list[int] | None, typer.Option(help="Concurrency levels (repeatable)")
+    ] = None,
+    workers: Annotated[int | None, typer.Option(min=1, help="API processes (API_WORKERS)")] = None,
+    clients: Annotated[int, typer.Option(min=1, help="Load generator processes")] = 2,
+    prefill: Annotated[int, typer.Option(min=0, help="Payments inserted before measuring")] = (
+        200_000
+    ),
+    port: Annotated[int, typer.Option(help="Port for the API under test")] = 8765,
+) -> None:
+    """Drive POST /api/v1/payments and the signed provider endpoint; print figures."""
+    from payflow.bench.api import ApiBenchConfig, run_api_bench
+
+    config = ApiBenchConfig(
+        seconds=seconds,
+        concurrency=tuple(concurrency or (10, 50)),
+        workers=workers,
+        clients=clients,
+        prefill=prefill,
+        port=port,
+    )
+    try:
+        ok = run_api_bench(_settings(), config)
+    except SettingsError as error:
+        exit_on_settings_error(error)
+        return
     if not ok:
         raise typer.Exit(1)
 

@@ -41,13 +41,13 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     api_workers: int = Field(default=1, ge=1)
+    # NoDecode: comma-separated env values go to `_split_csv`, not the JSON decoder.
     fiat_currencies: Annotated[tuple[str, ...], NoDecode] = ("RUB", "USD", "EUR")
     idempotency_retention_hours: int = Field(default=24, ge=1)
     max_body_bytes: int = Field(default=65536, ge=1024)
     max_metadata_bytes: int = Field(default=4096, ge=2)
     rate_limit_per_minute: int = Field(default=60000, ge=1)
     webhook_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
-    merchant_account_asset: str = "USD"
 
     recon_recent_minutes: int = Field(default=15, ge=1)
     log_level: str = "INFO"
@@ -73,6 +73,12 @@ class Settings(BaseSettings):
     webhook_max_connections: int = Field(default=100, ge=1)
     webhook_concurrency: int = Field(default=8, ge=1)
     shutdown_grace_s: float = Field(default=30.0, gt=0)
+
+    # --- api
+    redis_key_prefix: str = "payflow:"
+    api_auth_cache_seconds: float = Field(default=30.0, ge=0)
+    api_ready_timeout_seconds: float = Field(default=2.0, gt=0)
+    default_chain: str = "ETH_MAINNET"
 
     @field_validator("provider_webhook_secret")
     @classmethod

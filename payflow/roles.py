@@ -1,9 +1,10 @@
-"""Process roles (relay, worker, scheduler) and the runtime they share.
+"""Process roles (api, relay, worker, scheduler) and the runtime they share.
 
 Every role is `async def role(runtime, stop)`, returns when `stop` is set, and finishes
 its in-flight work first. `payflow up` runs `UP_ROLES` in one process; `payflow relay`,
 `payflow worker` and `payflow scheduler` run one each, to scale out separately.
-Adding a role (the HTTP API) is one entry in `ROLES` and one in `UP_ROLES`.
+`payflow api` serves the HTTP API alone with uvicorn's own workers; inside `up` it is
+the `api` role, one in-process uvicorn server sharing the event loop.
 """
 
 from __future__ import annotations
@@ -106,12 +107,26 @@ async def scheduler_role(runtime: Runtime, stop: asyncio.Event) -> None:
     await run_scheduler(runtime.pool, runtime.settings, stop)
 
 
+async def api_role(runtime: Runtime, stop: asyncio.Event) -> None:
+    """The HTTP API served in this process (one uvicorn server) until stopped."""
+    from payflow.api.server import in_process_server
+
+    server = in_process_server(runtime.settings)
+    serving = asyncio.create_task(server.serve())
+    stopping = asyncio.create_task(stop.wait())
+    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    server.should_exit = True  # finishes in-flight requests, then returns
+    stopping.cancel()
+    await serving
+
+
 ROLES: dict[str, Role] = {
+    "api": api_role,
     "relay": relay_role,
     "worker": worker_role,
     "scheduler": scheduler_role,
 }
-UP_ROLES: tuple[str, ...] = ("relay", "worker", "scheduler")
+UP_ROLES: tuple[str, ...] = ("api", "relay", "worker", "scheduler")
 
 
 async def _connect_with_retry(

@@ -21,9 +21,9 @@ async def _init_connection(conn: Connection) -> None:
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
-    """Release hook: asyncpg already rolled back any open transaction. payflow sets
-    nothing session-level on pooled connections (SET LOCAL only; LISTEN and advisory
-    locks use dedicated connections), so the default reset round trip is skipped."""
+    """Release hook for pools that never change session state: asyncpg has already
+    rolled back any open transaction, so only the RESET ALL / UNLISTEN round trip
+    is skipped."""
 
 
 async def create_pool(
@@ -32,14 +32,20 @@ async def create_pool(
     dsn: str | None = None,
     min_size: int | None = None,
     max_size: int | None = None,
+    reset_session: bool = True,
 ) -> asyncpg.Pool:
-    """Open a pool. Nothing session-level is set, so PgBouncer transaction pooling works."""
+    """Open a pool. Nothing session-level is set, so PgBouncer transaction pooling works.
+
+    `reset_session=False` skips the per-release reset query (one round trip per
+    acquire); only for callers that never change session state (LISTEN, SET, session
+    advisory locks), such as the HTTP API, the workers and the ledger benchmark.
+    """
     pool = await asyncpg.create_pool(
         dsn or settings.database_url,
         min_size=min_size or settings.db_pool_min,
         max_size=max_size or settings.db_pool_max,
         init=_init_connection,
-        reset=_keep_session,
+        reset=None if reset_session else _keep_session,
     )
     assert pool is not None
     return pool

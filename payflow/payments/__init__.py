@@ -1,1 +1,2 @@
-"""Merchant payments: processing through a gateway, crediting, and webhook jobs."""
+"""Merchant payments: creation with its outbox row, tenant-scoped reads, gateway processing,
+crediting and webhook jobs."""

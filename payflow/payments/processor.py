@@ -53,7 +53,7 @@ def payment_id_of(envelope: Envelope) -> UUID:
 
 async def load_payment(conn: Connection, payment_id: UUID) -> asyncpg.Record:
     """The payment with its merchant's webhook secret; `NotFound` when absent."""
-    row = await conn.fetchrow(SQL["get_payment"], payment_id)
+    row = await conn.fetchrow(SQL["payment_for_processing"], payment_id)
     if row is None:
         raise NotFound(f"payment {payment_id} does not exist")
     return row

@@ -1,4 +1,79 @@
+-- name: create_payment
+-- $1 merchant id, $2 amount, $3 currency, $4 description, $5 metadata, $6 idempotency key,
+-- $7 webhook url, $8 trace id, $9 request hash, $10 advisory lock key of the idempotency key
+-- One round trip: take the key's transaction lock, read any stored record, and only when
+-- the lock was free and nothing is stored, insert the payment and its completed
+-- idempotency record. Visibility follows the statement snapshot; a record committed by a
+-- concurrent request after it was taken fails the primary key, and the caller retries.
+WITH lock AS MATERIALIZED (
+    SELECT pg_try_advisory_xact_lock($10) AS locked
+), existing AS MATERIALIZED (
+    SELECT i.request_hash, i.state, i.response_status, i.response_body
+    FROM api_idempotency i
+    WHERE i.merchant_id = $1 AND i.scope = 'payments.create' AND i.key = $6
+), p AS (
+    INSERT INTO payments
+        (merchant_id, amount, currency, description, metadata, idempotency_key, webhook_url,
+         trace_id)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $8
+    FROM lock
+    WHERE lock.locked AND NOT EXISTS (SELECT 1 FROM existing)
+    RETURNING id, status, created_at
+), body AS (
+    SELECT p.id, json_build_object(
+        'payment_id', p.id::text,
+        'status', p.status,
+        'created_at', to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+    ) AS response
+    FROM p
+), stored AS (
+    INSERT INTO api_idempotency
+        (merchant_id, scope, key, request_hash, state, response_status, response_body)
+    SELECT $1, 'payments.create', $6, $9, 'completed', 202, body.response FROM body
+)
+SELECT lock.locked, e.request_hash, e.state, e.response_status, e.response_body,
+       body.id, body.response
+FROM lock
+LEFT JOIN existing e ON true
+LEFT JOIN body ON true;
+
 -- name: get_payment
+-- $1 payment id, $2 merchant id
+SELECT id, amount, currency, description, metadata, status, idempotency_key, webhook_url,
+       webhook_delivered_at, webhook_attempts, created_at, processed_at
+FROM payments WHERE id = $1 AND merchant_id = $2;
+
+-- name: list_payments
+-- $1 merchant id, $2 status or null, $3 created_from or null, $4 created_to or null,
+-- $5 cursor created_at or null, $6 cursor id, $7 page size (+1 to detect a next page)
+SELECT id, amount, currency, description, metadata, status, idempotency_key, webhook_url,
+       webhook_delivered_at, webhook_attempts, created_at, processed_at
+FROM payments
+WHERE merchant_id = $1
+  AND ($2::text IS NULL OR status = $2)
+  AND ($3::timestamptz IS NULL OR created_at >= $3)
+  AND ($4::timestamptz IS NULL OR created_at < $4)
+  AND ($5::timestamptz IS NULL OR (created_at, id) < ($5, $6::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT $7;
+
+-- name: idempotency_lookup
+-- $1 advisory lock key, $2 merchant id, $3 scope, $4 Idempotency-Key
+-- Tries the per-key transaction lock and reads any stored record in one round trip.
+SELECT pg_try_advisory_xact_lock($1) AS locked,
+       i.request_hash, i.state, i.response_status, i.response_body
+FROM (SELECT 1) AS one
+LEFT JOIN api_idempotency i ON i.merchant_id = $2 AND i.scope = $3 AND i.key = $4;
+
+-- name: idempotency_store
+-- $1 merchant id, $2 scope, $3 key, $4 request hash, $5 response status, $6 response body
+INSERT INTO api_idempotency
+    (merchant_id, scope, key, request_hash, state, response_status, response_body)
+VALUES ($1, $2, $3, $4, 'completed', $5, $6);
+
+-- ---- processing: gateway outcome, crediting and webhook jobs (payflow.payments.processor)
+
+-- name: payment_for_processing
 -- $1 payment id: the payment with its merchant's webhook secret and its currency's scale
 SELECT p.id, p.merchant_id, p.amount, p.currency, p.status, p.webhook_url,
        p.webhook_delivered_at, p.webhook_attempts, p.trace_id, p.processed_at, p.created_at,
@@ -15,13 +90,13 @@ WHERE id = $1 AND status = 'pending'
 RETURNING id;
 
 -- name: open_merchant_account
--- $1 merchant id, $2 asset. Race-free thanks to accounts_merchant_asset_unique.
-INSERT INTO accounts (asset, merchant_id) VALUES ($2, $1)
-ON CONFLICT (merchant_id, asset) WHERE merchant_id IS NOT NULL DO NOTHING;
+-- $1 merchant id, $2 asset. Race-free thanks to accounts_merchant_settlement_unique.
+INSERT INTO accounts (asset, merchant_id, settlement) VALUES ($2, $1, true)
+ON CONFLICT (merchant_id, asset) WHERE settlement DO NOTHING;
 
 -- name: merchant_account
 -- $1 merchant id, $2 asset
-SELECT id FROM accounts WHERE merchant_id = $1 AND asset = $2;
+SELECT id FROM accounts WHERE merchant_id = $1 AND asset = $2 AND settlement;
 
 -- name: record_webhook_attempt
 -- $1 payment id, $2 delivered? Counts the attempt; a delivered time is never overwritten.

@@ -28,7 +28,7 @@ from payflow.errors import BadInput, NotFound, PayflowError, RetryableError, Web
 from payflow.ops.dlq import record_dead_letter
 from payflow.payments.processor import load_payment, payment_id_of
 from payflow.webhooks.signing import signature_headers
-from payflow.webhooks.ssrf import resolve_and_check
+from payflow.webhooks.ssrf import resolve_webhook_url
 
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.webhooks")
@@ -102,7 +102,7 @@ class WebhookSender:
             url: str | None = payment["webhook_url"]
             if not url:
                 return
-            await resolve_and_check(url, self._settings.webhook_allow_hosts)
+            await resolve_webhook_url(url, self._settings.webhook_allow_hosts)
             failure = await self._post(payment, url)
             counted = await conn.fetchrow(
                 SQL["record_webhook_attempt"], payment_id, failure is None

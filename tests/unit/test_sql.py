@@ -1,4 +1,5 @@
-"""Every query name used in code exists in its component's queries.sql."""
+"""Every query name used in code exists in the queries.sql it was loaded from,
+and every named query is used somewhere (no dead SQL)."""
 
 from __future__ import annotations
 
@@ -9,33 +10,64 @@ import pytest
 
 from payflow.db.queries import load_queries, parse_queries
 
-PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "payflow"
-USE = re.compile(r"SQL\[\"([a-z_0-9]+)\"\]")
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "payflow"
+LOADED = re.compile(r"^(\w+)\s*=\s*load_queries\(\"(payflow[\w.]*)\"\)", re.MULTILINE)
+IMPORTED = re.compile(r"^from (payflow[\w.]*) import [^\n]*?\bSQL\b(?: as (\w+))?", re.MULTILINE)
 
 
-def _packages_with_queries() -> list[Path]:
-    return sorted(path.parent for path in PACKAGE_ROOT.rglob("queries.sql"))
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
 
 
-@pytest.mark.parametrize("package_dir", _packages_with_queries(), ids=lambda p: p.name)
-def test_every_used_query_name_exists(package_dir: Path) -> None:
-    dotted = "payflow." + ".".join(package_dir.relative_to(PACKAGE_ROOT).parts)
-    names = set(load_queries(dotted))
-    used: set[str] = set()
-    for module in package_dir.rglob("*.py"):
-        text = module.read_text(encoding="utf-8")
-        if f'load_queries("{dotted}")' in text or "from payflow.ledger.states import SQL" in text:
-            used |= set(USE.findall(text))
-    assert used, f"no module of {dotted} uses its queries"
-    assert used <= names, f"unknown query names: {sorted(used - names)}"
+def _sources() -> dict[str, str]:
+    return {_module_name(p): p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")}
 
 
-def test_callers_outside_the_package_use_known_names() -> None:
-    ledger = set(load_queries("payflow.ledger"))
-    for module in PACKAGE_ROOT.rglob("*.py"):
-        text = module.read_text(encoding="utf-8")
-        if "from payflow.ledger.states import SQL" in text:
-            assert set(USE.findall(text)) <= ledger, module
+def _bindings(sources: dict[str, str]) -> dict[str, dict[str, str]]:
+    """module -> {alias of a query dict: the package whose queries.sql it holds}."""
+    own = {
+        module: dict((alias, package) for alias, package in LOADED.findall(text))
+        for module, text in sources.items()
+    }
+    bindings: dict[str, dict[str, str]] = {}
+    for module, text in sources.items():
+        names = dict(own[module])
+        for source_module, alias in IMPORTED.findall(text):
+            package = own.get(source_module, {}).get("SQL")
+            if package is not None:
+                names[alias or "SQL"] = package
+        bindings[module] = names
+    return bindings
+
+
+def _uses() -> dict[str, set[str]]:
+    """package -> every query name some module uses from it."""
+    sources = _sources()
+    used: dict[str, set[str]] = {}
+    for module, names in _bindings(sources).items():
+        for alias, package in names.items():
+            found = re.findall(rf"\b{alias}\[\"([a-z_0-9]+)\"\]", sources[module])
+            used.setdefault(package, set()).update(found)
+    return used
+
+
+PACKAGES = sorted(
+    "payflow." + ".".join(p.parent.relative_to(PACKAGE).parts) for p in PACKAGE.rglob("queries.sql")
+)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_used_query_name_exists(package: str) -> None:
+    used = _uses().get(package, set())
+    assert used, f"no module uses the queries of {package}"
+    assert used <= set(load_queries(package)), sorted(used - set(load_queries(package)))
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_named_query_is_used(package: str) -> None:
+    unused = set(load_queries(package)) - _uses().get(package, set())
+    assert unused == set()
 
 
 def test_parser_rejects_duplicate_names() -> None:

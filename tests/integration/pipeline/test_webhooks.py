@@ -125,7 +125,7 @@ async def test_ssrf_guard_refuses_private_target_at_send_time(
         what="dead letter for a private target",
     )
     await running.stop()
-    assert "non-public" in row["error"]
+    assert "not a public" in row["error"]
     assert (
         await pool.fetchval("SELECT webhook_attempts FROM payments WHERE id = $1", payment_id) == 0
     )

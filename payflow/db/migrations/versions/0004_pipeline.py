@@ -1,4 +1,5 @@
-"""Delivery pipeline: one merchant account per asset, created race-free on first credit.
+"""Delivery pipeline: one settlement account per merchant and asset, opened race-free
+on the first credit (merchants may own any number of other accounts).
 
 Revision ID: 0004_pipeline
 Revises: 0002_payments_outbox
@@ -14,9 +15,14 @@ depends_on = None
 UPGRADE = [
     # The payment worker opens a merchant's account for a currency with
     # INSERT ... ON CONFLICT DO NOTHING; this index is what makes that race-free.
+    "ALTER TABLE accounts ADD COLUMN settlement BOOLEAN NOT NULL DEFAULT false",
     """
-    CREATE UNIQUE INDEX accounts_merchant_asset_unique ON accounts (merchant_id, asset)
-        WHERE merchant_id IS NOT NULL
+    ALTER TABLE accounts ADD CONSTRAINT accounts_settlement_has_merchant
+        CHECK (NOT settlement OR merchant_id IS NOT NULL)
+    """,
+    """
+    CREATE UNIQUE INDEX accounts_merchant_settlement_unique ON accounts (merchant_id, asset)
+        WHERE settlement
     """,
     # Webhook jobs not yet delivered, for operators and the bench.
     """
@@ -27,7 +33,8 @@ UPGRADE = [
 
 DOWNGRADE = [
     "DROP INDEX payments_webhook_undelivered_idx",
-    "DROP INDEX accounts_merchant_asset_unique",
+    "DROP INDEX accounts_merchant_settlement_unique",
+    "ALTER TABLE accounts DROP COLUMN settlement",
 ]
 
 

@@ -1,0 +1,1 @@
+"""FastAPI app: routers per domain, one exception handler, API-key auth."""

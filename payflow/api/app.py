@@ -1,0 +1,86 @@
+"""The app factory: `create_app()` builds nothing until the lifespan starts."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from redis.asyncio import Redis
+
+from payflow.config import Settings, load_settings
+from payflow.db.pool import create_pool
+from payflow.db.tx import transaction
+from payflow.ingress.signature import require_secret
+from payflow.observability import configure_logging, log
+
+from .auth import ensure_bootstrap_merchants
+from .db import connection
+from .errors import install_exception_handler
+from .metrics import Metrics
+from .middleware import RequestMiddleware
+from .routes import accounts, admin, health, ingress, payments
+from .state import ApiState
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the FastAPI app. Pool and Redis client are opened in the lifespan.
+
+    Invariant: importing this module or calling this function opens no connection;
+    a missing or short provider secret fails here, before serving anything.
+    """
+    settings = settings or load_settings()
+    provider_secret = require_secret(settings)
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_logging(settings)
+        # The API only uses transaction-scoped state, so releases skip the reset query.
+        pool = await create_pool(settings, reset_session=False)
+        redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
+        try:
+            async with connection(pool) as conn, transaction(conn, settings):
+                await ensure_bootstrap_merchants(conn, settings)
+            app.state.api = ApiState(settings, pool, redis, metrics, provider_secret)
+            # Everything built so far lives as long as the process: keep it out of the
+            # cyclic GC's generations, so collections stay short under load.
+            gc.freeze()
+            log.info("payflow.api.started")
+            yield
+        finally:
+            await redis.aclose()
+            await pool.close()
+
+    app = FastAPI(
+        title="payflow",
+        version="1.0.0",
+        description="Merchant payments, signed provider webhooks, accounts and withdrawals.",
+        lifespan=lifespan,
+    )
+    install_exception_handler(app)
+    for module in (payments, accounts, ingress, admin, health):
+        app.include_router(module.router)
+    app.add_middleware(RequestMiddleware, max_body_bytes=settings.max_body_bytes, metrics=metrics)
+    _document_settings(app, settings)
+    return app
+
+
+def _document_settings(app: FastAPI, settings: Settings) -> None:
+    """Put the configured currencies and signature header into /openapi.json."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = build()
+            payment = document["components"]["schemas"]["PaymentCreate"]["properties"]
+            payment["currency"]["enum"] = list(settings.fiat_currencies)
+            ingress = document["paths"]["/api/v1/webhooks/provider"]["post"]
+            for parameter in ingress["parameters"]:
+                if parameter["in"] == "header":
+                    parameter["name"] = settings.provider_signature_header
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,140 @@
+"""API-key authentication. Keys are stored as SHA-256 digests; lookups are by digest
+and any direct comparison of secrets is constant-time."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Annotated
+from uuid import UUID
+
+import asyncpg
+from fastapi import Depends, Request
+from fastapi.security import APIKeyHeader
+
+from payflow.config import Settings
+from payflow.db.queries import load_queries
+
+from .db import connection
+from .errors import ApiProblem
+from .ratelimit import hit
+from .state import ApiState, api_state
+
+SQL = load_queries("payflow.api")
+API_KEY_HEADER = "X-API-Key"
+MAX_KEY_LENGTH = 256
+
+api_key_scheme = APIKeyHeader(name=API_KEY_HEADER, auto_error=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Merchant:
+    """The authenticated caller."""
+
+    id: UUID
+    name: str
+    is_admin: bool
+
+
+def hash_api_key(key: str) -> str:
+    """SHA-256 hex of a key as presented. Keys are random and long, so no slow hash."""
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def new_api_key() -> str:
+    """A fresh random API key (shown once, stored only as its hash)."""
+    return "pf_" + secrets.token_urlsafe(32)
+
+
+def new_webhook_secret() -> str:
+    """A fresh secret a merchant uses to verify the webhooks payflow sends it."""
+    return "whsec_" + secrets.token_urlsafe(32)
+
+
+async def ensure_bootstrap_merchants(conn: asyncpg.Connection, settings: Settings) -> None:
+    """Make the API_KEY (and ADMIN_API_KEY) settings usable as merchants; idempotent."""
+    for name, key, admin in (
+        ("bootstrap", settings.api_key, False),
+        ("bootstrap-admin", settings.admin_api_key, True),
+    ):
+        if key:
+            await conn.execute(
+                SQL["ensure_merchant"], name, hash_api_key(key), new_webhook_secret(), admin
+            )
+
+
+async def create_merchant(
+    conn: asyncpg.Connection, name: str, *, admin: bool
+) -> tuple[UUID, str, str]:
+    """Create a merchant; returns (id, api key, webhook secret), both secrets shown once."""
+    key, secret = new_api_key(), new_webhook_secret()
+    merchant_id: UUID = await conn.fetchval(
+        SQL["create_merchant"], name, hash_api_key(key), secret, admin
+    )
+    return merchant_id, key, secret
+
+
+def _unauthorized(detail: str) -> ApiProblem:
+    return ApiProblem(
+        401,
+        "Unauthorized",
+        detail,
+        slug="unauthorized",
+        headers={"WWW-Authenticate": API_KEY_HEADER},
+    )
+
+
+async def _lookup(state: ApiState, digest: str) -> Merchant | None:
+    cached = state.auth_cache.get(digest)
+    now = time.monotonic()
+    if cached is not None and cached[1] > now and isinstance(cached[0], Merchant):
+        return cached[0]
+    async with connection(state.pool) as conn:
+        row = await conn.fetchrow(SQL["merchant_by_key_hash"], digest)
+    if row is None:
+        return None
+    merchant = Merchant(id=row["id"], name=row["name"], is_admin=row["is_admin"])
+    if state.settings.api_auth_cache_seconds > 0:
+        if len(state.auth_cache) > 10_000:
+            state.auth_cache.clear()
+        state.auth_cache[digest] = (merchant, now + state.settings.api_auth_cache_seconds)
+    return merchant
+
+
+async def authenticate(
+    request: Request, api_key: Annotated[str | None, Depends(api_key_scheme)]
+) -> Merchant:
+    """Resolve X-API-Key to a merchant and count the request against its rate limit.
+
+    Invariant: a missing, unknown, over-long or non-ASCII key is a 401, never a 500.
+    """
+    if not api_key:
+        raise _unauthorized("missing X-API-Key header")
+    if len(api_key) > MAX_KEY_LENGTH or not api_key.isascii() or not api_key.isprintable():
+        raise _unauthorized("invalid API key")
+    state = api_state(request)
+    digest = hash_api_key(api_key)
+    merchant = await _lookup(state, digest)
+    if merchant is None:
+        # Spend a comparison anyway so unknown keys cost about as much as known ones.
+        hmac.compare_digest(digest.encode(), hashlib.sha256(b"").hexdigest().encode())
+        raise _unauthorized("invalid API key")
+    settings = state.settings
+    await hit(
+        state.redis, settings.redis_key_prefix, f"m:{merchant.id}", settings.rate_limit_per_minute
+    )
+    return merchant
+
+
+async def require_admin(merchant: Annotated[Merchant, Depends(authenticate)]) -> Merchant:
+    """Operator-only endpoints: the caller must hold an admin key."""
+    if not merchant.is_admin:
+        raise ApiProblem(403, "Forbidden", "this endpoint needs an admin key", slug="forbidden")
+    return merchant
+
+
+CurrentMerchant = Annotated[Merchant, Depends(authenticate)]
+AdminMerchant = Annotated[Merchant, Depends(require_admin)]

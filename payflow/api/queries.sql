@@ -1,0 +1,34 @@
+-- name: merchant_by_key_hash
+-- $1 sha-256 hex of the presented API key
+SELECT id, name, is_admin FROM merchants WHERE api_key_hash = $1;
+
+-- name: ensure_merchant
+-- $1 name, $2 api key hash, $3 webhook signing secret, $4 is admin; no-op when the key exists
+INSERT INTO merchants (name, api_key_hash, webhook_secret, is_admin)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT ON CONSTRAINT merchants_api_key_hash_unique DO NOTHING;
+
+-- name: create_merchant
+-- $1 name, $2 api key hash, $3 webhook signing secret, $4 is admin
+INSERT INTO merchants (name, api_key_hash, webhook_secret, is_admin)
+VALUES ($1, $2, $3, $4)
+RETURNING id;
+
+-- name: create_account
+-- $1 merchant id, $2 asset
+INSERT INTO accounts (merchant_id, asset) VALUES ($1, $2)
+RETURNING id, merchant_id, asset, balance, status, created_at, updated_at;
+
+-- name: get_account_scoped
+-- $1 account id, $2 merchant id, $3 caller is admin (sees every account)
+SELECT id, merchant_id, asset, balance, status, created_at, updated_at
+FROM accounts WHERE id = $1 AND (merchant_id = $2 OR $3::boolean);
+
+-- name: get_event_scoped
+-- $1 event id, $2 merchant id, $3 caller is admin, $4 posting idempotency key
+SELECT e.event_id, e.account_id, e.amount, e.event_type, e.status, e.last_error, e.trace_id,
+       e.created_at, e.updated_at, a.asset, p.outcome
+FROM payment_events e
+JOIN accounts a ON a.id = e.account_id
+LEFT JOIN processed_events p ON p.idempotency_key = $4
+WHERE e.event_id = $1 AND (a.merchant_id = $2 OR $3::boolean);

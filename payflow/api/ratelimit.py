@@ -1,0 +1,46 @@
+"""Fixed-window rate limits per client, counted in Redis (shared by every worker)."""
+
+from __future__ import annotations
+
+import time
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from payflow.observability import log
+
+from .errors import ApiProblem
+
+WINDOW_SECONDS = 60
+# One round trip: count the hit and give a fresh window key its expiry.
+COUNT_SCRIPT = """
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return count
+"""
+
+
+async def hit(redis: Redis, prefix: str, client: str, limit: int) -> None:
+    """Count one request for `client`; raise a 429 problem with Retry-After over `limit`.
+
+    Invariant: at most `limit` requests per client per 60-second window pass, across
+    all workers. When Redis is unreachable the request passes (fail open) and a
+    warning is logged: rate limiting protects capacity, it does not guard money.
+    """
+    now = time.time()
+    window = int(now // WINDOW_SECONDS)
+    key = f"{prefix}rl:{client}:{window}"
+    try:
+        count = await redis.eval(COUNT_SCRIPT, 1, key, WINDOW_SECONDS + 5)
+    except (RedisError, OSError) as error:
+        log.warning("payflow.api.ratelimit_unavailable", error=str(error))
+        return
+    if int(count) > limit:
+        retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now) + 1)
+        raise ApiProblem(
+            429,
+            "Too many requests",
+            f"more than {limit} requests per minute; retry after {retry_after} s",
+            slug="rate-limited",
+            headers={"Retry-After": str(retry_after)},
+        )

@@ -1,0 +1,265 @@
+"""Accounts, their ledger entries, deposit addresses, withdrawals and event outcomes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from uuid import UUID
+
+import asyncpg
+from fastapi import APIRouter, Header, Path, Query, Request
+
+from payflow.api.auth import SQL, AdminMerchant, CurrentMerchant, Merchant
+from payflow.api.db import connection
+from payflow.api.errors import FieldError
+from payflow.api.responses import JsonResponse, iso, wire_amount
+from payflow.api.schemas import (
+    COMMON_PROBLEMS,
+    AccountCreate,
+    AccountView,
+    DepositAddressCreate,
+    DepositAddressView,
+    EventView,
+    LedgerPage,
+    WithdrawalAccepted,
+    WithdrawalCreate,
+    problem_responses,
+)
+from payflow.api.state import api_state
+from payflow.db.tx import transaction
+from payflow.errors import BadInput, NotFound
+from payflow.idempotency import idempotency_key
+from payflow.ingress.payloads import normalise_address
+from payflow.ingress.service import assign_address, record_and_announce
+from payflow.ledger.accounts import asset_scale
+from payflow.ledger.posting import posting_key
+from payflow.ledger.records import EventType
+from payflow.ledger.states import SQL as LEDGER_SQL
+from payflow.money import format_amount, parse_amount
+from payflow.payments.idempotency import (
+    KEY_PATTERN,
+    StoredResponse,
+    is_key_race,
+    lookup,
+    request_hash,
+    store,
+)
+
+router = APIRouter(prefix="/api/v1", tags=["accounts"])
+WITHDRAWAL_SCOPE = "accounts.withdraw"
+EventId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
+
+
+def account_view(row: Any) -> dict[str, Any]:
+    """The wire form of an accounts row."""
+    return {
+        "account_id": str(row["id"]),
+        "asset": row["asset"],
+        "balance": wire_amount(row["balance"], row["asset"]),
+        "status": row["status"],
+        "created_at": iso(row["created_at"]),
+        "updated_at": iso(row["updated_at"]),
+    }
+
+
+async def _owned_account(conn: asyncpg.Connection, account_id: UUID, merchant: Merchant) -> Any:
+    row = await conn.fetchrow(SQL["get_account_scoped"], account_id, merchant.id, merchant.is_admin)
+    if row is None:
+        raise NotFound(f"account {account_id} does not exist")
+    return row
+
+
+@router.post(
+    "/accounts",
+    status_code=201,
+    response_model=AccountView,
+    responses=problem_responses(400, *COMMON_PROBLEMS),
+    summary="Open an account for an asset",
+)
+async def create_account(
+    request: Request, body: AccountCreate, merchant: CurrentMerchant
+) -> JsonResponse:
+    """The account belongs to the calling merchant and starts at a zero balance."""
+    state = api_state(request)
+    async with connection(state.pool) as conn, transaction(conn, state.settings):
+        try:
+            await asset_scale(conn, body.asset)
+        except BadInput as error:
+            raise FieldError("body.asset", str(error)) from None
+        row = await conn.fetchrow(SQL["create_account"], merchant.id, body.asset)
+    return JsonResponse(account_view(row), status_code=201)
+
+
+@router.get(
+    "/accounts/{account_id}",
+    response_model=AccountView,
+    responses=problem_responses(404, *COMMON_PROBLEMS),
+    summary="Read an account with its balance",
+)
+async def read_account(
+    request: Request, account_id: UUID, merchant: CurrentMerchant
+) -> JsonResponse:
+    """Other merchants' accounts answer 404 (admins see every account)."""
+    state = api_state(request)
+    async with connection(state.pool) as conn:
+        row = await _owned_account(conn, account_id, merchant)
+    return JsonResponse(account_view(row))
+
+
+@router.get(
+    "/accounts/{account_id}/entries",
+    response_model=LedgerPage,
+    responses=problem_responses(404, *COMMON_PROBLEMS),
+    summary="List an account's ledger entries, newest first",
+)
+async def list_entries(
+    request: Request,
+    account_id: UUID,
+    merchant: CurrentMerchant,
+    cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> JsonResponse:
+    """The cursor is the last entry id of the previous page; entries are append-only."""
+    state = api_state(request)
+    async with connection(state.pool) as conn:
+        account = await _owned_account(conn, account_id, merchant)
+        rows = await conn.fetch(
+            LEDGER_SQL["ledger_entries"], account_id, int(cursor) if cursor else None, limit + 1
+        )
+    page = rows[:limit]
+    asset = account["asset"]
+    items = [
+        {
+            "entry_id": row["id"],
+            "amount": wire_amount(row["amount"], asset),
+            "event_type": row["event_type"],
+            "event_id": row["source_event_id"],
+            "balance_after": wire_amount(row["balance_after"], asset),
+            "created_at": iso(row["created_at"]),
+        }
+        for row in page
+    ]
+    next_cursor = str(page[-1]["id"]) if len(rows) > limit else None
+    return JsonResponse({"items": items, "next_cursor": next_cursor})
+
+
+@router.post(
+    "/accounts/{account_id}/deposit-addresses",
+    status_code=201,
+    response_model=DepositAddressView,
+    responses=problem_responses(400, 403, 404, 409, *COMMON_PROBLEMS),
+    summary="Assign a deposit address to an account (admin key)",
+)
+async def add_deposit_address(
+    request: Request, account_id: UUID, body: DepositAddressCreate, merchant: AdminMerchant
+) -> JsonResponse:
+    """An address is unique per chain: assigning a taken one answers 409."""
+    state = api_state(request)
+    try:
+        address = normalise_address(body.address, "body.address")
+    except BadInput:
+        raise FieldError("body.address", "is not a valid address") from None
+    async with connection(state.pool) as conn, transaction(conn, state.settings):
+        await _owned_account(conn, account_id, merchant)
+        row = await assign_address(conn, body.chain, address, account_id)
+    return JsonResponse(
+        {"chain": row["chain"], "address": row["address"], "account_id": str(row["account_id"])},
+        status_code=201,
+    )
+
+
+def withdrawal_event_id(merchant_id: UUID, key: str) -> str:
+    """Deterministic per merchant and Idempotency-Key, so a retry never makes a second event."""
+    return "wd:" + idempotency_key("withdrawal", str(merchant_id), key)
+
+
+@router.post(
+    "/accounts/{account_id}/withdrawals",
+    status_code=202,
+    response_model=WithdrawalAccepted,
+    responses=problem_responses(400, 404, 409, *COMMON_PROBLEMS),
+    summary="Request a withdrawal (idempotent); its outcome is read from /events/{event_id}",
+)
+async def withdraw(
+    request: Request,
+    account_id: UUID,
+    body: WithdrawalCreate,
+    merchant: CurrentMerchant,
+    idempotency_key_header: Annotated[str, Header(alias="Idempotency-Key", pattern=KEY_PATTERN)],
+) -> JsonResponse:
+    """Record a pending withdrawal event and its outbox row; funds are checked at posting."""
+    state = api_state(request)
+    key = idempotency_key_header
+    req_hash = request_hash(WITHDRAWAL_SCOPE, {"account_id": str(account_id), **body.model_dump()})
+    event_id = withdrawal_event_id(merchant.id, key)
+    trace_id: str = request.state.trace_id
+    for attempt in (1, 2):
+        try:
+            async with connection(state.pool) as conn, transaction(conn, state.settings):
+                stored = await lookup(conn, merchant.id, WITHDRAWAL_SCOPE, key, req_hash)
+                if stored is not None:
+                    return JsonResponse(stored.body, status_code=stored.status)
+                account = await _owned_account(conn, account_id, merchant)
+                scale = await asset_scale(conn, account["asset"])
+                try:
+                    amount = parse_amount(body.amount, scale)
+                except BadInput as error:
+                    raise FieldError("body.amount", str(error)) from None
+                await record_and_announce(
+                    conn,
+                    event_id=event_id,
+                    account_id=account_id,
+                    amount=body.amount,
+                    event_type=EventType.WITHDRAWAL,
+                    scale=scale,
+                    trace_id=trace_id,
+                )
+                response = StoredResponse(
+                    202,
+                    {
+                        "event_id": event_id,
+                        "account_id": str(account_id),
+                        "amount": format_amount(amount),
+                        "status": "pending",
+                    },
+                )
+                await store(conn, merchant.id, WITHDRAWAL_SCOPE, key, req_hash, response)
+            return JsonResponse(response.body, status_code=202)
+        except Exception as exc:
+            if attempt == 1 and is_key_race(exc):
+                continue
+            raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@router.get(
+    "/events/{event_id}",
+    response_model=EventView,
+    responses=problem_responses(404, *COMMON_PROBLEMS),
+    summary="Read a payment event and its posting outcome (e.g. insufficient_funds)",
+)
+async def read_event(
+    request: Request, event_id: EventId, merchant: CurrentMerchant
+) -> JsonResponse:
+    """Events on other merchants' accounts answer 404."""
+    state = api_state(request)
+    async with connection(state.pool) as conn:
+        row = await conn.fetchrow(
+            SQL["get_event_scoped"], event_id, merchant.id, merchant.is_admin, posting_key(event_id)
+        )
+    if row is None:
+        raise NotFound(f"event {event_id} does not exist")
+    return JsonResponse(
+        {
+            "event_id": row["event_id"],
+            "account_id": str(row["account_id"]),
+            "event_type": row["event_type"],
+            "amount": wire_amount(row["amount"], row["asset"]),
+            "asset": row["asset"],
+            "status": row["status"],
+            "outcome": row["outcome"],
+            "last_error": row["last_error"],
+            "trace_id": row["trace_id"],
+            "created_at": iso(row["created_at"]),
+            "updated_at": iso(row["updated_at"]),
+        }
+    )

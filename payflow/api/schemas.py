@@ -1,0 +1,236 @@
+"""Request and response models: the source of /openapi.json.
+
+Amounts are decimal strings on the wire; a JSON number is refused with a message
+that says why. Timestamps are RFC 3339 in UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+AMOUNT_FIELD_PATTERN = r"^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"  # as money.AMOUNT_PATTERN
+AMOUNT_EXAMPLE = "10.00"
+
+
+def _amount_must_be_string(value: object) -> object:
+    if isinstance(value, bool) or isinstance(value, int | float):
+        raise ValueError('amount must be a decimal string such as "10.00", not a JSON number')
+    return value
+
+
+def clean_text(value: str) -> str:
+    """Refuse text PostgreSQL cannot store (NUL) or UTF-8 cannot encode (lone surrogates)."""
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text") from None
+    return value
+
+
+def utc_bound(value: datetime | None) -> datetime | None:
+    """A timestamp filter converted to UTC; out-of-range instants are invalid, not a 500."""
+    if value is None:
+        return None
+    try:
+        converted = value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise ValueError("timestamp is out of range") from None
+    if not 1970 <= converted.year <= 9998:
+        raise ValueError("timestamp must fall between years 1970 and 9998")
+    return converted
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details; validation errors list each offending field."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, str]] | None = None
+
+
+class PaymentCreate(Strict):
+    amount: str = Field(
+        description="Decimal string, > 0, within the currency's scale",
+        examples=[AMOUNT_EXAMPLE],
+        min_length=1,
+        max_length=64,
+        pattern=AMOUNT_FIELD_PATTERN,
+    )
+    currency: str = Field(description="A configured fiat currency", examples=["RUB"])
+    description: str | None = Field(default=None, max_length=512)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    webhook_url: str | None = Field(default=None, max_length=2048)
+
+    _amount_string = field_validator("amount", mode="before")(_amount_must_be_string)
+
+    @field_validator("description", "currency", "webhook_url")
+    @classmethod
+    def _text(cls, value: str | None) -> str | None:
+        return None if value is None else clean_text(value)
+
+
+class PaymentAccepted(BaseModel):
+    payment_id: str
+    status: Literal["pending"]
+    created_at: str = Field(description="RFC 3339 timestamp in UTC")
+
+
+class PaymentView(BaseModel):
+    payment_id: str
+    amount: str
+    currency: str
+    description: str | None
+    metadata: dict[str, Any]
+    status: Literal["pending", "succeeded", "failed"]
+    idempotency_key: str
+    webhook_url: str | None
+    webhook_delivered_at: str | None
+    webhook_attempts: int
+    created_at: str
+    processed_at: str | None
+
+
+class PaymentPage(BaseModel):
+    items: list[PaymentView]
+    next_cursor: str | None
+
+
+class AccountCreate(Strict):
+    asset: str = Field(pattern=r"^[A-Z0-9]{2,12}$", examples=["USDC"])
+
+
+class AccountView(BaseModel):
+    account_id: str
+    asset: str
+    balance: str
+    status: Literal["active", "frozen"]
+    created_at: str
+    updated_at: str
+
+
+class LedgerEntry(BaseModel):
+    entry_id: int
+    amount: str = Field(description="Signed decimal string: negative for debits")
+    event_type: str
+    event_id: str
+    balance_after: str
+    created_at: str
+
+
+class LedgerPage(BaseModel):
+    items: list[LedgerEntry]
+    next_cursor: str | None
+
+
+class DepositAddressCreate(Strict):
+    chain: str = Field(pattern=r"^[A-Z0-9_]{2,40}$", examples=["ETH_MAINNET"])
+    address: str = Field(min_length=8, max_length=128, examples=["0x" + "ab" * 20])
+
+
+class DepositAddressView(BaseModel):
+    chain: str
+    address: str
+    account_id: str
+
+
+class WithdrawalCreate(Strict):
+    amount: str = Field(min_length=1, max_length=64, examples=["1.5"], pattern=AMOUNT_FIELD_PATTERN)
+
+    _amount_string = field_validator("amount", mode="before")(_amount_must_be_string)
+
+
+class EventView(BaseModel):
+    event_id: str
+    account_id: str
+    event_type: str
+    amount: str
+    asset: str
+    status: Literal["pending", "enqueued", "processing", "confirmed", "failed"]
+    outcome: Literal["pending", "success", "insufficient_funds", "account_frozen"] | None
+    last_error: str | None
+    trace_id: str | None
+    created_at: str
+    updated_at: str
+
+
+class WithdrawalAccepted(BaseModel):
+    event_id: str
+    account_id: str
+    amount: str
+    status: Literal["pending"]
+
+
+class IngressEventResult(BaseModel):
+    event_id: str
+    result: Literal["recorded", "duplicate", "unmatched"]
+
+
+class IngressAccepted(BaseModel):
+    status: Literal["accepted"]
+    trace_id: str
+    events: list[IngressEventResult]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not_ready"]
+    checks: dict[str, str]
+
+
+PROBLEM_TITLES = {
+    400: "Malformed request body",
+    401: "Missing or invalid credentials",
+    403: "Admin key required",
+    404: "Not found",
+    409: "Conflict (Idempotency-Key in progress or reused, or duplicate)",
+    413: "Request body too large",
+    422: "Validation failed; `errors` names the fields",
+    429: "Rate limited; see Retry-After",
+    503: "A dependency is unavailable; see Retry-After",
+}
+
+
+def problem_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for problem+json answers with the given statuses."""
+    schema = Problem.model_json_schema()
+    return {
+        code: {
+            "description": PROBLEM_TITLES[code],
+            "content": {"application/problem+json": {"schema": schema}},
+        }
+        for code in codes
+    }
+
+
+COMMON_PROBLEMS = (401, 413, 422, 429, 503)
+
+
+class UnmatchedEvent(BaseModel):
+    event_id: str
+    reason: Literal["unknown_address", "asset_mismatch", "unknown_asset", "unsupported"]
+    chain: str
+    address: str | None
+    asset: str | None
+    amount: str | None
+    tx_hash: str | None
+    trace_id: str | None
+    created_at: str
+
+
+class UnmatchedPage(BaseModel):
+    items: list[UnmatchedEvent]
+    next_cursor: str | None

@@ -1,0 +1,85 @@
+"""Process-level entry points for `payflow api` and `payflow merchants`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from uuid import UUID
+
+import uvicorn
+
+from payflow.config import Settings
+from payflow.db.pool import create_pool
+from payflow.db.tx import transaction
+from payflow.ingress.signature import require_secret
+
+from .auth import create_merchant
+from .db import connection
+
+APP_FACTORY = "payflow.api.app:create_app"
+
+
+def serve(settings: Settings, *, host: str | None, port: int | None, workers: int | None) -> None:
+    """Run uvicorn with the app factory; each worker builds its own pool in the lifespan.
+
+    A missing or short provider secret raises `SettingsError` before anything starts.
+    With several workers, Prometheus runs in multiprocess mode over a private directory.
+    """
+    require_secret(settings)
+    count = workers or settings.api_workers
+    if count > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="payflow-metrics-")
+    uvicorn.run(
+        APP_FACTORY,
+        factory=True,
+        host=host or settings.api_host,
+        port=port or settings.api_port,
+        workers=count,
+        loop="uvloop",
+        http="httptools",
+        access_log=False,
+        log_level="warning",
+        proxy_headers=False,
+    )
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """A uvicorn server that leaves signal handling to the process that embeds it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def in_process_server(settings: Settings) -> uvicorn.Server:
+    """One uvicorn server for `payflow up`; the caller sets `should_exit` to stop it.
+
+    A missing or short provider secret raises `SettingsError` before anything starts.
+    """
+    require_secret(settings)
+    config = uvicorn.Config(
+        APP_FACTORY,
+        factory=True,
+        host=settings.api_host,
+        port=settings.api_port,
+        loop="none",
+        http="httptools",
+        access_log=False,
+        log_level="warning",
+        proxy_headers=False,
+    )
+    return _EmbeddedServer(config)
+
+
+async def create_merchant_cli(
+    settings: Settings, name: str, *, admin: bool
+) -> tuple[UUID, str, str]:
+    """Create a merchant in its own transaction; returns (id, api key, webhook secret)."""
+    pool = await create_pool(settings, min_size=1, max_size=1)
+    try:
+        async with connection(pool) as conn, transaction(conn, settings):
+            return await create_merchant(conn, name, admin=admin)
+    finally:
+        await pool.close()

@@ -1,0 +1,1 @@
+"""Provider webhook ingress: signature checks, payload formats and address mapping."""

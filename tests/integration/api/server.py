@@ -1,0 +1,82 @@
+"""Run the real API (`payflow api`, uvicorn workers) as a subprocess for tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from payflow.config import Settings
+
+SERVE = [sys.executable, "-c", "from payflow.cli import main; main()", "api"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def server_env(settings: Settings) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DATABASE_URL": settings.database_url,
+        "REDIS_URL": settings.redis_url,
+        "API_KEY": settings.api_key or "",
+        "ADMIN_API_KEY": settings.admin_api_key or "",
+        "PROVIDER_WEBHOOK_SECRET": settings.provider_webhook_secret or "",
+        "WEBHOOK_ALLOW_HOSTS": ",".join(settings.webhook_allow_hosts),
+        "REDIS_KEY_PREFIX": settings.redis_key_prefix,
+        "RATE_LIMIT_PER_MINUTE": str(settings.rate_limit_per_minute),
+        "DB_POOL_MIN": "2",
+        "DB_POOL_MAX": "10",
+        "LOG_LEVEL": "WARNING",
+    }
+
+
+@contextmanager
+def running_api(settings: Settings, workers: int = 2) -> Iterator[str]:
+    """Start `payflow api` on a free port; yield its base URL; stop it afterwards."""
+    port = free_port()
+    process = subprocess.Popen(
+        [*SERVE, "--port", str(port), "--workers", str(workers)],
+        env=server_env(settings),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"API exited: {process.stderr.read().decode() if process.stderr else ''}"
+                )
+            try:
+                response = httpx.get(
+                    f"{base}/health", headers={"X-API-Key": settings.api_key or ""}
+                )
+                if response.status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("API did not start within 30 s")
+            time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()

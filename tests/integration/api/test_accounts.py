@@ -1,0 +1,174 @@
+"""Accounts, ledger entries, deposit addresses, withdrawals and event outcomes."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import orjson
+
+from payflow.ledger.posting import post_event
+
+from .conftest import signed
+
+
+def key() -> dict[str, str]:
+    return {"Idempotency-Key": uuid.uuid4().hex}
+
+
+async def _account(client: httpx.AsyncClient, asset: str = "USDC") -> str:
+    response = await client.post("/api/v1/accounts", json={"asset": asset})
+    assert response.status_code == 201, response.text
+    account_id: str = response.json()["account_id"]
+    return account_id
+
+
+async def _deposit(
+    app: Any, anon: httpx.AsyncClient, admin: httpx.AsyncClient, account_id: str, amount: str
+) -> None:
+    address = "0x" + uuid.uuid4().hex[:20] * 2
+    await admin.post(
+        f"/api/v1/accounts/{account_id}/deposit-addresses",
+        json={"chain": "ETH_MAINNET", "address": address},
+    )
+    body = orjson.dumps(
+        {
+            "event_id": f"dep-{uuid.uuid4().hex}",
+            "event_type": "deposit",
+            "to_address": address,
+            "asset": "USDC",
+            "amount": amount,
+            "tx_hash": "0x" + "ab" * 32,
+        }
+    )
+    response = await anon.post("/api/v1/webhooks/provider", content=body, headers=signed(body))
+    event_id = response.json()["events"][0]["event_id"]
+    await post_event(app.state.api.pool, app.state.api.settings, event_id)
+
+
+async def test_create_and_read_account(client: httpx.AsyncClient) -> None:
+    response = await client.post("/api/v1/accounts", json={"asset": "USDC"})
+    body = response.json()
+    assert response.status_code == 201
+    assert body["balance"] == "0.000000"
+    assert body["status"] == "active"
+    read = await client.get(f"/api/v1/accounts/{body['account_id']}")
+    assert read.json() == body
+
+
+async def test_unknown_asset_is_422(client: httpx.AsyncClient) -> None:
+    response = await client.post("/api/v1/accounts", json={"asset": "DOGE"})
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["field"] == "body.asset"
+
+
+async def test_accounts_are_tenant_scoped(
+    client: httpx.AsyncClient, other: httpx.AsyncClient, admin: httpx.AsyncClient
+) -> None:
+    account_id = await _account(client)
+    assert (await other.get(f"/api/v1/accounts/{account_id}")).status_code == 404
+    assert (await other.get(f"/api/v1/accounts/{account_id}/entries")).status_code == 404
+    withdrawal = await other.post(
+        f"/api/v1/accounts/{account_id}/withdrawals", json={"amount": "1"}, headers=key()
+    )
+    assert withdrawal.status_code == 404
+    assert (await admin.get(f"/api/v1/accounts/{account_id}")).status_code == 200
+
+
+async def test_deposit_address_unique_per_chain(
+    client: httpx.AsyncClient, admin: httpx.AsyncClient
+) -> None:
+    first, second = await _account(client), await _account(client)
+    address = {"chain": "ETH_MAINNET", "address": "0x" + "12" * 20}
+    url = "/api/v1/accounts/{}/deposit-addresses"
+    assert (await admin.post(url.format(first), json=address)).status_code == 201
+    taken = await admin.post(url.format(second), json=address)
+    assert taken.status_code == 409
+    other_chain = await admin.post(url.format(second), json={**address, "chain": "BASE_MAINNET"})
+    assert other_chain.status_code == 201
+    bad = await admin.post(url.format(second), json={**address, "address": "0xnothex"})
+    assert bad.status_code == 422
+
+
+async def test_withdrawal_is_idempotent_and_reports_insufficient_funds(
+    app: Any, client: httpx.AsyncClient
+) -> None:
+    account_id = await _account(client)
+    headers = key()
+    url = f"/api/v1/accounts/{account_id}/withdrawals"
+    first = await client.post(url, json={"amount": "5"}, headers=headers)
+    again = await client.post(url, json={"amount": "5"}, headers=headers)
+    assert first.status_code == again.status_code == 202
+    assert first.content == again.content
+    event_id = first.json()["event_id"]
+    assert event_id.startswith("wd:")
+    different = await client.post(url, json={"amount": "6"}, headers=headers)
+    assert different.status_code == 409
+    async with app.state.api.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM payment_events") == 1
+        outbox = await conn.fetch("SELECT topic, payload FROM outbox")
+    assert [(row["topic"], row["payload"]) for row in outbox] == [
+        ("ledger.event", {"version": 1, "event_id": event_id})
+    ]
+    pending = (await client.get(f"/api/v1/events/{event_id}")).json()
+    assert (pending["status"], pending["event_type"], pending["amount"]) == (
+        "pending",
+        "withdrawal",
+        "5.000000",
+    )
+    # The pipeline posts the event; the API reports the outcome.
+    await post_event(app.state.api.pool, app.state.api.settings, event_id)
+    outcome = (await client.get(f"/api/v1/events/{event_id}")).json()
+    assert outcome["outcome"] == "insufficient_funds"
+
+
+async def test_withdrawal_after_deposit_shows_in_entries(
+    app: Any, client: httpx.AsyncClient, anon: httpx.AsyncClient, admin: httpx.AsyncClient
+) -> None:
+    account_id = await _account(client)
+    await _deposit(app, anon, admin, account_id, "10")
+    response = await client.post(
+        f"/api/v1/accounts/{account_id}/withdrawals", json={"amount": "4"}, headers=key()
+    )
+    event_id = response.json()["event_id"]
+    await post_event(app.state.api.pool, app.state.api.settings, event_id)
+    event = (await client.get(f"/api/v1/events/{event_id}")).json()
+    assert (event["status"], event["outcome"]) == ("confirmed", "success")
+    account = (await client.get(f"/api/v1/accounts/{account_id}")).json()
+    assert account["balance"] == "6.000000"
+    first = (await client.get(f"/api/v1/accounts/{account_id}/entries", params={"limit": 1})).json()
+    assert [item["amount"] for item in first["items"]] == ["-4.000000"]
+    second = (
+        await client.get(
+            f"/api/v1/accounts/{account_id}/entries",
+            params={"limit": 1, "cursor": first["next_cursor"]},
+        )
+    ).json()
+    assert [item["amount"] for item in second["items"]] == ["10.000000"]
+    assert second["next_cursor"] is None
+
+
+async def test_withdrawal_validation(client: httpx.AsyncClient) -> None:
+    account_id = await _account(client)
+    url = f"/api/v1/accounts/{account_id}/withdrawals"
+    no_key = await client.post(url, json={"amount": "1"})
+    assert no_key.status_code == 422
+    number = await client.post(url, json={"amount": 1}, headers=key())
+    assert number.status_code == 422
+    assert "not a JSON number" in number.json()["errors"][0]["message"]
+    too_fine = await client.post(url, json={"amount": "0.0000001"}, headers=key())
+    assert too_fine.status_code == 422
+    assert too_fine.json()["errors"][0]["field"] == "body.amount"
+
+
+async def test_events_are_tenant_scoped(
+    client: httpx.AsyncClient, other: httpx.AsyncClient
+) -> None:
+    account_id = await _account(client)
+    response = await client.post(
+        f"/api/v1/accounts/{account_id}/withdrawals", json={"amount": "1"}, headers=key()
+    )
+    event_id = response.json()["event_id"]
+    assert (await other.get(f"/api/v1/events/{event_id}")).status_code == 404
+    assert (await client.get("/api/v1/events/unknown")).status_code == 404

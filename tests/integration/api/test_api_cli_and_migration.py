@@ -1,0 +1,90 @@
+"""`payflow merchants create`, `payflow api` refusing a bad secret, and migration 0003."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+
+import asyncpg
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from payflow.config import Settings
+from payflow.db import migrate
+
+from .server import server_env
+
+CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
+
+
+def test_api_refuses_to_start_without_a_long_secret() -> None:
+    for value in ("", "too-short"):
+        env = {**os.environ, "PROVIDER_WEBHOOK_SECRET": value}
+        result = subprocess.run(
+            [*CLI, "api", "--port", "1"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 2
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "PROVIDER_WEBHOOK_SECRET" in lines[0], result.stderr
+        assert "Traceback" not in result.stderr
+
+
+async def test_merchants_create_prints_a_working_key_once(
+    app: FastAPI, api_settings: Settings
+) -> None:
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [*CLI, "merchants", "create", "Acme"],
+        env=server_env(api_settings),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    values = dict(line.split("=", 1) for line in result.stdout.strip().splitlines())
+    assert set(values) == {"merchant_id", "api_key", "webhook_secret"}
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        response = await client.get("/health", headers={"X-API-Key": values["api_key"]})
+    assert response.status_code == 200
+    async with app.state.api.pool.acquire() as conn:
+        stored = await conn.fetchval(
+            "SELECT api_key_hash FROM merchants WHERE id = $1::uuid", values["merchant_id"]
+        )
+    assert stored != values["api_key"] and len(stored) == 64
+
+
+@pytest.mark.slow
+async def test_migration_0003_downgrades_and_upgrades(database_url: str) -> None:
+    await asyncpg_to_thread(migrate.downgrade, database_url, "0002_payments_outbox")
+    conn = await asyncpg.connect(database_url)
+    try:
+        tables = await conn.fetchval(
+            "SELECT count(*) FROM pg_tables WHERE tablename = ANY($1::text[])",
+            ["api_idempotency", "deposit_addresses", "unmatched_provider_events"],
+        )
+        assert tables == 0
+    finally:
+        await conn.close()
+    await asyncpg_to_thread(migrate.upgrade, database_url)
+    conn = await asyncpg.connect(database_url)
+    try:
+        constraints = {
+            row["conname"]
+            for row in await conn.fetch(
+                "SELECT conname FROM pg_constraint WHERE conrelid = ANY(ARRAY["
+                "'api_idempotency'::regclass, 'deposit_addresses'::regclass])"
+            )
+        }
+        assert {"api_idempotency_pkey", "deposit_addresses_pkey"} <= constraints
+    finally:
+        await conn.close()
+
+
+async def asyncpg_to_thread(function: Callable[..., None], *args: str) -> None:
+    """Alembic's env runs its own event loop, so run it off this one."""
+    await asyncio.to_thread(function, *args)

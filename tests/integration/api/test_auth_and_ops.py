@@ -1,0 +1,137 @@
+"""X-API-Key on every endpoint, admin-only routes, rate limits, health, ready, metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from payflow.api.app import create_app
+from payflow.config import SettingsError, load_settings
+
+from .conftest import API_KEY
+
+PROTECTED = [
+    ("GET", "/health"),
+    ("GET", "/ready"),
+    ("GET", "/metrics"),
+    ("GET", "/api/v1/payments"),
+    ("POST", "/api/v1/payments"),
+    ("POST", "/api/v1/accounts"),
+    ("GET", "/api/v1/events/abc"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), PROTECTED)
+async def test_missing_or_wrong_key_is_401(anon: httpx.AsyncClient, method: str, path: str) -> None:
+    for headers in ({}, {"X-API-Key": "wrong"}, {"X-API-Key": ""}):
+        response = await anon.request(method, path, headers=headers, json={})
+        assert response.status_code == 401, (headers, response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["status"] == 401
+
+
+async def test_non_ascii_key_is_401_not_500(anon: httpx.AsyncClient) -> None:
+    for raw in ("ключ".encode(), b"\xff\xfe", API_KEY.encode() + b"\xc3\xa9"):
+        response = await anon.get("/health", headers=[(b"X-API-Key", raw)])
+        assert response.status_code == 401
+
+
+async def test_health_with_key(client: httpx.AsyncClient) -> None:
+    response = await client.get("/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+async def test_ready_checks_every_dependency(client: httpx.AsyncClient) -> None:
+    response = await client.get("/ready")
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "status": "ready",
+        "checks": {"postgres": "ok", "redis": "ok", "rabbitmq": "ok"},
+    }
+
+
+async def test_ready_reports_a_dead_dependency(api_settings: Any) -> None:
+    settings = api_settings.model_copy(update={"rabbitmq_url": "amqp://guest:guest@127.0.0.1:1/"})
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            response = await client.get("/ready", headers={"X-API-Key": API_KEY})
+    assert response.status_code == 503
+    assert response.json()["checks"]["rabbitmq"].startswith("error")
+    assert response.json()["checks"]["postgres"] == "ok"
+
+
+async def test_metrics_count_by_route_template_and_status(client: httpx.AsyncClient) -> None:
+    await client.get("/api/v1/payments/00000000-0000-0000-0000-000000000000")
+    text = (await client.get("/metrics")).text
+    assert (
+        'payflow_http_requests_total{method="GET",route="/api/v1/payments/{payment_id}",'
+        'status="404"} 1.0'
+    ) in text
+    assert "payflow_http_request_duration_seconds_bucket" in text
+
+
+async def test_admin_routes_refuse_merchant_keys(client: httpx.AsyncClient) -> None:
+    account = (await client.post("/api/v1/accounts", json={"asset": "USDC"})).json()
+    response = await client.post(
+        f"/api/v1/accounts/{account['account_id']}/deposit-addresses",
+        json={"chain": "ETH_MAINNET", "address": "0x" + "1" * 40},
+    )
+    assert response.status_code == 403
+
+
+async def test_rate_limit_answers_429_with_retry_after(api_settings: Any) -> None:
+    settings = api_settings.model_copy(update={"rate_limit_per_minute": 3})
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://t", headers={"X-API-Key": API_KEY}
+        ) as client:
+            statuses = [(await client.get("/health")).status_code for _ in range(5)]
+            limited = await client.get("/health")
+    assert statuses == [200, 200, 200, 429, 429]
+    assert limited.headers["content-type"] == "application/problem+json"
+    assert 1 <= int(limited.headers["retry-after"]) <= 61
+
+
+def test_short_or_missing_provider_secret_stops_startup() -> None:
+    with pytest.raises(SettingsError, match="PROVIDER_WEBHOOK_SECRET"):
+        create_app(load_settings(provider_webhook_secret=None))
+    with pytest.raises(SettingsError, match="PROVIDER_WEBHOOK_SECRET"):
+        load_settings(provider_webhook_secret="short")
+
+
+async def test_unknown_route_is_a_problem(client: httpx.AsyncClient) -> None:
+    response = await client.get("/nope")
+    assert response.status_code == 404
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+async def test_request_id_is_echoed(client: httpx.AsyncClient) -> None:
+    response = await client.get("/health", headers={"X-Request-ID": "trace-abc.1"})
+    assert response.headers["x-request-id"] == "trace-abc.1"
+    generated = await client.get("/health", headers={"X-Request-ID": "bad id with spaces"})
+    assert generated.headers["x-request-id"] != "bad id with spaces"
+
+
+async def test_exhausted_pool_answers_503_not_500(
+    app: Any, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from payflow.api import db
+
+    monkeypatch.setattr(db, "ACQUIRE_TIMEOUT_SECONDS", 0.2)
+    pool = app.state.api.pool
+    held = [await pool.acquire() for _ in range(pool.get_max_size())]
+    try:
+        response = await client.get("/api/v1/payments")
+    finally:
+        for conn in held:
+            await pool.release(conn)
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "1"
+    assert response.headers["content-type"] == "application/problem+json"

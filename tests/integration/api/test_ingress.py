@@ -1,0 +1,275 @@
+"""POST /api/v1/webhooks/provider: HMAC over the raw body, both payload formats,
+address mapping, unmatched events, duplicates and the outbox contract."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from .alchemy import eth_activity, token_activity, webhook
+from .conftest import PROVIDER_SECRET, signed
+
+URL = "/api/v1/webhooks/provider"
+ADDRESS = "0x" + "ab" * 20
+
+
+@pytest.fixture
+async def usdc_account(client: httpx.AsyncClient, admin: httpx.AsyncClient) -> str:
+    account = (await client.post("/api/v1/accounts", json={"asset": "USDC"})).json()
+    response = await admin.post(
+        f"/api/v1/accounts/{account['account_id']}/deposit-addresses",
+        json={"chain": "ETH_MAINNET", "address": ADDRESS.upper().replace("0X", "0x")},
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["address"] == ADDRESS
+    account_id: str = account["account_id"]
+    return account_id
+
+
+def generic(**overrides: Any) -> bytes:
+    body = {
+        "event_id": "evt-1",
+        "event_type": "deposit",
+        "to_address": ADDRESS,
+        "asset": "USDC",
+        "amount": "12.5",
+        "tx_hash": "0x" + "cd" * 32,
+    }
+    body.update(overrides)
+    return orjson.dumps(body)
+
+
+async def rows(app: Any, sql: str) -> list[Any]:
+    async with app.state.api.pool.acquire() as conn:
+        return list(await conn.fetch(sql))
+
+
+async def test_generic_event_lands_pending_with_outbox_row(
+    app: Any, anon: httpx.AsyncClient, usdc_account: str
+) -> None:
+    body = generic()
+    response = await anon.post(URL, content=body, headers={**signed(body), "X-Request-ID": "t-1"})
+    assert response.status_code == 202, response.text
+    assert response.json() == {
+        "status": "accepted",
+        "trace_id": "t-1",
+        "events": [{"event_id": "evt-1", "result": "recorded"}],
+    }
+    events = await rows(
+        app, "SELECT event_id, account_id, amount, status, trace_id FROM payment_events"
+    )
+    assert [
+        (e["event_id"], str(e["account_id"]), e["amount"], e["status"], e["trace_id"])
+        for e in events
+    ] == [("evt-1", usdc_account, Decimal("12.5"), "pending", "t-1")]
+    outbox = await rows(app, "SELECT topic, payload FROM outbox")
+    assert [(o["topic"], o["payload"]) for o in outbox] == [
+        ("ledger.event", {"version": 1, "event_id": "evt-1"})
+    ]
+
+
+async def test_duplicate_delivery_writes_nothing_new(
+    app: Any, anon: httpx.AsyncClient, usdc_account: str
+) -> None:
+    body = generic()
+    first = await anon.post(URL, content=body, headers=signed(body))
+    second = await anon.post(URL, content=body, headers=signed(body))
+    assert first.status_code == second.status_code == 202
+    assert second.json()["events"] == [{"event_id": "evt-1", "result": "duplicate"}]
+    assert len(await rows(app, "SELECT 1 FROM payment_events")) == 1
+    assert len(await rows(app, "SELECT 1 FROM outbox")) == 1
+
+
+async def test_trace_id_is_generated_when_absent(
+    app: Any, anon: httpx.AsyncClient, usdc_account: str
+) -> None:
+    body = generic()
+    response = await anon.post(URL, content=body, headers=signed(body))
+    trace = response.json()["trace_id"]
+    assert trace and response.headers["x-request-id"] == trace
+    stored = await rows(app, "SELECT trace_id FROM payment_events")
+    assert stored[0]["trace_id"] == trace
+
+
+@pytest.mark.parametrize(
+    "make_headers",
+    [
+        pytest.param(
+            lambda b: {"X-Alchemy-Signature": hmac.new(b"x" * 32, b, hashlib.sha256).hexdigest()},
+            id="wrong-key",
+        ),
+        pytest.param(
+            lambda b: {"X-Alchemy-Signature": signed(b + b" ")["X-Alchemy-Signature"]},
+            id="tampered-body",
+        ),
+        pytest.param(lambda b: {}, id="missing-header"),
+        pytest.param(lambda b: {"X-Alchemy-Signature": "zz" * 32}, id="non-hex"),
+        pytest.param(
+            lambda b: {"X-Alchemy-Signature": signed(b)["X-Alchemy-Signature"][:-2]}, id="truncated"
+        ),
+        pytest.param(
+            lambda b: {"X-Alchemy-Signature": "sha256=" + signed(b)["X-Alchemy-Signature"]},
+            id="prefixed",
+        ),
+        pytest.param(lambda b: {"X-Alchemy-Signature": "é" * 64}, id="non-ascii"),
+    ],
+)
+async def test_bad_signatures_are_401_and_write_nothing(
+    app: Any, anon: httpx.AsyncClient, usdc_account: str, make_headers: Any
+) -> None:
+    body = generic()
+    headers = {k: v.encode("utf-8") for k, v in make_headers(body).items()}
+    response = await anon.post(URL, content=body, headers=headers)
+    assert response.status_code == 401
+    assert response.headers["content-type"] == "application/problem+json"
+    assert await rows(app, "SELECT 1 FROM payment_events") == []
+
+
+async def test_signature_is_over_raw_bytes_not_reparsed_json(
+    app: Any, anon: httpx.AsyncClient, usdc_account: str
+) -> None:
+    body = (
+        b'{ "event_id":"evt-raw", "event_type":"deposit", "to_address":"'
+        + ADDRESS.encode()
+        + (b'", "asset":"USDC", "amount":"1", "tx_hash":"0x' + b"ef" * 32 + b'" }')
+    )
+    response = await anon.post(URL, content=body, headers=signed(body))
+    assert response.status_code == 202
+
+
+async def test_unknown_address_is_kept_unmatched_and_answered_202(
+    app: Any, anon: httpx.AsyncClient
+) -> None:
+    body = generic(event_id="evt-lost", to_address="0x" + "99" * 20)
+    for _ in range(2):
+        response = await anon.post(URL, content=body, headers=signed(body))
+        assert response.status_code == 202
+        assert response.json()["events"] == [{"event_id": "evt-lost", "result": "unmatched"}]
+    unmatched = await rows(app, "SELECT event_id, reason, address FROM unmatched_provider_events")
+    assert [(u["event_id"], u["reason"], u["address"]) for u in unmatched] == [
+        ("evt-lost", "unknown_address", "0x" + "99" * 20)
+    ]
+    assert await rows(app, "SELECT 1 FROM payment_events") == []
+    assert await rows(app, "SELECT 1 FROM outbox") == []
+
+
+async def test_asset_mismatch_is_unmatched(
+    app: Any, anon: httpx.AsyncClient, usdc_account: str
+) -> None:
+    body = generic(event_id="evt-dai", asset="DAI")
+    response = await anon.post(URL, content=body, headers=signed(body))
+    assert response.json()["events"][0]["result"] == "unmatched"
+    assert (await rows(app, "SELECT reason FROM unmatched_provider_events"))[0][
+        "reason"
+    ] == "asset_mismatch"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"amount": 12.5}, "amount"),
+        ({"amount": "1.0000001"}, None),
+        ({"event_type": "withdrawal"}, "event_type"),
+        ({"to_address": "not-an-address!"}, "to_address"),
+        ({"event_id": "wd:forged"}, None),
+        ({"event_id": ""}, "event_id"),
+    ],
+)
+async def test_invalid_generic_payloads_are_422(
+    app: Any,
+    anon: httpx.AsyncClient,
+    usdc_account: str,
+    overrides: dict[str, Any],
+    field: str | None,
+) -> None:
+    body = generic(**overrides)
+    response = await anon.post(URL, content=body, headers=signed(body))
+    assert response.status_code == 422, response.text
+    if field is not None:
+        assert response.json()["errors"][0]["field"] == field
+    assert await rows(app, "SELECT 1 FROM payment_events") == []
+
+
+async def test_non_json_signed_body_is_422(anon: httpx.AsyncClient) -> None:
+    body = b"not json"
+    response = await anon.post(URL, content=body, headers=signed(body))
+    assert response.status_code == 422
+
+
+async def test_alchemy_address_activity_becomes_one_event_per_activity(
+    app: Any,
+    anon: httpx.AsyncClient,
+    admin: httpx.AsyncClient,
+    client: httpx.AsyncClient,
+    usdc_account: str,
+) -> None:
+    eth = (await client.post("/api/v1/accounts", json={"asset": "ETH"})).json()
+    eth_address = "0x" + "ee" * 20
+    await admin.post(
+        f"/api/v1/accounts/{eth['account_id']}/deposit-addresses",
+        json={"chain": "ETH_MAINNET", "address": eth_address},
+    )
+    wei = 1_234_567_890_123_456_789_012  # more digits than a float can hold
+    payload = webhook(
+        token_activity(ADDRESS, 293_092_129, log_index=0x6E),
+        token_activity(ADDRESS, 5, log_index=0x6F, removed=True),
+        eth_activity(eth_address, wei),
+        token_activity("0x" + "77" * 20, 1_000_000, log_index=0x70),
+    )
+    body = orjson.dumps(payload)
+    response = await anon.post(URL, content=body, headers=signed(body))
+    assert response.status_code == 202, response.text
+    tx = "0x" + "7a" * 32
+    assert response.json()["events"] == [
+        {"event_id": f"alchemy:{tx}:110", "result": "recorded"},
+        {"event_id": "alchemy:0x" + "5b" * 32 + ":external", "result": "recorded"},
+        {"event_id": f"alchemy:{tx}:112", "result": "unmatched"},
+    ]
+    events = {
+        e["event_id"]: e["amount"]
+        for e in await rows(app, "SELECT event_id, amount FROM payment_events")
+    }
+    assert events == {
+        f"alchemy:{tx}:110": Decimal("293.092129"),
+        "alchemy:0x" + "5b" * 32 + ":external": Decimal("1234.567890123456789012"),
+    }
+    assert len(await rows(app, "SELECT 1 FROM outbox WHERE topic = 'ledger.event'")) == 2
+    again = await anon.post(URL, content=body, headers=signed(body))
+    assert [e["result"] for e in again.json()["events"]] == ["duplicate", "duplicate", "unmatched"]
+    assert len(await rows(app, "SELECT 1 FROM outbox")) == 2
+
+
+async def test_secret_is_not_the_api_key(anon: httpx.AsyncClient, usdc_account: str) -> None:
+    body = generic()
+    response = await anon.post(
+        URL,
+        content=body,
+        headers={"X-API-Key": "test-api-key-0123456789", "Content-Type": "application/json"},
+    )
+    assert response.status_code == 401
+    assert PROVIDER_SECRET not in response.text
+
+
+async def test_admin_lists_unmatched_events_with_a_cursor(
+    anon: httpx.AsyncClient, admin: httpx.AsyncClient, client: httpx.AsyncClient
+) -> None:
+    for index in range(3):
+        body = generic(event_id=f"lost-{index}", to_address="0x" + f"{index}" * 40)
+        await anon.post(URL, content=body, headers=signed(body))
+    assert (await client.get("/api/v1/admin/unmatched-events")).status_code == 403
+    first = (await admin.get("/api/v1/admin/unmatched-events", params={"limit": 2})).json()
+    second = (
+        await admin.get(
+            "/api/v1/admin/unmatched-events", params={"limit": 2, "cursor": first["next_cursor"]}
+        )
+    ).json()
+    ids = [item["event_id"] for item in first["items"] + second["items"]]
+    assert sorted(ids) == ["lost-0", "lost-1", "lost-2"] and len(set(ids)) == 3
+    assert second["next_cursor"] is None
+    assert first["items"][0]["reason"] == "unknown_address"
