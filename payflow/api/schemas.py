@@ -234,3 +234,26 @@ class UnmatchedEvent(BaseModel):
 class UnmatchedPage(BaseModel):
     items: list[UnmatchedEvent]
     next_cursor: str | None
+
+
+class DeadLetterOut(BaseModel):
+    id: int
+    source: Literal["payment_event", "payment", "webhook"]
+    subject_id: str
+    payload: dict[str, Any]
+    error: str
+    attempt: int
+    created_at: str
+    resolved_at: str | None
+    resolved_by: str | None
+    resolution: str | None
+
+
+class DeadLetterPage(BaseModel):
+    items: list[DeadLetterOut]
+
+
+class ReplayOut(BaseModel):
+    id: int
+    resolution: str
+    resolved_by: str
