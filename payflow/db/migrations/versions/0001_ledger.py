@@ -5,7 +5,7 @@ Revision ID: 0001_ledger
 Revises:
 """
 
-from alembic import op
+from payflow.db.migrations.statements import execute_all
 
 revision = "0001_ledger"
 down_revision = None
@@ -158,10 +158,8 @@ DOWNGRADE = [
 
 
 def upgrade() -> None:
-    for statement in UPGRADE:
-        op.execute(statement)
+    execute_all(UPGRADE)
 
 
 def downgrade() -> None:
-    for statement in DOWNGRADE:
-        op.execute(statement)
+    execute_all(DOWNGRADE)

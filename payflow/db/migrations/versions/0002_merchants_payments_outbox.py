@@ -4,7 +4,7 @@ Revision ID: 0002_payments_outbox
 Revises: 0001_ledger
 """
 
-from alembic import op
+from payflow.db.migrations.statements import execute_all
 
 revision = "0002_payments_outbox"
 down_revision = "0001_ledger"
@@ -78,10 +78,8 @@ DOWNGRADE = [
 
 
 def upgrade() -> None:
-    for statement in UPGRADE:
-        op.execute(statement)
+    execute_all(UPGRADE)
 
 
 def downgrade() -> None:
-    for statement in DOWNGRADE:
-        op.execute(statement)
+    execute_all(DOWNGRADE)

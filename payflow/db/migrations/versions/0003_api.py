@@ -4,7 +4,7 @@ Revision ID: 0003_api
 Revises: 0002_payments_outbox
 """
 
-from alembic import op
+from payflow.db.migrations.statements import execute_all
 
 revision = "0003_api"
 down_revision = "0002_payments_outbox"
@@ -80,10 +80,8 @@ DOWNGRADE = [
 
 
 def upgrade() -> None:
-    for statement in UPGRADE:
-        op.execute(statement)
+    execute_all(UPGRADE)
 
 
 def downgrade() -> None:
-    for statement in DOWNGRADE:
-        op.execute(statement)
+    execute_all(DOWNGRADE)

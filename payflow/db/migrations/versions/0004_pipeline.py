@@ -5,7 +5,7 @@ Revision ID: 0004_pipeline
 Revises: 0002_payments_outbox
 """
 
-from alembic import op
+from payflow.db.migrations.statements import execute_all
 
 revision = "0004_pipeline"
 down_revision = "0002_payments_outbox"
@@ -39,10 +39,8 @@ DOWNGRADE = [
 
 
 def upgrade() -> None:
-    for statement in UPGRADE:
-        op.execute(statement)
+    execute_all(UPGRADE)
 
 
 def downgrade() -> None:
-    for statement in DOWNGRADE:
-        op.execute(statement)
+    execute_all(DOWNGRADE)
