@@ -7,6 +7,8 @@ run: export API_KEY ?= local-dev-api-key-change-me
 run: export ADMIN_API_KEY ?= local-dev-admin-key-change-me
 run: export PROVIDER_WEBHOOK_SECRET ?= local-dev-provider-secret-0123456789abcdef
 run: export WEBHOOK_ALLOW_HOSTS ?= 127.0.0.1,localhost
+bench: export API_KEY ?= local-dev-api-key-change-me
+bench: export PROVIDER_WEBHOOK_SECRET ?= local-dev-provider-secret-0123456789abcdef
 
 .PHONY: install run test lint bench
 install:
@@ -30,4 +32,5 @@ bench: install
 	uv run payflow bench ledger --mode spread --events 20000 --concurrency 16
 	uv run payflow bench ledger --mode hot --events 20000 --concurrency 16
 	uv run payflow bench ledger --mode spread --events 20000 --concurrency 16 --dup 3
+	uv run payflow bench api
 	uv run payflow bench e2e --payments 2000 --rate 200 --split
