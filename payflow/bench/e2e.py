@@ -249,7 +249,9 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
     http: HttpSubmitter | None = None
     async with bench_database(settings.database_url) as url:
         bench_settings = settings.model_copy(update={"database_url": url})
-        pool = await create_pool(bench_settings, min_size=4, max_size=SUBMIT_CONCURRENCY + 4)
+        # Over HTTP the driver only polls and measures; direct writes need a slot each.
+        size = SUBMIT_CONCURRENCY + 4 if config.direct else 4
+        pool = await create_pool(bench_settings, min_size=2, max_size=size)
         tenant = await _prepare(pool, bench_settings)
         provider_secret = secrets.token_hex(32)
         env = service_env(
@@ -268,7 +270,8 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
                 submitter = DirectSubmitter(pool, bench_settings)
             else:
                 submitter = http = HttpSubmitter(
-                    service.api_url,
+                    "127.0.0.1",
+                    spec.api_port,
                     api_key=tenant.api_key,
                     provider_secret=provider_secret,
                     signature_header=settings.provider_signature_header,

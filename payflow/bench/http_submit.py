@@ -4,7 +4,8 @@
 merchant's X-API-Key and a unique Idempotency-Key; deposits are `POST
 /api/v1/webhooks/provider` with a generic event body HMAC-signed over its raw bytes,
 addressed to a deposit address that maps to the target account (the payload never
-names the account). One keep-alive `httpx.AsyncClient` carries every request.
+names the account). One pooled keep-alive client carries every request: a raw
+asyncio one (`rawhttp.py`), because httpx cost more CPU than the service under test.
 
 A 429 or 503 is retried with the SAME body and Idempotency-Key / event id, so a retry
 can never create a second payment or event; anything else but 202 is an error.
@@ -19,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-import httpx
 import orjson
 
+from payflow.bench.rawhttp import RawHttpClient
 from payflow.ingress.signature import sign
 
 RETRYABLE = frozenset({429, 503})
@@ -47,7 +48,8 @@ class HttpSubmitter:
 
     def __init__(
         self,
-        base_url: str,
+        host: str,
+        port: int,
         *,
         api_key: str,
         provider_secret: str,
@@ -58,13 +60,11 @@ class HttpSubmitter:
         self._secret = provider_secret.encode("utf-8")
         self._signature_header = signature_header
         self._addresses = addresses
-        self._client = httpx.AsyncClient(
-            base_url=base_url,
+        self._client = RawHttpClient(
+            host,
+            port,
+            max_connections=max_connections,
             headers={"X-API-Key": api_key, "Content-Type": "application/json"},
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            timeout=httpx.Timeout(30.0),
         )
         self.retries = 0
 
@@ -81,16 +81,17 @@ class HttpSubmitter:
     async def _post(self, path: str, body: bytes, headers: dict[str, str]) -> dict[str, Any]:
         """POST until a non-retryable answer; return the 202 body, else raise SubmitError."""
         for attempt in range(MAX_RETRIES + 1):
-            response = await self._client.post(path, content=body, headers=headers)
-            if response.status_code == 202:
-                parsed: dict[str, Any] = response.json()
+            response = await self._client.post(path, body, headers)
+            if response.status == 202:
+                parsed: dict[str, Any] = orjson.loads(response.body)
                 return parsed
-            if response.status_code not in RETRYABLE or attempt == MAX_RETRIES:
+            if response.status not in RETRYABLE or attempt == MAX_RETRIES:
                 break
             self.retries += 1
-            wait = float(response.headers.get("Retry-After", "0.1") or 0.1)
+            wait = float(response.headers.get("retry-after", "0.1") or 0.1)
             await asyncio.sleep(min(wait, MAX_RETRY_WAIT_S))
-        raise SubmitError(f"POST {path} answered {response.status_code}: {response.text[:300]}")
+        detail = response.body[:300].decode("utf-8", "replace")
+        raise SubmitError(f"POST {path} answered {response.status}: {detail}")
 
     async def submit_payment(
         self, merchant_id: UUID, amount: str, currency: str, key: str, webhook_url: str | None
