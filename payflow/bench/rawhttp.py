@@ -7,13 +7,20 @@ with a Content-Length, at most `max_connections` pooled connections to one host.
 
 Invariant: a connection is reused only after its response was read completely; any
 error or timeout closes it, so a half-read response can never leak into the next one.
+Servers close idle keep-alive connections (uvicorn after 5 s): idle ones older than
+`IDLE_REUSE_S` are dropped, and a reused one that fails is replaced and the request
+sent once more. That resend is only safe because every bench request is idempotent
+(an Idempotency-Key or a provider event id).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass
+
+IDLE_REUSE_S = 2.0
 
 
 class HttpProtocolError(RuntimeError):
@@ -30,6 +37,7 @@ class RawResponse:
 
 
 _Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+_STALE = (asyncio.IncompleteReadError, ConnectionError)
 
 
 class RawHttpClient:
@@ -46,7 +54,7 @@ class RawHttpClient:
     ) -> None:
         self._host, self._port, self._timeout = host, port, timeout_s
         self._slots = asyncio.Semaphore(max_connections)
-        self._idle: list[_Conn] = []
+        self._idle: list[tuple[_Conn, float]] = []  # (connection, idle since)
         fixed = {"Host": f"{host}:{port}", **headers}
         self._fixed = "".join(f"{k}: {v}\r\n" for k, v in fixed.items())
 
@@ -56,18 +64,38 @@ class RawHttpClient:
         head = f"POST {path} HTTP/1.1\r\n{self._fixed}{extra}Content-Length: {len(body)}\r\n\r\n"
         request = head.encode("latin-1") + body
         async with self._slots:
-            conn = self._idle.pop() if self._idle else await self._connect()
+            conn = self._take_idle()
+            if conn is not None:
+                try:
+                    return await self._send(conn, request)
+                except _STALE:
+                    pass  # the server closed it while idle: resend on a fresh connection
             try:
-                async with asyncio.timeout(self._timeout):
-                    response = await self._exchange(conn, request)
-            except BaseException:
-                conn[1].close()
-                raise
-            if response.headers.get("connection", "").lower() == "close":
-                conn[1].close()
-            else:
-                self._idle.append(conn)
-            return response
+                return await self._send(await self._connect(), request)
+            except asyncio.IncompleteReadError as error:
+                raise HttpProtocolError("the server closed the connection mid-response") from error
+
+    def _take_idle(self) -> _Conn | None:
+        now = time.monotonic()
+        while self._idle:
+            conn, since = self._idle.pop()
+            if now - since < IDLE_REUSE_S:
+                return conn
+            conn[1].close()
+        return None
+
+    async def _send(self, conn: _Conn, request: bytes) -> RawResponse:
+        try:
+            async with asyncio.timeout(self._timeout):
+                response = await self._exchange(conn, request)
+        except BaseException:
+            conn[1].close()
+            raise
+        if response.headers.get("connection", "").lower() == "close":
+            conn[1].close()
+        else:
+            self._idle.append((conn, time.monotonic()))
+        return response
 
     async def _connect(self) -> _Conn:
         async with asyncio.timeout(self._timeout):
@@ -95,7 +123,7 @@ class RawHttpClient:
     async def aclose(self) -> None:
         """Close every idle connection."""
         while self._idle:
-            _, writer = self._idle.pop()
+            (_, writer), _since = self._idle.pop()
             writer.close()
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
