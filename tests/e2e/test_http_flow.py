@@ -27,10 +27,13 @@ import orjson
 import pytest
 
 from payflow.api.auth import create_merchant
+from payflow.bench.http_submit import DepositAddress, HttpSubmitter
 from payflow.bench.services import free_port
 from payflow.bench.sink import WebhookSink
 from payflow.config import Settings
+from payflow.ingress.service import assign_address
 from payflow.ingress.signature import sign
+from payflow.ledger.accounts import create_account
 from payflow.ledger.recon import reconcile
 from payflow.payments.processor import credit_event_id
 from payflow.webhooks.sender import webhook_id
@@ -57,6 +60,7 @@ class Up:
     process: subprocess.Popen[bytes]
     log_path: Path
     client: httpx.AsyncClient
+    port: int
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -116,7 +120,7 @@ async def up(pipe_settings: Settings, tenant: Tenant, tmp_path: Path) -> AsyncIt
     client = httpx.AsyncClient(
         base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": tenant.api_key}, timeout=10
     )
-    running = Up(process, log_path, client)
+    running = Up(process, log_path, client, port)
     try:
 
         async def healthy() -> bool:
@@ -285,3 +289,50 @@ async def test_signed_deposit_delivered_twice_is_credited_once(
     assert await pool.fetchval("SELECT count(*) FROM balance_events") == 1
     assert await pool.fetchval("SELECT count(*) FROM outbox WHERE topic = 'ledger.event'") == 1
     assert (await reconcile(pool, pipe_settings, full=True)).clean
+
+
+async def test_the_bench_http_submitter_lands_payments_and_deposits_once(
+    pool: asyncpg.Pool, pipe_settings: Settings, tenant: Tenant, sink: WebhookSink, up: Up
+) -> None:
+    """`payflow bench e2e`'s default submitter, against the real API; retries are no-ops."""
+    address = "0x" + "cd" * 20
+    async with pool.acquire() as conn:
+        account = await create_account(conn, "USD")
+        await assign_address(conn, "ETH_MAINNET", address, account.id)
+    target = {account.id: DepositAddress("ETH_MAINNET", address, "USD")}
+    async with HttpSubmitter(
+        "127.0.0.1",
+        up.port,
+        api_key=tenant.api_key,
+        provider_secret=PROVIDER_SECRET,
+        signature_header=pipe_settings.provider_signature_header,
+        addresses=target,
+        max_connections=2,
+    ) as submitter:
+        payment_id = await submitter.submit_payment(
+            tenant.merchant_id, "1.25", "USD", "bench-1", sink.url
+        )
+        await submitter.submit_deposit("bench-dep-1", account.id, "2.50")
+        # The same submissions again: the same payment, and a duplicate event (still 202).
+        again = await submitter.submit_payment(
+            tenant.merchant_id, "1.25", "USD", "bench-1", sink.url
+        )
+        await submitter.submit_deposit("bench-dep-1", account.id, "2.50")
+    assert again == payment_id
+
+    await wait_until(
+        lambda: pool.fetchval(
+            "SELECT (SELECT count(*) FROM payments WHERE webhook_delivered_at IS NOT NULL)"
+            " + (SELECT count(*) FROM payment_events WHERE status = 'confirmed')"
+            " = 3"  # the delivered payment, its merchant credit, the deposit
+        ),
+        limit_s=LIMIT_S,
+        what="the payment delivered and both ledger events confirmed",
+    )
+    returncode = await _stop(up)
+    assert returncode == 0, up.log()
+    assert await pool.fetchval("SELECT count(*) FROM payments") == 1
+    assert await pool.fetchval("SELECT count(*) FROM balance_events") == 2
+    balance = await pool.fetchval("SELECT balance FROM accounts WHERE id = $1", account.id)
+    assert balance == Decimal("2.50")
+    assert len(sink.received) == 1
