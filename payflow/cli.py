@@ -206,8 +206,16 @@ def bench_e2e(
     split: Annotated[
         bool, typer.Option("--split", help="One process per role instead of `payflow up`")
     ] = False,
+    direct: Annotated[
+        bool,
+        typer.Option("--direct", help="Write rows straight to the DB instead of the HTTP API"),
+    ] = False,
 ) -> None:
-    """The whole pipeline (gateway delay 0, local sink) at a fixed rate and at full speed."""
+    """The whole system (gateway delay 0, local sink) at a fixed rate and at full speed.
+
+    Submits through the HTTP API (merchant payments, signed provider deposits) unless
+    `--direct`, which isolates the pipeline from the API.
+    """
     import tempfile
     from pathlib import Path
 
@@ -216,7 +224,9 @@ def bench_e2e(
     log_dir = Path(tempfile.mkdtemp(prefix="payflow-bench-e2e-"))
     console.print(f"service logs: {log_dir}")
     ok = _run(
-        run_e2e_bench(_settings(), E2EConfig(payments, rate, workers, relays, split), log_dir)
+        run_e2e_bench(
+            _settings(), E2EConfig(payments, rate, workers, relays, split, direct), log_dir
+        )
     )
     if not ok:
         raise typer.Exit(1)

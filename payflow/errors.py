@@ -22,8 +22,15 @@ RETRYABLE_SQLSTATES: frozenset[str] = frozenset(
         "57014",  # query_canceled (statement_timeout)
         "40P01",  # deadlock_detected
         "40001",  # serialization_failure
+        "57P01",  # admin_shutdown (server restarting)
+        "57P02",  # crash_shutdown
+        "57P03",  # cannot_connect_now (server starting up)
     }
 )
+# Whole SQLSTATE classes that are transient: 08 connection exceptions, and 53
+# insufficient resources (e.g. 53300 too_many_connections while other clients hold
+# every slot). Classified as permanent, they dead-lettered messages at attempt 1.
+RETRYABLE_SQLSTATE_CLASSES: tuple[str, ...] = ("08", "53")
 
 
 class PayflowError(Exception):
@@ -100,7 +107,9 @@ def classify(exc: BaseException) -> PayflowError:
         return RetryableError(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, asyncpg.PostgresError):
         sqlstate = getattr(exc, "sqlstate", None)
-        if sqlstate in RETRYABLE_SQLSTATES:
+        if sqlstate in RETRYABLE_SQLSTATES or (sqlstate or "").startswith(
+            RETRYABLE_SQLSTATE_CLASSES
+        ):
             return RetryableError(f"{type(exc).__name__} ({sqlstate})")
         if isinstance(exc, asyncpg.DataError | asyncpg.IntegrityConstraintViolationError):
             return BadInput(f"{type(exc).__name__}: {exc}")

@@ -3,6 +3,7 @@ and any direct comparison of secrets is constant-time."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import secrets
@@ -50,8 +51,13 @@ def new_api_key() -> str:
 
 
 def new_webhook_secret() -> str:
-    """A fresh secret a merchant uses to verify the webhooks payflow sends it."""
-    return "whsec_" + secrets.token_urlsafe(32)
+    """A fresh secret a merchant uses to verify the webhooks payflow sends it.
+
+    Invariant: `whsec_` + STANDARD base64 of 32 random bytes, as the Standard Webhooks
+    spec (and `payflow.webhooks.signing.secret_bytes`) decode it; url-safe base64 would
+    not decode, or would decode to other bytes than a receiver's library uses.
+    """
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
 
 
 async def ensure_bootstrap_merchants(conn: asyncpg.Connection, settings: Settings) -> None:

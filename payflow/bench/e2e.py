@@ -1,39 +1,52 @@
-"""`payflow bench e2e`: the whole pipeline under load, with gateway delay 0 and a local sink.
+"""`payflow bench e2e`: the whole system under load, with gateway delay 0 and a local sink.
 
-The service runs as real processes (`payflow up`, plus optional extra workers) in a
-throwaway database and a throwaway broker prefix. This process drives load through a
-`Submitter` (direct service-layer writes today; the HTTP API once merged) in two
-phases, one at a fixed rate and one at full speed, and receives the webhooks.
+The service runs as real processes (`payflow up`, or one per role with `--split`,
+plus optional extra workers/relays; see `services.py`) in a throwaway database and a
+throwaway broker prefix. This process drives load through a `Submitter`, by default
+`HttpSubmitter` (the public API: merchant payments and signed provider deposits;
+`--direct` writes the same rows straight to the database to isolate the pipeline),
+in two phases, one at a fixed rate and one at full speed, and receives the webhooks.
 
-Latencies use the machine's one wall clock: accept = when the submission's commit
-returned here; publish = the outbox row's `published_at` (clock_timestamp after the
-confirm); terminal = `processed_at` (payments) or the confirming `updated_at`
-(deposits); delivered = `webhook_delivered_at` (clock_timestamp after the 2xx).
+Latencies use the machine's one wall clock: accept = when the API answered 202 (or the
+direct commit returned) here; publish = the outbox row's `published_at`
+(clock_timestamp after the confirm); terminal = `processed_at` (payments) or the
+confirming `updated_at` (deposits); delivered = `webhook_delivered_at`
+(clock_timestamp after the 2xx).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
+import functools
+import secrets
 import time
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-import aio_pika
 import asyncpg
 import psutil
 from rich.console import Console
 
+from payflow.api.auth import create_merchant
+from payflow.api.db import connection
 from payflow.bench.common import bench_database, percentile, result_line
+from payflow.bench.http_submit import DepositAddress, HttpSubmitter
+from payflow.bench.services import (
+    Service,
+    ServiceSpec,
+    cleanup_broker,
+    cpu_by_program,
+    free_port,
+    service_env,
+)
 from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter, Submitter, create_merchant
+from payflow.bench.submit import DirectSubmitter, Submitter
 from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.db.tx import transaction
+from payflow.ingress.service import assign_address
 from payflow.ledger.accounts import create_account
 from payflow.ledger.recon import reconcile
 
@@ -50,6 +63,7 @@ class E2EConfig:
     workers: int = 0  # extra `payflow worker` processes beside `payflow up`
     relays: int = 0  # extra `payflow relay` processes
     split: bool = False  # one process per role instead of `payflow up`
+    direct: bool = False  # write rows straight to the database instead of the HTTP API
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,89 +93,6 @@ class PhaseResult:
             "delivered_p50_ms": q(self.delivered_ms, 0.50),
             "delivered_p99_ms": q(self.delivered_ms, 0.99),
         }
-
-
-def _service_env(settings: Settings, database_url: str, prefix: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=database_url,
-        RABBITMQ_URL=settings.rabbitmq_url,
-        BROKER_PREFIX=prefix,
-        GATEWAY_DELAY_MIN_S="0",
-        GATEWAY_DELAY_MAX_S="0",
-        GATEWAY_FAILURE_RATE="0",
-        WEBHOOK_ALLOW_HOSTS="127.0.0.1",
-        LOG_LEVEL=os.environ.get("BENCH_SERVICE_LOG_LEVEL", "WARNING"),
-        RELAY_POLL_INTERVAL_S="1",
-        BROKER_PREFETCH=str(settings.broker_prefetch),
-    )
-    return env
-
-
-class Service:
-    """The roles as OS processes, with their peak RSS sampled while they run."""
-
-    def __init__(self, env: dict[str, str], config: E2EConfig, log_dir: Path) -> None:
-        base = [["relay"], ["worker"], ["scheduler"]] if config.split else [["up"]]
-        commands = base + [["worker"]] * config.workers + [["relay"]] * config.relays
-        self._procs = []
-        for index, args in enumerate(commands):
-            log = (log_dir / f"{args[0]}-{index}.log").open("wb")
-            self._procs.append(
-                subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
-                    [sys.executable, "-m", "payflow", *args],
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
-        self.peak_rss_mb: dict[int, float] = {p.pid: 0.0 for p in self._procs}
-
-        self.cpu_s: dict[int, float] = {p.pid: 0.0 for p in self._procs}
-
-    def sample(self) -> None:
-        """Record each process's RSS (keeping the peak) and CPU time."""
-        for proc in self._procs:
-            try:
-                info = psutil.Process(proc.pid)
-                rss = info.memory_info().rss / 2**20
-                times = info.cpu_times()
-            except psutil.Error:
-                continue
-            self.peak_rss_mb[proc.pid] = max(self.peak_rss_mb[proc.pid], rss)
-            self.cpu_s[proc.pid] = times.user + times.system
-
-    def alive(self) -> bool:
-        """True while every service process runs."""
-        return all(p.poll() is None for p in self._procs)
-
-    def stop(self) -> list[int]:
-        """SIGTERM every process and return their exit codes."""
-        for proc in self._procs:
-            if proc.poll() is None:
-                proc.terminate()
-        return [proc.wait(timeout=60) for proc in self._procs]
-
-
-def cpu_by_program() -> dict[str, float]:
-    """CPU seconds used so far by PostgreSQL, RabbitMQ and everything else, machine-wide."""
-    totals = {"postgres": 0.0, "rabbitmq": 0.0}
-    for proc in psutil.process_iter(["name", "cpu_times"]):
-        name = proc.info["name"] or ""
-        times = proc.info["cpu_times"]
-        if times is None:
-            continue
-        key = (
-            "postgres"
-            if name.startswith("postgres")
-            else ("rabbitmq" if name.startswith("beam") else None)
-        )
-        if key is not None:
-            totals[key] += times.user + times.system
-    machine = psutil.cpu_times()
-    totals["machine_busy"] = machine.user + machine.system + machine.nice
-    totals["this_process"] = sum(psutil.Process().cpu_times()[:2])
-    return totals
 
 
 async def _submit_phase(
@@ -281,19 +212,28 @@ async def _exactly_once(
     return once, clean
 
 
-async def _cleanup_broker(settings: Settings, prefix: str) -> None:
-    connection = await aio_pika.connect(settings.rabbitmq_url)
-    try:
-        channel = await connection.channel()
-        for short in ("payments", "ledger", "webhooks", "notifications"):
-            names = [f"{prefix}.{short}", f"{prefix}.{short}.dlq"]
-            names += [f"{prefix}.{short}.retry.{t}ms" for t in settings.retry_tiers_ms]
-            for name in names:
-                await channel.queue_delete(name)
-        for exchange in (prefix, f"{prefix}.retry", f"{prefix}.dlx"):
-            await channel.exchange_delete(exchange)
-    finally:
-        await connection.close()
+@dataclass(frozen=True, slots=True)
+class BenchTenant:
+    """The bench's merchant (its API key stays in memory) and the deposit accounts."""
+
+    merchant_id: uuid.UUID
+    api_key: str
+    accounts: list[uuid.UUID]
+    addresses: dict[uuid.UUID, DepositAddress]
+
+
+async def _prepare(pool: asyncpg.Pool, settings: Settings) -> BenchTenant:
+    """A merchant with an API key, and 100 USD accounts each with a deposit address."""
+    chain = settings.default_chain
+    async with connection(pool) as conn, transaction(conn, settings):
+        merchant_id, api_key, _secret = await create_merchant(conn, "bench", admin=False)
+        accounts = [(await create_account(conn, "USD")).id for _ in range(100)]
+        addresses: dict[uuid.UUID, DepositAddress] = {}
+        for account_id in accounts:
+            address = "0x" + account_id.hex + "0" * 8  # 40 hex digits, unique per account
+            await assign_address(conn, chain, address, account_id)
+            addresses[account_id] = DepositAddress(chain, address, "USD")
+    return BenchTenant(merchant_id, api_key, accounts, addresses)
 
 
 async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) -> bool:
@@ -303,30 +243,52 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
     """
     console = Console(soft_wrap=True)
     prefix = f"bench_{uuid.uuid4().hex[:8]}"
+    spec = ServiceSpec(config.split, config.workers, config.relays, free_port())
     sink = WebhookSink(keep_bodies=False)
     await sink.start()
+    http: HttpSubmitter | None = None
     async with bench_database(settings.database_url) as url:
         bench_settings = settings.model_copy(update={"database_url": url})
-        pool = await create_pool(bench_settings, min_size=4, max_size=SUBMIT_CONCURRENCY + 4)
-        service = Service(_service_env(settings, url, prefix), config, log_dir)
+        # Over HTTP the driver only polls and measures; direct writes need a slot each.
+        size = SUBMIT_CONCURRENCY + 4 if config.direct else 4
+        pool = await create_pool(bench_settings, min_size=2, max_size=size)
+        tenant = await _prepare(pool, bench_settings)
+        provider_secret = secrets.token_hex(32)
+        env = service_env(
+            settings,
+            url,
+            prefix,
+            api_port=spec.api_port,
+            provider_secret=provider_secret,
+            redis_prefix=f"payflow-{prefix}:",
+        )
+        service = Service(env, spec, log_dir)
         try:
-            async with pool.acquire() as conn, transaction(conn, bench_settings):
-                merchant_id, _secret = await create_merchant(conn, "bench")
-                accounts = [(await create_account(conn, "USD")).id for _ in range(100)]
-            submitter: Submitter = DirectSubmitter(pool, bench_settings)
-            await asyncio.sleep(2.0)  # let the processes declare the topology
+            await service.wait_healthy(tenant.api_key)
+            submitter: Submitter
+            if config.direct:
+                submitter = DirectSubmitter(pool, bench_settings)
+            else:
+                submitter = http = HttpSubmitter(
+                    "127.0.0.1",
+                    spec.api_port,
+                    api_key=tenant.api_key,
+                    provider_secret=provider_secret,
+                    signature_header=settings.provider_signature_header,
+                    addresses=tenant.addresses,
+                    max_connections=SUBMIT_CONCURRENCY,
+                )
             # Warm-up: connections, prepared statements, the merchant account.
             accepted: dict[str, float] = {}
-            await _submit_phase(
+            submit = functools.partial(
+                _submit_phase,
                 submitter,
                 accepted=accepted,
-                tag="warm",
-                merchant_id=merchant_id,
-                accounts=accounts,
-                count=50,
-                rate=None,
+                merchant_id=tenant.merchant_id,
+                accounts=tenant.accounts,
                 sink_url=sink.url,
             )
+            await submit(tag="warm", count=50, rate=None)
             await _wait_done(pool, "warm", 50, service)
             results = []
             cpu_before = cpu_by_program()
@@ -335,16 +297,7 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
                 ("fixed", f"fixed rate {config.rate:g}/s", config.rate),
                 ("full", "full speed", None),
             ):
-                await _submit_phase(
-                    submitter,
-                    accepted=accepted,
-                    tag=tag,
-                    merchant_id=merchant_id,
-                    accounts=accounts,
-                    count=config.payments,
-                    rate=rate,
-                    sink_url=sink.url,
-                )
+                await submit(tag=tag, count=config.payments, rate=rate)
                 await _wait_done(pool, tag, config.payments, service)
                 results.append(await _measure(pool, tag, name, accepted))
             service.sample()
@@ -353,31 +306,13 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             once, clean = await _exactly_once(pool, bench_settings, sink, 2 * config.payments + 50)
         finally:
             exit_codes = service.stop()
+            if http is not None:
+                await http.aclose()
             await pool.close()
             await sink.stop()
-            await _cleanup_broker(settings, prefix)
-    rss = max(service.peak_rss_mb.values())
-    for result in results:
-        console.print(
-            f"[bold]{result.name}[/bold]: {config.payments} payments + {config.payments} deposits"
-        )
-        for key, value in result.figures().items():
-            console.print(f"  {key:<18} {value}")
-    console.print(
-        f"processes: {'relay + worker + scheduler' if config.split else 'up'}"
-        f" + {config.workers} worker + {config.relays} relay; "
-        f"peak RSS per process (MB): "
-        f"{', '.join(f'{v:.0f}' for v in service.peak_rss_mb.values())}; "
-        f"exit codes {exit_codes}"
-    )
+            await cleanup_broker(settings, prefix)
     cpu = {k: (cpu_after[k] - cpu_before[k]) / wall for k in cpu_after}
-    console.print(
-        "CPU during the phases (cores busy): "
-        f"machine {cpu['machine_busy']:.2f} of {psutil.cpu_count()}, "
-        f"postgres {cpu['postgres']:.2f}, rabbitmq {cpu['rabbitmq']:.2f}, "
-        f"bench driver+sink {cpu['this_process']:.2f}, "
-        f"payflow processes (whole run) {sum(service.cpu_s.values()) / wall:.2f}"
-    )
+    _report(console, config, results, service, exit_codes, cpu, wall, http)
     console.print(
         f"exactly-once verified: {'yes' if once else 'no'}; "
         f"reconciliation: {'clean' if clean else 'dirty'}"
@@ -392,7 +327,47 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             delivered_p99_ms=fixed.figures()["delivered_p99_ms"],
             exactly_once="yes" if once else "no",
             recon="clean" if clean else "dirty",
-            rss_mb=round(rss, 1),
+            rss_mb=round(max(service.peak_rss_mb.values()), 1),
         )
     )
     return once and clean
+
+
+def _report(
+    console: Console,
+    config: E2EConfig,
+    results: list[PhaseResult],
+    service: Service,
+    exit_codes: list[int],
+    cpu: dict[str, float],
+    wall: float,
+    http: HttpSubmitter | None,
+) -> None:
+    """The human-readable figures (everything but the last line)."""
+    for result in results:
+        console.print(
+            f"[bold]{result.name}[/bold]: {config.payments} payments + {config.payments} deposits"
+        )
+        for key, value in result.figures().items():
+            console.print(f"  {key:<18} {value}")
+    via = (
+        "direct database writes (--direct)"
+        if http is None
+        else f"HTTP API at {service.api_url} ({http.retries} retries on 429/503)"
+    )
+    console.print(f"submitted through: {via}")
+    rss = ", ".join(
+        f"{name} {mb:.0f}"
+        for name, mb in zip(service.names, service.peak_rss_mb.values(), strict=True)
+    )
+    console.print(
+        f"processes: {' + '.join(service.names)}; peak RSS per process (MB): {rss}; "
+        f"exit codes {exit_codes}"
+    )
+    console.print(
+        "CPU during the phases (cores busy): "
+        f"machine {cpu['machine_busy']:.2f} of {psutil.cpu_count()}, "
+        f"postgres {cpu['postgres']:.2f}, rabbitmq {cpu['rabbitmq']:.2f}, "
+        f"bench driver+sink {cpu['this_process']:.2f}, "
+        f"payflow processes (whole run) {sum(service.cpu_s.values()) / wall:.2f}"
+    )

@@ -22,3 +22,19 @@ def test_timeouts_and_connection_errors_are_retryable() -> None:
     request = httpx.Request("POST", "http://127.0.0.1:1/")
     assert isinstance(classify(httpx.ReadTimeout("slow", request=request)), RetryableError)
     assert isinstance(classify(httpx.ConnectError("refused", request=request)), RetryableError)
+
+
+def test_connection_and_resource_sqlstates_are_retryable() -> None:
+    """Too many clients, a restarting server or a lost connection must not dead-letter."""
+    import asyncpg
+
+    from payflow.errors import DatabaseError
+
+    for error in (
+        asyncpg.TooManyConnectionsError("sorry, too many clients already"),
+        asyncpg.CannotConnectNowError("the database system is starting up"),
+        asyncpg.AdminShutdownError("terminating connection due to administrator command"),
+        asyncpg.ConnectionDoesNotExistError("connection does not exist"),
+    ):
+        assert isinstance(classify(error), RetryableError), type(error)
+    assert isinstance(classify(asyncpg.UndefinedTableError("no such table")), DatabaseError)

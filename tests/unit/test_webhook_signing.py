@@ -30,3 +30,17 @@ def test_plain_secrets_are_used_as_utf8_bytes() -> None:
     headers = signature_headers("plain-secret", "msg_1", 1, b"{}")
     assert set(headers) == {"webhook-id", "webhook-timestamp", "webhook-signature", "content-type"}
     assert verify("plain-secret", "msg_1", 1, b"{}", headers["webhook-signature"])
+
+
+def test_generated_merchant_secrets_decode_as_the_spec_says() -> None:
+    """`payflow merchants create` secrets are whsec_ + standard base64 of 32 bytes."""
+    import base64
+
+    from payflow.api.auth import new_webhook_secret
+
+    for _ in range(200):
+        secret = new_webhook_secret()
+        key = base64.b64decode(secret.removeprefix("whsec_"), validate=True)
+        assert len(key) == 32
+        assert secret_bytes(secret) == key
+        assert verify(secret, MSG_ID, TIMESTAMP, BODY, sign(secret, MSG_ID, TIMESTAMP, BODY))

@@ -1,0 +1,179 @@
+"""The service under `payflow bench e2e`: real OS processes, their environment, health,
+peak RSS and CPU, and the broker objects they leave behind.
+
+The default is `payflow up` (api + relay + worker + scheduler in one process); `--split`
+runs `payflow api`, `payflow relay`, `payflow worker` and `payflow scheduler` apart.
+Secrets travel to the children through their environment only and are never printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aio_pika
+import httpx
+import psutil
+
+from payflow.config import Settings
+
+HEALTH_LIMIT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSpec:
+    """What to run: the layout, extra workers/relays, and where the API listens."""
+
+    split: bool
+    workers: int
+    relays: int
+    api_port: int
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def service_env(
+    settings: Settings,
+    database_url: str,
+    prefix: str,
+    *,
+    api_port: int,
+    provider_secret: str,
+    redis_prefix: str,
+) -> dict[str, str]:
+    """The children's environment: gateway delay 0, the sink allowed, no rate limit in the way."""
+    env = dict(os.environ)
+    env.pop("API_KEY", None)  # the bench authenticates as a merchant it creates
+    env.update(
+        DATABASE_URL=database_url,
+        RABBITMQ_URL=settings.rabbitmq_url,
+        REDIS_URL=settings.redis_url,
+        REDIS_KEY_PREFIX=redis_prefix,
+        BROKER_PREFIX=prefix,
+        API_HOST="127.0.0.1",
+        API_PORT=str(api_port),
+        API_WORKERS="1",
+        PROVIDER_WEBHOOK_SECRET=provider_secret,
+        RATE_LIMIT_PER_MINUTE="100000000",
+        GATEWAY_DELAY_MIN_S="0",
+        GATEWAY_DELAY_MAX_S="0",
+        GATEWAY_FAILURE_RATE="0",
+        WEBHOOK_ALLOW_HOSTS="127.0.0.1",
+        LOG_LEVEL=os.environ.get("BENCH_SERVICE_LOG_LEVEL", "WARNING"),
+        RELAY_POLL_INTERVAL_S="1",
+        BROKER_PREFETCH=str(settings.broker_prefetch),
+    )
+    return env
+
+
+class Service:
+    """The roles as OS processes, with their peak RSS sampled while they run."""
+
+    def __init__(self, env: dict[str, str], spec: ServiceSpec, log_dir: Path) -> None:
+        base = [["api"], ["relay"], ["worker"], ["scheduler"]] if spec.split else [["up"]]
+        commands = base + [["worker"]] * spec.workers + [["relay"]] * spec.relays
+        self.api_url = f"http://127.0.0.1:{spec.api_port}"
+        self.names: list[str] = []
+        self._procs: list[subprocess.Popen[bytes]] = []
+        for index, args in enumerate(commands):
+            log = (log_dir / f"{args[0]}-{index}.log").open("wb")
+            self.names.append(args[0])
+            self._procs.append(
+                subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
+                    [sys.executable, "-m", "payflow", *args],
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        self.peak_rss_mb: dict[int, float] = {p.pid: 0.0 for p in self._procs}
+        self.cpu_s: dict[int, float] = {p.pid: 0.0 for p in self._procs}
+
+    def sample(self) -> None:
+        """Record each process's RSS (keeping the peak) and CPU time."""
+        for proc in self._procs:
+            try:
+                info = psutil.Process(proc.pid)
+                rss = info.memory_info().rss / 2**20
+                times = info.cpu_times()
+            except psutil.Error:
+                continue
+            self.peak_rss_mb[proc.pid] = max(self.peak_rss_mb[proc.pid], rss)
+            self.cpu_s[proc.pid] = times.user + times.system
+
+    def alive(self) -> bool:
+        """True while every service process runs."""
+        return all(p.poll() is None for p in self._procs)
+
+    async def wait_healthy(self, api_key: str) -> None:
+        """Poll `GET /health` (with the merchant's X-API-Key) until it answers 200."""
+        deadline = time.monotonic() + HEALTH_LIMIT_S
+        async with httpx.AsyncClient(base_url=self.api_url, timeout=2.0) as client:
+            while True:
+                if not self.alive():
+                    raise RuntimeError("a service process exited during start-up; see its log")
+                try:
+                    response = await client.get("/health", headers={"X-API-Key": api_key})
+                    if response.status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the API did not answer /health in {HEALTH_LIMIT_S:.0f} s")
+                await asyncio.sleep(0.2)
+
+    def stop(self) -> list[int]:
+        """SIGTERM every process and return their exit codes."""
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+        return [proc.wait(timeout=60) for proc in self._procs]
+
+
+def cpu_by_program() -> dict[str, float]:
+    """CPU seconds used so far by PostgreSQL, RabbitMQ and everything else, machine-wide."""
+    totals = {"postgres": 0.0, "rabbitmq": 0.0}
+    for proc in psutil.process_iter(["name", "cpu_times"]):
+        name = proc.info["name"] or ""
+        times = proc.info["cpu_times"]
+        if times is None:
+            continue
+        key = (
+            "postgres"
+            if name.startswith("postgres")
+            else ("rabbitmq" if name.startswith("beam") else None)
+        )
+        if key is not None:
+            totals[key] += times.user + times.system
+    machine = psutil.cpu_times()
+    totals["machine_busy"] = machine.user + machine.system + machine.nice
+    totals["this_process"] = sum(psutil.Process().cpu_times()[:2])
+    return totals
+
+
+async def cleanup_broker(settings: Settings, prefix: str) -> None:
+    """Delete the queues and exchanges the bench's broker prefix declared."""
+    connection = await aio_pika.connect(settings.rabbitmq_url)
+    try:
+        channel = await connection.channel()
+        for short in ("payments", "ledger", "webhooks", "notifications"):
+            names = [f"{prefix}.{short}", f"{prefix}.{short}.dlq"]
+            names += [f"{prefix}.{short}.retry.{t}ms" for t in settings.retry_tiers_ms]
+            for name in names:
+                await channel.queue_delete(name)
+        for exchange in (prefix, f"{prefix}.retry", f"{prefix}.dlx"):
+            await channel.exchange_delete(exchange)
+    finally:
+        await connection.close()
