@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 from uuid import UUID
@@ -21,6 +22,10 @@ from .db import connection
 APP_FACTORY = "payflow.api.app:create_app"
 
 
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
 def serve(settings: Settings, *, host: str | None, port: int | None, workers: int | None) -> None:
     """Run uvicorn with the app factory; each worker builds its own pool in the lifespan.
 
@@ -28,6 +33,10 @@ def serve(settings: Settings, *, host: str | None, port: int | None, workers: in
     With several workers, Prometheus runs in multiprocess mode over a private directory.
     """
     require_secret(settings)
+    # uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown; with these handlers
+    # in place beforehand, that ends the process with exit code 0 instead of -15.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _exit_cleanly)
     count = workers or settings.api_workers
     if count > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="payflow-metrics-")
