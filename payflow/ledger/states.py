@@ -1,6 +1,8 @@
-"""The payment event state machine: one table of transitions, one function that moves.
+"""The payment event state machine: one table of transitions, and the functions that move.
 
-No other code writes `payment_events.status`.
+`transition` (one event) and `transition_many` (a set, one statement) are compare-and-set
+moves along `TRANSITIONS`; with the operator-only `reopen_failed`, no other code writes
+`payment_events.status`.
 """
 
 from __future__ import annotations
