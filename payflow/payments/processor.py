@@ -87,6 +87,8 @@ async def finalize(
     credit_amount = format(amount.normalize(), "f")
     credit_job = {"version": 1, "event_id": event_id}
     webhook_job = {"version": 1, "payment_id": str(payment_id)} if payment["webhook_url"] else None
+    # Validated like any recorded event; a decline (or dead-lettering) never parses it.
+    credit_value = parse_amount(credit_amount, payment["scale"]) if event_id else None
     row = await conn.fetchrow(
         SQL["finalize_payment"],
         payment_id,
@@ -94,7 +96,7 @@ async def finalize(
         payment["merchant_id"],
         payment["currency"],
         event_id,
-        parse_amount(credit_amount, payment["scale"]),
+        credit_value,
         EventType.PAYMENT_CREDIT.value,
         trace_id,
         TOPIC_LEDGER_EVENT,
