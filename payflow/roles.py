@@ -68,17 +68,21 @@ def default_gateway(settings: Settings) -> Gateway:
 
 async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
     """Outbox -> RabbitMQ."""
-    # Its own two connections (LISTEN + batches): a busy worker in the same process
-    # must never make the relay queue for a pooled connection.
-    pool = await create_pool(runtime.settings, min_size=2, max_size=2)
+    # Its own connections (LISTEN + batches): a busy worker in the same process must
+    # never make the relay queue for a pooled connection. The LISTEN connection's pool
+    # resets sessions on release (UNLISTEN); the batch pool only runs transactions with
+    # SET LOCAL, so it skips that round trip per pass.
+    listen_pool = await create_pool(runtime.settings, min_size=1, max_size=1)
+    pool = await create_pool(runtime.settings, min_size=1, max_size=1, reset_session=False)
     channel = await confirm_channel(runtime.connection)
     try:
         exchange = await channel.get_exchange(runtime.names.exchange)
-        await run_relay(pool, runtime.settings, exchange, stop)
+        await run_relay(pool, runtime.settings, exchange, stop, listen_pool=listen_pool)
     finally:
         with contextlib.suppress(Exception):
             await channel.close()
         await pool.close()
+        await listen_pool.close()
 
 
 def worker_routes(runtime: Runtime) -> list[Route]:
@@ -158,7 +162,9 @@ async def run_roles(
     unknown = [r for r in roles if r not in ROLES]
     if unknown:
         raise ValueError(f"unknown role(s): {', '.join(unknown)}")
-    pool = await create_pool(settings)
+    # Workers and the scheduler never set session state (SET LOCAL and transaction-scoped
+    # advisory locks only; the relay LISTENs on its own pool), so releases skip the reset.
+    pool = await create_pool(settings, reset_session=False)
     http = build_http_client(settings)
     connection = None
     try:

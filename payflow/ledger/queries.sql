@@ -37,6 +37,17 @@ UPDATE payment_events SET status = $2, updated_at = now()
 WHERE event_id = $1 AND status = ANY($3::text[])
 RETURNING event_id, account_id, amount, event_type, status;
 
+-- name: transition_events
+-- $1 event ids, $2 target status, $3 statuses they may come from. Set-based compare-and-set:
+-- returns only the events that moved; btree ANY() scans (and so locks) in event_id order.
+UPDATE payment_events SET status = $2, updated_at = now()
+WHERE event_id = ANY($1::text[]) AND status = ANY($3::text[])
+RETURNING event_id;
+
+-- name: existing_events
+-- $1 event ids: those that exist
+SELECT event_id FROM payment_events WHERE event_id = ANY($1::text[]);
+
 -- name: event_status
 -- $1 event id
 SELECT status FROM payment_events WHERE event_id = $1;

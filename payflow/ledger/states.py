@@ -1,10 +1,13 @@
-"""The payment event state machine: one table of transitions, one function that moves.
+"""The payment event state machine: one table of transitions, and the functions that move.
 
-No other code writes `payment_events.status`.
+`transition` (one event) and `transition_many` (a set, one statement) are compare-and-set
+moves along `TRANSITIONS`; with the operator-only `reopen_failed`, no other code writes
+`payment_events.status`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -104,6 +107,37 @@ async def transition(
         return TransitionResult(TransitionKind.INVALID, status)
     # The status allowed the move but changed between our UPDATE and this read.
     return TransitionResult(TransitionKind.CONCURRENT_CHANGE, status)
+
+
+async def transition_many(
+    conn: Connection,
+    event_ids: Collection[str],
+    target: EventStatus,
+    *,
+    expected: EventStatus | None = None,
+) -> set[str]:
+    """Move many events to `target` in ONE compare-and-set statement; returns those moved.
+
+    Invariant: the same as `transition`, row by row: an event moves only along
+    `TRANSITIONS` (and only from `expected` when given); an event in any other status,
+    or unknown, is left untouched and simply absent from the result. Runs inside the
+    caller's transaction; the rows stay locked until it ends.
+    """
+    if not event_ids:
+        return set()
+    sources = sources_of(target)
+    if expected is not None:
+        sources = [str(expected)] if str(expected) in sources else []
+    rows = await conn.fetch(SQL["transition_events"], list(event_ids), str(target), sources)
+    return {row["event_id"] for row in rows}
+
+
+async def existing_events(conn: Connection, event_ids: Collection[str]) -> set[str]:
+    """The subset of `event_ids` that exist (one statement)."""
+    if not event_ids:
+        return set()
+    rows = await conn.fetch(SQL["existing_events"], list(event_ids))
+    return {row["event_id"] for row in rows}
 
 
 async def reopen_failed(conn: Connection, event_id: str) -> bool:

@@ -30,8 +30,8 @@ from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
-from payflow.errors import NotFound, classify
-from payflow.ledger.states import EventStatus, transition
+from payflow.errors import classify
+from payflow.ledger.states import EventStatus, existing_events, transition_many
 from payflow.outbox.writer import NOTIFY_CHANNEL
 
 SQL = load_queries("payflow.outbox")
@@ -62,15 +62,20 @@ def _event_id(row: asyncpg.Record) -> str | None:
     return event_id if isinstance(event_id, str) else None
 
 
-async def _mark_event(
-    conn: Connection, event_id: str, target: EventStatus, expected: EventStatus
+async def _mark_events(
+    conn: Connection, event_ids: set[str], target: EventStatus, expected: EventStatus
 ) -> None:
-    """Best-effort status move for an announced event: a moved-on event is a no-op, and
-    an unknown one is published anyway so that the worker dead-letters it (a poison
-    row must never block the relay)."""
-    try:
-        await transition(conn, event_id, target, expected=expected)
-    except NotFound:
+    """Best-effort status move for announced events, in one statement: a moved-on event
+    is a no-op, and an unknown one is published anyway so that the worker dead-letters
+    it (a poison row must never block the relay). Unknown ids cost one extra read,
+    only when some event did not move."""
+    if not event_ids:
+        return
+    moved = await transition_many(conn, event_ids, target, expected=expected)
+    if len(moved) == len(event_ids):
+        return
+    missing = event_ids - moved
+    for event_id in sorted(missing - await existing_events(conn, missing)):
         log.warning("payflow.outbox.unknown_event", event_id=event_id)
 
 
@@ -97,9 +102,8 @@ async def relay_once(
         # until commit, so a fast consumer waits a moment instead of the relay
         # queueing behind postings; a rollback leaves them pending.
         events = {int(row["id"]): _event_id(row) for row in rows}
-        for event_id in events.values():
-            if event_id is not None:
-                await _mark_event(tx, event_id, EventStatus.ENQUEUED, EventStatus.PENDING)
+        announced = {e for e in events.values() if e is not None}
+        await _mark_events(tx, announced, EventStatus.ENQUEUED, EventStatus.PENDING)
         results = await asyncio.gather(
             *(_publish_row(exchange, row) for row in rows), return_exceptions=True
         )
@@ -117,10 +121,10 @@ async def relay_once(
             await tx.execute(SQL["mark_published"], confirmed)
         if failed:
             await tx.execute(SQL["count_failed_publish"], failed)
-            for outbox_id in failed:
-                event_id = events[outbox_id]
-                if event_id is not None:  # not handed over after all
-                    await _mark_event(tx, event_id, EventStatus.PENDING, EventStatus.ENQUEUED)
+            # Not handed over after all (unless another row of the batch announced it).
+            handed = {events[i] for i in confirmed}
+            unsent = {e for i in failed if (e := events[i]) is not None and e not in handed}
+            await _mark_events(tx, unsent, EventStatus.PENDING, EventStatus.ENQUEUED)
     if errors:
         log.warning(
             "payflow.outbox.publish_failed",
@@ -142,13 +146,16 @@ async def run_relay(
     settings: Settings,
     exchange: aio_pika.abc.AbstractExchange,
     stop: asyncio.Event,
+    *,
+    listen_pool: asyncpg.Pool | None = None,
 ) -> None:
     """Relay until `stop` is set: wake on NOTIFY, poll slowly as a fallback.
 
     Invariant: unpublished rows are eventually published as long as the broker and
-    the database come back; failures are logged and retried, never dropped.
+    the database come back; failures are logged and retried, never dropped. The LISTEN
+    connection comes from `listen_pool` (default `pool`), which must reset sessions.
     """
-    listener = _Listener(pool)
+    listener = _Listener(listen_pool or pool)
     log.info("payflow.outbox.relay_started")
     try:
         while not stop.is_set():

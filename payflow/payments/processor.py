@@ -26,6 +26,7 @@ from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound, PayflowError
 from payflow.ledger.accounts import record_event
 from payflow.ledger.records import EventType
+from payflow.money import parse_amount
 from payflow.ops.dlq import record_dead_letter
 from payflow.outbox.writer import enqueue
 from payflow.payments.gateway import ChargeRequest, Gateway
@@ -71,28 +72,55 @@ async def finalize(
     conn: Connection, payment: asyncpg.Record, status: str, trace_id: str | None
 ) -> bool:
     """Move a pending payment to `status` with its credit and webhook job; False if it
-    was already final. Runs inside the caller's transaction."""
+    was already final. Runs inside the caller's transaction.
+
+    Invariant: the status, the credit event with its `ledger.event` job (successes) and
+    the `webhook.deliver` job (when a URL is set) are written together or not at all:
+    one statement normally, plus the account opening on a merchant's first success in
+    a currency, all in the caller's transaction.
+    """
+    if not conn.is_in_transaction():
+        raise RuntimeError("finalize must run inside the caller's transaction")
     payment_id: UUID = payment["id"]
-    if await conn.fetchval(SQL["finalize_payment"], payment_id, status) is None:
+    event_id = credit_event_id(payment_id) if status == SUCCEEDED else None
+    amount: Decimal = payment["amount"]
+    credit_amount = format(amount.normalize(), "f")
+    credit_job = {"version": 1, "event_id": event_id}
+    webhook_job = {"version": 1, "payment_id": str(payment_id)} if payment["webhook_url"] else None
+    # Validated like any recorded event; a decline (or dead-lettering) never parses it.
+    credit_value = parse_amount(credit_amount, payment["scale"]) if event_id else None
+    row = await conn.fetchrow(
+        SQL["finalize_payment"],
+        payment_id,
+        status,
+        payment["merchant_id"],
+        payment["currency"],
+        event_id,
+        credit_value,
+        EventType.PAYMENT_CREDIT.value,
+        trace_id,
+        TOPIC_LEDGER_EVENT,
+        credit_job,
+        TOPIC_WEBHOOK_DELIVER,
+        webhook_job,
+    )
+    assert row is not None
+    if not row["finalized"]:
         return False
-    if status == SUCCEEDED:
+    if event_id is not None and not row["credited"]:
+        # The merchant's first success in this currency: open the account (race-free),
+        # then write the credit and its job; still the same transaction.
         account_id = await merchant_account(conn, payment["merchant_id"], payment["currency"])
-        event_id = credit_event_id(payment_id)
-        amount: Decimal = payment["amount"]
         await record_event(
             conn,
             event_id=event_id,
             account_id=account_id,
-            amount=format(amount.normalize(), "f"),
+            amount=credit_amount,
             event_type=EventType.PAYMENT_CREDIT,
             scale=payment["scale"],
             trace_id=trace_id,
         )
-        await enqueue(conn, TOPIC_LEDGER_EVENT, {"version": 1, "event_id": event_id}, trace_id)
-    if payment["webhook_url"]:
-        await enqueue(
-            conn, TOPIC_WEBHOOK_DELIVER, {"version": 1, "payment_id": str(payment_id)}, trace_id
-        )
+        await enqueue(conn, TOPIC_LEDGER_EVENT, credit_job, trace_id)
     return True
 
 

@@ -84,10 +84,41 @@ JOIN assets a ON a.code = p.currency
 WHERE p.id = $1;
 
 -- name: finalize_payment
--- $1 payment id, $2 terminal status. Compare-and-set: only a pending payment moves.
-UPDATE payments SET status = $2, processed_at = clock_timestamp()
-WHERE id = $1 AND status = 'pending'
-RETURNING id;
+-- $1 payment id, $2 terminal status, $3 merchant id, $4 currency, $5 credit event id (null:
+-- no credit), $6 credit amount, $7 credit event type, $8 trace id, $9 credit topic,
+-- $10 credit payload, $11 webhook topic, $12 webhook payload (null: no webhook URL).
+-- One statement, so one atomic unit inside the caller's transaction: compare-and-set the
+-- payment pending -> $2 and, only when it moved, write the webhook job and (when the
+-- merchant's settlement account is visible to this statement) the pending credit event
+-- with its ledger.event job, plus the relay's NOTIFY (delivered at commit). `credited`
+-- false on a success means the account does not exist yet: the caller opens it and
+-- writes the credit in the same transaction.
+WITH fin AS (
+    UPDATE payments SET status = $2, processed_at = clock_timestamp()
+    WHERE id = $1 AND status = 'pending'
+    RETURNING id
+), account AS (
+    SELECT a.id FROM accounts a, fin
+    WHERE $5::text IS NOT NULL AND a.merchant_id = $3 AND a.asset = $4 AND a.settlement
+), credit AS (
+    INSERT INTO payment_events (event_id, account_id, amount, event_type, trace_id)
+    SELECT $5, account.id, $6, $7, $8 FROM account
+    ON CONFLICT (event_id) DO NOTHING
+    RETURNING event_id
+), credit_job AS (
+    INSERT INTO outbox (topic, payload, trace_id)
+    SELECT $9, $10, $8 FROM account
+    RETURNING id
+), webhook_job AS (
+    INSERT INTO outbox (topic, payload, trace_id)
+    SELECT $11, $12, $8 FROM fin WHERE $12::jsonb IS NOT NULL
+    RETURNING id
+), wake AS (
+    SELECT pg_notify('payflow_outbox', '') FROM fin
+)
+SELECT EXISTS (SELECT 1 FROM fin) AS finalized,
+       EXISTS (SELECT 1 FROM account) AS credited
+FROM (SELECT count(*) FROM wake) AS woken;
 
 -- name: open_merchant_account
 -- $1 merchant id, $2 asset. Race-free thanks to accounts_merchant_settlement_unique.

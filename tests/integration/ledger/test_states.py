@@ -15,8 +15,10 @@ from payflow.ledger.states import (
     TRANSITIONS,
     EventStatus,
     TransitionKind,
+    existing_events,
     is_valid,
     transition,
+    transition_many,
 )
 from tests.integration.ledger.helpers import new_account, new_event
 
@@ -91,3 +93,30 @@ async def test_status_check_constraint_is_named(pool: asyncpg.Pool, settings: Se
     with pytest.raises(asyncpg.CheckViolationError) as caught:
         await pool.execute("UPDATE payment_events SET status = 'lost'")
     assert caught.value.constraint_name == "payment_events_status_valid"
+
+
+async def test_transition_many_moves_exactly_the_rows_the_table_allows(
+    pool: asyncpg.Pool, settings: Settings
+) -> None:
+    account = await new_account(pool, settings)
+    for status in EventStatus:
+        await new_event(pool, settings, account, f"many-{status}", "1", EventType.DEPOSIT)
+        await pool.execute(  # test setup only: place the event in `status` directly
+            "UPDATE payment_events SET status = $2 WHERE event_id = $1", f"many-{status}", status
+        )
+    ids = [f"many-{status}" for status in EventStatus] + ["many-unknown"]
+    async with pool.acquire() as conn, transaction(conn, settings):
+        moved = await transition_many(conn, ids, EventStatus.ENQUEUED, expected=EventStatus.PENDING)
+        assert await existing_events(conn, ids) == set(ids) - {"many-unknown"}
+        assert await transition_many(conn, [], EventStatus.ENQUEUED) == set()
+    assert moved == {"many-pending"}
+    stored = dict(await pool.fetch("SELECT event_id, status FROM payment_events"))
+    assert stored == {f"many-{s}": str(s) for s in EventStatus} | {"many-pending": "enqueued"}
+    # Without `expected`, every source the table allows moves; terminal ones never do.
+    async with pool.acquire() as conn, transaction(conn, settings):
+        failed = await transition_many(conn, ids, EventStatus.FAILED)
+    # many-pending is enqueued by now; pending, enqueued and processing may fail.
+    assert failed == {"many-pending", "many-enqueued", "many-processing"}
+    assert await pool.fetchval(
+        "SELECT status FROM payment_events WHERE event_id = 'many-confirmed'"
+    ) == ("confirmed")
