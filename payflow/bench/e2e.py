@@ -7,8 +7,9 @@ throwaway broker prefix. This process drives load through a `Submitter`, by defa
 `--direct` writes the same rows straight to the database to isolate the pipeline),
 in two phases, one at a fixed rate and one at full speed, and receives the webhooks.
 
-Latencies use the machine's one wall clock: accept = when the API answered 202 (or the
-direct commit returned) here; publish = the outbox row's `published_at`
+Latencies use the database's clock, so a starved driver cannot skew them: accept = the
+time of the transaction that accepted the request (its outbox row's `created_at`, taken
+before the commit, so figures err on the long side); publish = the outbox row's `published_at`
 (clock_timestamp after the confirm); terminal = `processed_at` (payments) or the
 confirming `updated_at` (deposits); delivered = `webhook_delivered_at`
 (clock_timestamp after the 2xx).
@@ -151,6 +152,7 @@ async def _measure(
     payments = await pool.fetch(
         """
         SELECT p.idempotency_key AS key,
+               extract(epoch FROM o.created_at) AS accepted,
                extract(epoch FROM o.published_at) AS published,
                extract(epoch FROM p.processed_at) AS terminal,
                extract(epoch FROM p.webhook_delivered_at) AS delivered
@@ -163,6 +165,7 @@ async def _measure(
     deposits = await pool.fetch(
         """
         SELECT e.event_id AS key,
+               extract(epoch FROM o.created_at) AS accepted,
                extract(epoch FROM o.published_at) AS published,
                extract(epoch FROM e.updated_at) AS terminal
         FROM payment_events e
@@ -173,7 +176,7 @@ async def _measure(
     )
 
     def ms(rows: list[asyncpg.Record], column: str) -> list[float]:
-        return sorted((float(r[column]) - accepted[r["key"]]) * 1000 for r in rows)
+        return sorted((float(r[column]) - float(r["accepted"])) * 1000 for r in rows)
 
     first = min(accepted[r["key"]] for r in [*payments, *deposits])
     last_terminal = float(max(r["terminal"] for r in [*payments, *deposits]))
