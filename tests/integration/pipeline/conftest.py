@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import quote
 
+import aio_pika
 import asyncpg
 import pytest
 
@@ -141,3 +142,15 @@ async def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+async def queue_depth(settings: Settings, queue: str) -> int:
+    """Messages ready in `queue`, read by a passive re-declare on the test's vhost."""
+    connection = await aio_pika.connect(settings.rabbitmq_url)
+    try:
+        channel = await connection.channel()
+        declared = await channel.get_queue(queue)
+        result = await declared.declare()
+        return int(result.message_count or 0)
+    finally:
+        await connection.close()

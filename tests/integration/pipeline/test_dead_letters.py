@@ -14,7 +14,7 @@ from payflow.config import Settings
 from payflow.errors import RetryableError
 from payflow.outbox.writer import enqueue
 from payflow.payments.gateway import ChargeRequest, ChargeResult
-from tests.integration.pipeline.conftest import wait_until
+from tests.integration.pipeline.conftest import queue_depth, wait_until
 
 
 class DownGateway:
@@ -26,15 +26,6 @@ class DownGateway:
     async def charge(self, request: ChargeRequest) -> ChargeResult:
         self.calls += 1
         raise RetryableError("gateway unreachable")
-
-
-async def _depth(settings: Settings, queue: str) -> int:
-    connection = await aio_pika.connect(settings.rabbitmq_url)
-    try:
-        channel = await connection.channel()
-        return int((await (await channel.get_queue(queue)).declare()).message_count or 0)
-    finally:
-        await connection.close()
 
 
 async def test_payment_whose_gateway_stays_down_fails_into_the_dlq_and_is_notified(
@@ -64,7 +55,7 @@ async def test_payment_whose_gateway_stays_down_fails_into_the_dlq_and_is_notifi
     assert payment["processed_at"] is not None
     assert orjson.loads(sink.received[0].body)["status"] == "failed"
     assert await pool.fetchval("SELECT count(*) FROM balance_events") == 0
-    assert await _depth(pipe_settings, "payflow.payments.dlq") == 1
+    assert await queue_depth(pipe_settings, "payflow.payments.dlq") == 1
 
 
 async def test_unknown_event_is_dead_lettered_at_once(
@@ -93,7 +84,7 @@ async def test_undecodable_message_is_parked_not_lost(pipe_settings: Settings, s
         await connection.close()
 
     async def parked() -> bool:
-        return await _depth(pipe_settings, "payflow.ledger.dlq") == 1
+        return await queue_depth(pipe_settings, "payflow.ledger.dlq") == 1
 
     await wait_until(parked, what="garbage parked in the DLQ queue")
     await running.stop()

@@ -4,24 +4,12 @@ from __future__ import annotations
 
 import uuid
 
-import aio_pika
 import asyncpg
 
 from payflow.bench.sink import Received, WebhookSink
 from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
-from tests.integration.pipeline.conftest import wait_until
-
-
-async def _parked(settings: Settings, queue: str) -> int:
-    connection = await aio_pika.connect(settings.rabbitmq_url)
-    try:
-        channel = await connection.channel()
-        declared = await channel.get_queue(queue)
-        result = await declared.declare()  # passive re-declare reports the depth
-        return int(result.message_count or 0)
-    finally:
-        await connection.close()
+from tests.integration.pipeline.conftest import queue_depth, wait_until
 
 
 async def test_sink_answering_500_gives_four_attempts_then_dlq(
@@ -51,7 +39,7 @@ async def test_sink_answering_500_gives_four_attempts_then_dlq(
     assert len({r.headers["webhook-id"] for r in sink.received}) == 1
     assert dlq["attempt"] == 4
     assert "500" in dlq["error"]
-    assert await _parked(pipe_settings, "payflow.webhooks.dlq") == 1
+    assert await queue_depth(pipe_settings, "payflow.webhooks.dlq") == 1
     # The credit is independent of the webhook: it landed once.
     assert await pool.fetchval("SELECT count(*) FROM balance_events") == 1
 
