@@ -8,8 +8,6 @@ submission is a matter of another `Submitter`.
 
 from __future__ import annotations
 
-import base64
-import secrets
 from decimal import Decimal
 from typing import Protocol
 from uuid import UUID
@@ -18,7 +16,6 @@ import asyncpg
 
 from payflow.broker.topology import TOPIC_LEDGER_EVENT, TOPIC_PAYMENT_CREATED
 from payflow.config import Settings
-from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import asset_scale, record_event
@@ -93,18 +90,3 @@ class DirectSubmitter:
                 await enqueue(
                     conn, TOPIC_LEDGER_EVENT, {"version": 1, "event_id": event_id}, trace_id
                 )
-
-
-async def create_merchant(
-    conn: Connection, name: str, webhook_secret: str | None = None
-) -> tuple[UUID, str]:
-    """A merchant row for tests and the bench; returns (id, webhook secret)."""
-    secret = webhook_secret or "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
-    merchant_id: UUID = await conn.fetchval(
-        "INSERT INTO merchants (name, api_key_hash, webhook_secret) VALUES ($1, $2, $3) "
-        "RETURNING id",
-        name,
-        secrets.token_hex(32),
-        secret,
-    )
-    return merchant_id, secret

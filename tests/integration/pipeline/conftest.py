@@ -15,8 +15,9 @@ import aio_pika
 import asyncpg
 import pytest
 
+from payflow.api.auth import create_merchant
 from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter, create_merchant
+from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings, load_settings
 from payflow.payments.gateway import EmulatedGateway, Gateway
 from payflow.roles import WORKER_QUEUES, run_roles
@@ -79,7 +80,8 @@ def submitter(pool: asyncpg.Pool, pipe_settings: Settings) -> DirectSubmitter:
 @pytest.fixture
 async def merchant(pool: asyncpg.Pool) -> tuple[uuid.UUID, str]:
     async with pool.acquire() as conn:
-        return await create_merchant(conn, "shop")
+        merchant_id, _api_key, webhook_secret = await create_merchant(conn, "shop", admin=False)
+    return merchant_id, webhook_secret
 
 
 class Running:

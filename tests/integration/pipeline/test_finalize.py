@@ -9,7 +9,8 @@ from decimal import Decimal
 import asyncpg
 import pytest
 
-from payflow.bench.submit import DirectSubmitter, create_merchant
+from payflow.api.auth import create_merchant
+from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.payments.processor import FAILED, SUCCEEDED, credit_event_id, finalize, load_payment
@@ -42,7 +43,7 @@ async def test_success_writes_status_credit_and_jobs_once_first_and_later_paymen
     pool: asyncpg.Pool, settings: Settings
 ) -> None:
     async with pool.acquire() as conn:
-        merchant, _ = await create_merchant(conn, "m")
+        merchant, _, _ = await create_merchant(conn, "m", admin=False)
     accounts = []
     for _ in range(2):  # the first opens the settlement account, the second finds it
         payment = await _payment(pool, settings, merchant, "https://example.com/hook")
@@ -81,7 +82,7 @@ async def test_decline_and_missing_url_write_only_what_applies(
     pool: asyncpg.Pool, settings: Settings
 ) -> None:
     async with pool.acquire() as conn:
-        merchant, _ = await create_merchant(conn, "m")
+        merchant, _, _ = await create_merchant(conn, "m", admin=False)
     declined = await _payment(pool, settings, merchant, "https://example.com/hook")
     assert await _finalize(pool, settings, declined, FAILED)
     assert await _jobs(pool, declined["id"]) == [
@@ -100,7 +101,7 @@ async def test_rolled_back_finalize_leaves_nothing(
     pool: asyncpg.Pool, settings: Settings, first: bool
 ) -> None:
     async with pool.acquire() as conn:
-        merchant, _ = await create_merchant(conn, "m")
+        merchant, _, _ = await create_merchant(conn, "m", admin=False)
     if not first:  # the account exists: the one-statement path
         assert await _finalize(
             pool, settings, await _payment(pool, settings, merchant, None), SUCCEEDED
@@ -122,7 +123,7 @@ async def test_finalize_refuses_to_run_outside_a_transaction(
     pool: asyncpg.Pool, settings: Settings
 ) -> None:
     async with pool.acquire() as conn:
-        merchant, _ = await create_merchant(conn, "m")
+        merchant, _, _ = await create_merchant(conn, "m", admin=False)
     payment = await _payment(pool, settings, merchant, None)
     async with pool.acquire() as conn:
         with pytest.raises(RuntimeError):
