@@ -127,15 +127,12 @@ def scheduler(
     from payflow.ops.scheduler import JOBS
 
     async def run_once() -> None:
-        from payflow.db.pool import create_pool
+        from payflow.db.pool import tool_pool
 
         settings = _settings()
-        pool = await create_pool(settings, min_size=1, max_size=2)
-        try:
+        async with tool_pool(settings) as pool:
             for name, job in JOBS.items():
                 console.print(f"{name}: {await job(pool, settings)}")
-        finally:
-            await pool.close()
 
     _run(run_once())
 

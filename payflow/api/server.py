@@ -12,7 +12,7 @@ from uuid import UUID
 import uvicorn
 
 from payflow.config import Settings
-from payflow.db.pool import create_pool
+from payflow.db.pool import tool_pool
 from payflow.db.tx import transaction
 from payflow.ingress.signature import require_secret
 
@@ -86,9 +86,6 @@ async def create_merchant_cli(
     settings: Settings, name: str, *, admin: bool
 ) -> tuple[UUID, str, str]:
     """Create a merchant in its own transaction; returns (id, api key, webhook secret)."""
-    pool = await create_pool(settings, min_size=1, max_size=1)
-    try:
-        async with connection(pool) as conn, transaction(conn, settings):
+    async with tool_pool(settings) as pool, connection(pool) as conn:
+        async with transaction(conn, settings):
             return await create_merchant(conn, name, admin=admin)
-    finally:
-        await pool.close()

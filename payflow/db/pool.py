@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import asyncpg
 import orjson
 
@@ -49,3 +52,13 @@ async def create_pool(
     )
     assert pool is not None
     return pool
+
+
+@asynccontextmanager
+async def tool_pool(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
+    """A small pool for one CLI command, closed when the command is done."""
+    pool = await create_pool(settings, min_size=1, max_size=2)
+    try:
+        yield pool
+    finally:
+        await pool.close()

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from payflow.config import Settings
-from payflow.db.pool import create_pool
+from payflow.db.pool import tool_pool
 from payflow.ops.dlq import get_dead_letter, list_dead_letters, replay_dead_letter
 
 out = Console()
@@ -15,11 +15,8 @@ out = Console()
 
 async def print_list(settings: Settings, *, include_resolved: bool, limit: int) -> None:
     """Print a table of dead letters."""
-    pool = await create_pool(settings, min_size=1, max_size=2)
-    try:
+    async with tool_pool(settings) as pool:
         rows = await list_dead_letters(pool, include_resolved=include_resolved, limit=limit)
-    finally:
-        await pool.close()
     table = Table(title=f"dead letters ({len(rows)})")
     for column in ("id", "source", "subject", "attempt", "error", "created", "resolution"):
         table.add_column(column)
@@ -38,11 +35,8 @@ async def print_list(settings: Settings, *, include_resolved: bool, limit: int) 
 
 async def print_one(settings: Settings, dlq_id: int) -> None:
     """Print one dead letter with its payload."""
-    pool = await create_pool(settings, min_size=1, max_size=2)
-    try:
+    async with tool_pool(settings) as pool:
         row = await get_dead_letter(pool, dlq_id)
-    finally:
-        await pool.close()
     table = Table(show_header=False, title=f"dead letter {row.id}")
     table.add_column("field")
     table.add_column("value")
@@ -57,9 +51,6 @@ async def print_one(settings: Settings, dlq_id: int) -> None:
 
 async def replay_one(settings: Settings, dlq_id: int, operator: str) -> None:
     """Replay one dead letter and print the recorded resolution."""
-    pool = await create_pool(settings, min_size=1, max_size=2)
-    try:
+    async with tool_pool(settings) as pool:
         resolution = await replay_dead_letter(pool, settings, dlq_id, operator=operator)
-    finally:
-        await pool.close()
     out.print(f"dead letter {dlq_id}: {resolution} (by {operator})")

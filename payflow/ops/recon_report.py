@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from payflow.config import Settings
-from payflow.db.pool import create_pool
+from payflow.db.pool import tool_pool
 from payflow.ledger.recon import ReconReport, reconcile
 
 SHOWN = 10
@@ -36,10 +36,7 @@ def render(report: ReconReport, console: Console) -> None:
 
 async def run_recon(settings: Settings, *, full: bool) -> bool:
     """Reconcile and print; True when clean."""
-    pool = await create_pool(settings, min_size=1, max_size=2)
-    try:
+    async with tool_pool(settings) as pool:
         report = await reconcile(pool, settings, full=full)
-    finally:
-        await pool.close()
     render(report, Console(soft_wrap=True))
     return report.clean
