@@ -28,6 +28,7 @@ import psutil
 
 from payflow.api.auth import SQL as API_SQL
 from payflow.api.auth import hash_api_key
+from payflow.bench.common import percentile
 from payflow.config import Settings
 from payflow.db import migrate
 
@@ -151,14 +152,6 @@ class RssSampler:
         self._thread.join()
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))
-    return ordered[index]
-
-
 def _run_load(
     endpoint: Endpoint,
     concurrency: int,
@@ -255,7 +248,8 @@ def run_api_bench(settings: Settings, config: ApiBenchConfig) -> bool:
                 accepted = sum(result.ok for result in results)
                 errors = sum(result.errors for result in results)
                 rps = accepted / config.seconds
-                p50, p99 = _percentile(latencies, 0.50), _percentile(latencies, 0.99)
+                ordered = sorted(latencies)
+                p50, p99 = percentile(ordered, 0.50), percentile(ordered, 0.99)
                 workers_rss = {
                     pid: peak for pid, peak in sampler.peaks.items() if pid != server.pid
                 } or sampler.peaks
