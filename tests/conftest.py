@@ -65,3 +65,12 @@ async def pool(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
     pool = await create_pool(settings, min_size=1, max_size=10)
     yield pool
     await pool.close()
+
+
+@pytest.fixture
+async def owner_pool(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
+    """A pool with the schema owner's rights, for test set-up the service may not do
+    (backdating timestamps, deleting rows). The `pool` fixture is the service's view."""
+    pool = await create_pool(settings, min_size=1, max_size=2)
+    yield pool
+    await pool.close()

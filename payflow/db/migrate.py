@@ -49,14 +49,19 @@ async def ensure_database(database_url: str) -> bool:
         await conn.close()
 
 
-def upgrade(database_url: str, revision: str = "heads") -> None:
+def upgrade(database_url: str, revision: str = "head") -> None:
     """Bring the schema to `revision`; running it again changes nothing."""
     command.upgrade(_alembic_config(database_url), revision)
 
 
-def downgrade(database_url: str, revision: str) -> None:
-    """Take the schema down to `revision` (use "base" for an empty schema)."""
-    command.downgrade(_alembic_config(database_url), revision)
+def downgrade(database_url: str, revision: str, *, force: bool = False) -> None:
+    """Take the schema down to `revision` (use "base" for an empty schema).
+
+    A step that would drop data refuses with `RuntimeError` unless `force` is True.
+    """
+    config = _alembic_config(database_url)
+    config.attributes["force"] = force
+    command.downgrade(config, revision)
 
 
 def current_revision_sql() -> str:

@@ -18,10 +18,25 @@ def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=None, transaction_per_migration=True)
     connection.execute(text(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))
     try:
+        _repair_two_heads(connection)
         context.run_migrations()
     finally:
         connection.execute(text(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"))
         connection.commit()
+
+
+def _repair_two_heads(connection: Connection) -> None:
+    """Databases migrated before 0004 was re-parented onto 0003 carry both 0003 and
+    0004 as heads; 0004 now descends from 0003, so the 0003 row is redundant."""
+    if connection.execute(text("SELECT to_regclass('alembic_version')")).scalar() is None:
+        return
+    connection.execute(
+        text(
+            "DELETE FROM alembic_version WHERE version_num = '0003_api'"
+            " AND EXISTS (SELECT 1 FROM alembic_version WHERE version_num <> '0003_api')"
+        )
+    )
+    connection.commit()
 
 
 async def _run_online() -> None:

@@ -2,13 +2,13 @@
 on the first credit (merchants may own any number of other accounts).
 
 Revision ID: 0004_pipeline
-Revises: 0002_payments_outbox
+Revises: 0003_api
 """
 
 from payflow.db.migrations.statements import execute_all
 
 revision = "0004_pipeline"
-down_revision = "0002_payments_outbox"
+down_revision = "0003_api"
 branch_labels = None
 depends_on = None
 
