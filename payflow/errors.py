@@ -31,6 +31,9 @@ RETRYABLE_SQLSTATES: frozenset[str] = frozenset(
 # insufficient resources (e.g. 53300 too_many_connections while other clients hold
 # every slot). Classified as permanent, they dead-lettered messages at attempt 1.
 RETRYABLE_SQLSTATE_CLASSES: tuple[str, ...] = ("08", "53")
+# numeric_value_out_of_range: an amount or balance that does not fit its column. Never
+# retryable; `ledger.posting` turns it into the terminal `amount_overflow` outcome.
+NUMERIC_OUT_OF_RANGE = "22003"
 
 
 class PayflowError(Exception):
@@ -67,6 +70,13 @@ class AccountFrozen(BusinessOutcome):
 
 class AlreadyProcessed(BusinessOutcome):
     """The work was already done; its recorded outcome stands."""
+
+
+class AmountOutOfRange(BadInput):
+    """A value does not fit its NUMERIC column (SQLSTATE 22003, numeric_value_out_of_range).
+
+    Deliberately without the driver's text: it is shown to clients as a 422.
+    """
 
 
 class DatabaseError(PayflowError):
@@ -111,6 +121,8 @@ def classify(exc: BaseException) -> PayflowError:
             RETRYABLE_SQLSTATE_CLASSES
         ):
             return RetryableError(f"{type(exc).__name__} ({sqlstate})")
+        if sqlstate == NUMERIC_OUT_OF_RANGE:
+            return AmountOutOfRange("a value is outside the range its column can hold")
         if isinstance(exc, asyncpg.DataError | asyncpg.IntegrityConstraintViolationError):
             return BadInput(f"{type(exc).__name__}: {exc}")
         return DatabaseError(f"{type(exc).__name__} ({sqlstate}): {exc}")

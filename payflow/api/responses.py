@@ -9,7 +9,8 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from payflow.money import scale_of
+from payflow.errors import BadInput
+from payflow.money import format_amount, format_at_scale, scale_of
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -52,9 +53,14 @@ def iso(moment: datetime | None) -> str | None:
 
 
 def wire_amount(amount: Decimal, asset: str) -> str:
-    """An amount as a string with exactly the asset's number of decimals."""
+    """An amount as a string with exactly the asset's number of decimals.
+
+    Rendered by `money.format_at_scale`, which is exact and context-free: no stored
+    value (up to NUMERIC(78,18) balances) can make a read fail.
+    An asset unknown to this build is shown plainly, without trailing zeros.
+    """
     try:
         scale = scale_of(asset)
-    except Exception:  # an asset unknown to this build: show the stored value plainly
-        return format(amount.normalize(), "f")
-    return format(amount.quantize(Decimal(1).scaleb(-scale)), "f")
+    except BadInput:
+        return format_amount(amount)
+    return format_at_scale(amount, scale)

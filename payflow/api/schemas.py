@@ -157,7 +157,10 @@ class EventView(BaseModel):
     amount: str
     asset: str
     status: Literal["pending", "enqueued", "processing", "confirmed", "failed"]
-    outcome: Literal["pending", "success", "insufficient_funds", "account_frozen"] | None
+    outcome: (
+        Literal["pending", "success", "insufficient_funds", "account_frozen", "amount_overflow"]
+        | None
+    )
     last_error: str | None
     trace_id: str | None
     created_at: str

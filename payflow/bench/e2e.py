@@ -50,6 +50,7 @@ from payflow.db.tx import transaction
 from payflow.ingress.service import assign_address
 from payflow.ledger.accounts import create_account
 from payflow.ledger.recon import reconcile
+from payflow.money import multiply
 
 COMPLETION_LIMIT_S = 300.0
 SUBMIT_CONCURRENCY = 32
@@ -207,7 +208,7 @@ async def _exactly_once(
     once = (
         ledger_rows == 2 * total_payments
         and duplicates == 0
-        and merchant_balance == Decimal("1.25") * total_payments
+        and merchant_balance == multiply(Decimal("1.25"), total_payments)
         and len(set(ids)) == total_payments
         and len(ids) == total_payments
     )

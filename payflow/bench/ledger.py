@@ -28,6 +28,7 @@ from payflow.db.pool import create_pool
 from payflow.ledger.posting import post_event
 from payflow.ledger.recon import reconcile
 from payflow.ledger.records import EventType, Outcome
+from payflow.money import from_base_units
 from payflow.retry import RetryPolicy, RetryStats
 
 SPREAD_ACCOUNTS = 10_000
@@ -220,7 +221,7 @@ def _workload(
         _Event(
             f"{prefix}-{run}-{index}",
             rng.choice(accounts),
-            Decimal(rng.randint(1, 200)) / 100,
+            from_base_units(rng.randint(1, 200), 2),
             rng.choices(types, weights)[0],
         )
         for index in range(config.events)

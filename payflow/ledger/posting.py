@@ -8,6 +8,11 @@ unique key on `processed_events` serialises duplicate deliveries; the guarded
 Hot accounts keep flowing because the account row is locked by the last
 statement before COMMIT, and a waiter queues on that lock for up to
 `lock_timeout` instead of failing at once (the seed's NOWAIT collapsed).
+
+A balance that would not fit its column (SQLSTATE 22003, numeric_value_out_of_range)
+is decided like insufficient funds: the attempt rolls back and a second transaction
+records the terminal `amount_overflow` outcome, fails the event with `last_error`
+and logs the alert `payflow.ledger.overflow`. It is never retried or dead-lettered.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from decimal import Decimal
 
 import asyncpg
+import structlog
 
 from payflow.config import Settings
 from payflow.db import Connection
@@ -24,7 +30,10 @@ from payflow.errors import AlreadyProcessed, DatabaseError, NotFound, RetryableE
 from payflow.idempotency import idempotency_key
 from payflow.ledger.records import EventType, Outcome, PostingResult
 from payflow.ledger.states import SQL, EventStatus, TransitionKind, TransitionResult, transition
+from payflow.money import format_amount, negate
 from payflow.retry import RetryPolicy, RetryStats, retrying
+
+log = structlog.get_logger("payflow.ledger")
 
 OutcomeHook = Callable[[Connection, PostingResult], Awaitable[None]]
 
@@ -59,11 +68,15 @@ async def post_event(
     async def attempt() -> PostingResult:
         async with pool.acquire() as conn:
             try:
+                try:
+                    async with transaction(conn, settings):
+                        return await _post_optimistic(conn, event_id, on_outcome)
+                except _DebitRefused:
+                    async with transaction(conn, settings):
+                        return await _post_pessimistic(conn, event_id, on_outcome)
+            except asyncpg.NumericValueOutOfRangeError:
                 async with transaction(conn, settings):
-                    return await _post_optimistic(conn, event_id, on_outcome)
-            except _DebitRefused:
-                async with transaction(conn, settings):
-                    return await _post_pessimistic(conn, event_id, on_outcome)
+                    return await _post_overflow(conn, event_id, on_outcome)
 
     return await retrying(attempt, policy, stats)
 
@@ -114,11 +127,44 @@ async def _post_pessimistic(
     return result
 
 
+async def _post_overflow(
+    conn: Connection, event_id: str, on_outcome: OutcomeHook | None
+) -> PostingResult:
+    """After a balance overflow rolled back: fail the event, record `amount_overflow`, alert.
+
+    Runs in its own transaction; the claim serialises it with any concurrent delivery,
+    so the outcome is recorded once and later deliveries replay it.
+    """
+    key = posting_key(event_id)
+    if await conn.fetchval(SQL["claim_idempotency"], key, event_id) is None:
+        return await _replay(conn, event_id, key)
+    moved = await _move(conn, event_id, EventStatus.FAILED)
+    amount = format_amount(moved["amount"])
+    await conn.execute(
+        SQL["set_event_error"],
+        event_id,
+        f"amount_overflow: the balance of account {moved['account_id']} cannot hold "
+        f"{moved['event_type']} {amount} (numeric_value_out_of_range)",
+    )
+    await conn.execute(SQL["record_outcome"], key, Outcome.AMOUNT_OVERFLOW.value)
+    log.error(
+        "payflow.ledger.overflow",
+        event_id=event_id,
+        account_id=str(moved["account_id"]),
+        event_type=moved["event_type"],
+        amount=amount,
+    )
+    result = PostingResult(event_id, Outcome.AMOUNT_OVERFLOW, replayed=False)
+    if on_outcome is not None:
+        await on_outcome(conn, result)
+    return result
+
+
 async def _apply(conn: Connection, event: asyncpg.Record) -> Decimal | None:
     """Change the balance and append the ledger row in one statement; None if refused."""
     event_type = EventType(event["event_type"])
     amount: Decimal = event["amount"]
-    delta = amount if event_type.is_credit else -amount
+    delta = amount if event_type.is_credit else negate(amount)
     balance_after: Decimal | None = await conn.fetchval(
         SQL["apply_balance_change"],
         event["account_id"],

@@ -150,3 +150,23 @@ UPDATE payment_events SET status = 'pending', updated_at = now()
 WHERE event_id = $1 AND status = 'failed'
   AND NOT EXISTS (SELECT 1 FROM processed_events p WHERE p.event_id = $1)
 RETURNING event_id;
+
+-- name: set_event_error
+-- $1 event id, $2 error text (for operators; never shown with driver details to clients)
+UPDATE payment_events SET last_error = $2, updated_at = now() WHERE event_id = $1;
+
+-- name: asset_limits
+-- $1 asset code: its scale and per-operation maxima
+SELECT code, scale, max_payment, max_withdrawal, max_deposit FROM assets WHERE code = $1;
+
+-- name: all_asset_limits
+SELECT code, scale, max_payment, max_withdrawal, max_deposit FROM assets ORDER BY code;
+
+-- name: set_asset_limits
+-- $1 asset code, $2 max payment, $3 max withdrawal, $4 max deposit (NULL keeps the value)
+UPDATE assets
+SET max_payment = COALESCE($2, max_payment),
+    max_withdrawal = COALESCE($3, max_withdrawal),
+    max_deposit = COALESCE($4, max_deposit)
+WHERE code = $1
+RETURNING code, scale, max_payment, max_withdrawal, max_deposit;

@@ -14,6 +14,7 @@ import asyncpg
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ledger.states import SQL
+from payflow.money import add
 
 RECON_TIMEOUT_MS = 15 * 60 * 1000  # a full check reads every ledger row
 
@@ -46,7 +47,8 @@ class ReconReport:
 
 def _mismatches(rows: list[asyncpg.Record]) -> list[Mismatch]:
     return [
-        Mismatch(str(r["id"]), r["balance"], r["initial_balance"] + r["ledger_total"]) for r in rows
+        Mismatch(str(r["id"]), r["balance"], add(r["initial_balance"], r["ledger_total"]))
+        for r in rows
     ]
 
 

@@ -30,6 +30,8 @@ class Outcome(StrEnum):
     SUCCESS = "success"
     INSUFFICIENT_FUNDS = "insufficient_funds"
     ACCOUNT_FROZEN = "account_frozen"
+    # The new balance would not fit its column (SQLSTATE 22003): terminal, alerted.
+    AMOUNT_OVERFLOW = "amount_overflow"
 
 
 class AccountStatus(StrEnum):

@@ -21,6 +21,7 @@ from payflow.errors import AlreadyProcessed, BadInput, PayflowError
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import Outcome, PostingResult
 from payflow.ledger.states import SQL, EventStatus, TransitionKind, transition
+from payflow.money import format_amount
 from payflow.ops.dlq import record_dead_letter
 from payflow.outbox.writer import enqueue
 
@@ -48,7 +49,7 @@ async def notify_refusal(conn: Connection, result: PostingResult) -> None:
             "version": 1,
             "event_id": result.event_id,
             "account_id": str(event["account_id"]),
-            "amount": format(event["amount"].normalize(), "f"),
+            "amount": format_amount(event["amount"]),
             "reason": result.outcome.value,
         },
         event["trace_id"],

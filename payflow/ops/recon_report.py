@@ -7,6 +7,7 @@ from rich.console import Console
 from payflow.config import Settings
 from payflow.db.pool import tool_pool
 from payflow.ledger.recon import ReconReport, reconcile
+from payflow.money import format_amount
 
 SHOWN = 10
 
@@ -22,8 +23,8 @@ def render(report: ReconReport, console: Console) -> None:
     )
     for mismatch in report.mismatches[:SHOWN]:
         console.print(
-            f"  account {mismatch.account_id}: balance {mismatch.balance} "
-            f"!= expected {mismatch.expected}"
+            f"  account {mismatch.account_id}: balance {format_amount(mismatch.balance)} "
+            f"!= expected {format_amount(mismatch.expected)}"
         )
     for label, items in (
         ("duplicate ledger rows for event", report.duplicate_ledger_events),

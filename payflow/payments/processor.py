@@ -26,7 +26,7 @@ from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound, PayflowError
 from payflow.ledger.accounts import record_event
 from payflow.ledger.records import EventType
-from payflow.money import parse_amount
+from payflow.money import format_amount, parse_amount
 from payflow.ops.dlq import record_dead_letter
 from payflow.outbox.writer import enqueue
 from payflow.payments.gateway import ChargeRequest, Gateway
@@ -84,7 +84,7 @@ async def finalize(
     payment_id: UUID = payment["id"]
     event_id = credit_event_id(payment_id) if status == SUCCEEDED else None
     amount: Decimal = payment["amount"]
-    credit_amount = format(amount.normalize(), "f")
+    credit_amount = format_amount(amount)  # exact: normalize() rounded at 28 digits
     credit_job = {"version": 1, "event_id": event_id}
     webhook_job = {"version": 1, "payment_id": str(payment_id)} if payment["webhook_url"] else None
     # Validated like any recorded event; a decline (or dead-lettering) never parses it.

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from decimal import Decimal
 from uuid import UUID
 
 import asyncpg
@@ -25,6 +24,7 @@ from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound, PayflowError, RetryableError, WebhookHTTPStatus
+from payflow.money import format_at_scale
 from payflow.ops.dlq import record_dead_letter
 from payflow.payments.processor import load_payment, payment_id_of
 from payflow.webhooks.signing import signature_headers
@@ -40,14 +40,16 @@ def webhook_id(payment_id: UUID) -> str:
 
 
 def webhook_body(payment: asyncpg.Record) -> bytes:
-    """`{payment_id, status, amount, currency}`, the amount as a string at the asset scale."""
-    amount: Decimal = payment["amount"]
-    quantum = Decimal(1).scaleb(-int(payment["scale"]))
+    """`{payment_id, status, amount, currency}`, the amount as a string at the asset scale.
+
+    The amount is rendered by `money.format_at_scale` (exact, context-free), so every
+    stored amount renders; Python's 28-digit default context is never involved.
+    """
     return orjson.dumps(
         {
             "payment_id": str(payment["id"]),
             "status": payment["status"],
-            "amount": str(amount.quantize(quantum)),
+            "amount": format_at_scale(payment["amount"], int(payment["scale"])),
             "currency": payment["currency"],
         }
     )

@@ -31,6 +31,7 @@ from payflow.idempotency import idempotency_key
 from payflow.ingress.payloads import normalise_address
 from payflow.ingress.service import assign_address, record_and_announce
 from payflow.ledger.accounts import asset_scale
+from payflow.ledger.limits import LimitKind, check_limit
 from payflow.ledger.posting import posting_key
 from payflow.ledger.records import EventType
 from payflow.ledger.states import SQL as LEDGER_SQL
@@ -204,6 +205,9 @@ async def withdraw(
                     amount = parse_amount(body.amount, scale)
                 except BadInput as error:
                     raise FieldError("body.amount", str(error)) from None
+                await check_limit(
+                    conn, account["asset"], LimitKind.WITHDRAWAL, amount, field="body.amount"
+                )
                 await record_and_announce(
                     conn,
                     event_id=event_id,

@@ -28,6 +28,7 @@ from payflow.api.schemas import (
 from payflow.api.state import api_state
 from payflow.db.tx import transaction
 from payflow.errors import BadInput
+from payflow.ledger.limits import LimitKind, check_limit
 from payflow.money import parse_amount, scale_of
 from payflow.payments.idempotency import KEY_PATTERN, is_key_race, request_hash
 from payflow.payments.service import (
@@ -92,6 +93,10 @@ async def create(
     for attempt in (1, 2):
         try:
             async with connection(state.pool) as conn, transaction(conn, state.settings):
+                # Issue 7: above the currency's max_payment answers 422 naming the limit.
+                await check_limit(
+                    conn, payment.currency, LimitKind.PAYMENT, payment.amount, field="body.amount"
+                )
                 response = await create_payment(
                     conn,
                     merchant.id,
