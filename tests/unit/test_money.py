@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import asyncpg
+import orjson
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -236,3 +237,25 @@ def test_numeric_overflow_is_classified_without_driver_text() -> None:
     error = classify(asyncpg.NumericValueOutOfRangeError("numeric field overflow DETAIL secret"))
     assert isinstance(error, AmountOutOfRange) and isinstance(error, BadInput)
     assert "secret" not in str(error)
+
+
+def test_webhook_body_renders_every_amount_exactly() -> None:
+    from uuid import uuid4
+
+    from payflow.webhooks.sender import webhook_body
+
+    row = {
+        "id": uuid4(),
+        "status": "succeeded",
+        "amount": Decimal("99999999999999999999.999999999999999999"),
+        "scale": 18,
+        "currency": "ETH",
+    }
+    body = orjson.loads(webhook_body(row))  # type: ignore[arg-type]
+    assert body["amount"] == "99999999999999999999.999999999999999999"
+    assert (
+        orjson.loads(webhook_body({**row, "amount": Decimal("1E+10"), "scale": 2}))[  # type: ignore[arg-type]
+            "amount"
+        ]
+        == "10000000000.00"
+    )
