@@ -4,6 +4,7 @@ and debits of 38-digit amounts are exact."""
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal
 
 import asyncpg
@@ -11,6 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from payflow.config import Settings
+from payflow.db import migrate
 from payflow.db.tx import transaction
 from payflow.ledger.limits import LimitExceeded, LimitKind, check_limit, set_limits
 from payflow.ledger.posting import post_event, posting_key
@@ -144,3 +146,44 @@ async def test_an_operator_changes_a_limit(pool: asyncpg.Pool, settings: Setting
             await set_limits(conn, "RUB", deposit="0.001")
         with pytest.raises(InvalidAmount, match="--withdrawal"):
             await set_limits(conn, "RUB", withdrawal="100000000000000000000")
+
+
+@pytest.mark.slow
+async def test_migration_0008_keeps_data_down_and_up(
+    pool: asyncpg.Pool, settings: Settings, database_url: str
+) -> None:
+    """Down to 0007 and back keeps balances and limits' defaults; a balance of 10^20 or
+    more refuses the downgrade (it would not fit NUMERIC(38,18))."""
+    account = await new_account(pool, settings, opening="99999999999999999999.5")
+    await new_event(pool, settings, account, "dep-wide", "1", EventType.DEPOSIT)
+    await post_event(pool, settings, "dep-wide")
+    await pool.close()  # alembic needs the tables without our pooled sessions
+
+    with pytest.raises(RuntimeError, match="10\\^20"):
+        await asyncio.to_thread(migrate.downgrade, database_url, "0007_pipeline_sweeps")
+
+    conn = await asyncpg.connect(database_url)
+    try:
+        await conn.execute("SET session_replication_role = replica")  # test set-up only
+        await conn.execute("DELETE FROM balance_events")
+        await conn.execute("DELETE FROM processed_events")
+        await conn.execute("UPDATE accounts SET balance = 12.5, initial_balance = 12.5")
+    finally:
+        await conn.close()
+    await asyncio.to_thread(migrate.downgrade, database_url, "0007_pipeline_sweeps")
+    await asyncio.to_thread(migrate.upgrade, database_url)
+
+    conn = await asyncpg.connect(database_url)
+    try:
+        assert await conn.fetchval("SELECT balance FROM accounts") == Decimal("12.5")
+        limits = await conn.fetchrow(
+            "SELECT max_payment, max_deposit FROM assets WHERE code = 'ETH'"
+        )
+        assert tuple(limits) == (Decimal(10**6), Decimal(10**6))
+        width = await conn.fetchval(
+            "SELECT numeric_precision FROM information_schema.columns"
+            " WHERE table_name = 'accounts' AND column_name = 'balance'"
+        )
+        assert width == 78
+    finally:
+        await conn.close()
