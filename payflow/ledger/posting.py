@@ -76,7 +76,10 @@ async def post_event(
                         return await _post_pessimistic(conn, event_id, on_outcome)
             except asyncpg.NumericValueOutOfRangeError:
                 async with transaction(conn, settings):
-                    return await _post_overflow(conn, event_id, on_outcome)
+                    result = await _post_overflow(conn, event_id, on_outcome)
+                if not result.replayed:  # the alert, once the outcome is committed
+                    log.error("payflow.ledger.overflow", event_id=event_id, detail=result.detail)
+                return result
 
     return await retrying(attempt, policy, stats)
 
@@ -130,7 +133,8 @@ async def _post_pessimistic(
 async def _post_overflow(
     conn: Connection, event_id: str, on_outcome: OutcomeHook | None
 ) -> PostingResult:
-    """After a balance overflow rolled back: fail the event, record `amount_overflow`, alert.
+    """After a balance overflow rolled back: fail the event with `last_error` and record
+    `amount_overflow` (the caller logs the alert `payflow.ledger.overflow` after commit).
 
     Runs in its own transaction; the claim serialises it with any concurrent delivery,
     so the outcome is recorded once and later deliveries replay it.
@@ -139,22 +143,13 @@ async def _post_overflow(
     if await conn.fetchval(SQL["claim_idempotency"], key, event_id) is None:
         return await _replay(conn, event_id, key)
     moved = await _move(conn, event_id, EventStatus.FAILED)
-    amount = format_amount(moved["amount"])
-    await conn.execute(
-        SQL["set_event_error"],
-        event_id,
+    detail = (
         f"amount_overflow: the balance of account {moved['account_id']} cannot hold "
-        f"{moved['event_type']} {amount} (numeric_value_out_of_range)",
+        f"{moved['event_type']} {format_amount(moved['amount'])} (numeric_value_out_of_range)"
     )
+    await conn.execute(SQL["set_event_error"], event_id, detail)
     await conn.execute(SQL["record_outcome"], key, Outcome.AMOUNT_OVERFLOW.value)
-    log.error(
-        "payflow.ledger.overflow",
-        event_id=event_id,
-        account_id=str(moved["account_id"]),
-        event_type=moved["event_type"],
-        amount=amount,
-    )
-    result = PostingResult(event_id, Outcome.AMOUNT_OVERFLOW, replayed=False)
+    result = PostingResult(event_id, Outcome.AMOUNT_OVERFLOW, replayed=False, detail=detail)
     if on_outcome is not None:
         await on_outcome(conn, result)
     return result

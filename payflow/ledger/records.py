@@ -56,3 +56,4 @@ class PostingResult:
     outcome: Outcome
     replayed: bool
     balance_after: Decimal | None = None
+    detail: str | None = None  # why, for a fresh amount_overflow (also the event's last_error)

@@ -107,6 +107,7 @@ async def test_an_overflow_is_a_terminal_recorded_outcome_with_an_alert(
     alerts = [entry for entry in logs if entry["event"] == "payflow.ledger.overflow"]
     assert len(alerts) == 1
     assert alerts[0]["log_level"] == "error" and alerts[0]["event_id"] == "dep-overflow"
+    assert alerts[0]["detail"] == event["last_error"]
     assert (await reconcile(pool, settings, full=True)).clean
 
 
