@@ -18,6 +18,7 @@ from payflow.ledger.limits import LimitExceeded, LimitKind, check_limit, set_lim
 from payflow.ledger.posting import post_event, posting_key
 from payflow.ledger.recon import reconcile
 from payflow.ledger.records import EventType, Outcome
+from payflow.ledger.worker import notify_refusal
 from payflow.money import InvalidAmount
 from tests.integration.ledger.helpers import balance, count, new_account, new_event
 
@@ -188,3 +189,20 @@ async def test_migration_0008_keeps_data_down_and_up(
         assert width == 78
     finally:
         await conn.close()
+
+
+async def test_refusal_notification_carries_the_exact_38_digit_amount(
+    pool: asyncpg.Pool, settings: Settings
+) -> None:
+    """normalize() in the default context rounded the notification's amount to 28 digits."""
+    account = await new_account(pool, settings)
+    amount = "12345678901234567890.123456789012345678"
+    await new_event(pool, settings, account, "wd-poor", amount, EventType.WITHDRAWAL)
+
+    result = await post_event(pool, settings, "wd-poor", on_outcome=notify_refusal)
+
+    assert result.outcome is Outcome.INSUFFICIENT_FUNDS
+    payload = await pool.fetchval(
+        "SELECT payload FROM outbox WHERE topic = 'notification.insufficient_funds'"
+    )
+    assert payload["amount"] == amount
