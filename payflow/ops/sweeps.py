@@ -56,8 +56,8 @@ async def sweep_pending_payments(pool: asyncpg.Pool, settings: Settings) -> Swee
         pool,
         settings,
         job="sweep_pending_payments",
-        select="overdue_pending_payments",
-        count="count_payment_sweep",
+        select=SQL["overdue_pending_payments"],
+        count=SQL["count_payment_sweep"],
         topic=TOPIC_PAYMENT_CREATED,
         first_wait_s=settings.payment_sweep_after_s,
         alert="payflow.payments.waiting",
@@ -77,8 +77,8 @@ async def sweep_undelivered_webhooks(pool: asyncpg.Pool, settings: Settings) -> 
         pool,
         settings,
         job="sweep_undelivered_webhooks",
-        select="overdue_webhooks",
-        count="count_webhook_sweep",
+        select=SQL["overdue_webhooks"],
+        count=SQL["count_webhook_sweep"],
         topic=TOPIC_WEBHOOK_DELIVER,
         first_wait_s=settings.webhook_sweep_after_s,
         alert="payflow.webhooks.waiting",
@@ -101,12 +101,10 @@ async def _sweep(
     async with pool.acquire() as conn, transaction(conn, settings):
         if not await job_lock(conn, job):
             return SweepReport(skipped=True)
-        rows = await conn.fetch(
-            SQL[select], first_wait_s, settings.sweep_max_backoff_s, SWEEP_BATCH
-        )
+        rows = await conn.fetch(select, first_wait_s, settings.sweep_max_backoff_s, SWEEP_BATCH)
         for row in rows:
             payment_id: UUID = row["id"]
-            sweeps = await conn.fetchval(SQL[count], payment_id)
+            sweeps = await conn.fetchval(count, payment_id)
             if sweeps is None:
                 continue  # cannot happen under the row lock; kept as a guard
             await enqueue(
