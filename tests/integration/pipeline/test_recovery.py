@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import asyncpg
 import pytest
+from structlog.testing import capture_logs
 
 from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter
@@ -98,8 +99,14 @@ async def test_deposit_waiting_through_a_long_worker_outage_is_credited_once(
             "WHERE event_id = 'outage-1'",
             pipe_settings.sweep_max_backoff_s + 60,
         )
-        report = await recover_stale_events(pool, pipe_settings)
+        with capture_logs() as logs:
+            report = await recover_stale_events(pool, pipe_settings)
         assert report.recovered == 1
+        alerts = [e for e in logs if e["event"] == "payflow.events.waiting"]
+        if run >= pipe_settings.max_event_retries:
+            assert [(a["event_id"], a["announcements"]) for a in alerts] == [("outage-1", run)]
+        else:
+            assert alerts == []
         waiting += report.waiting
         row = await pool.fetchrow(
             "SELECT status, retry_count FROM payment_events WHERE event_id = 'outage-1'"
@@ -162,9 +169,7 @@ async def test_pending_event_whose_announcement_is_gone_is_reannounced_once(
         account = await create_account(conn, "USD", Decimal(0))
     await submitter.submit_deposit("orphan-1", account.id, "5.00")
     old = "now() - interval '1 hour'"
-    await owner_pool.execute(
-        f"UPDATE payment_events SET created_at = {old}, updated_at = {old}"
-    )
+    await owner_pool.execute(f"UPDATE payment_events SET created_at = {old}, updated_at = {old}")
     # Its ledger.event row still waits for the relay: nothing to re-announce.
     assert (await recover_stale_events(pool, pipe_settings)).recovered == 0
     # The row was published but the event never moved (or retention removed it).
