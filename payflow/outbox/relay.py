@@ -117,11 +117,11 @@ async def relay_once(
     """Publish one batch of due unpublished outbox rows; returns the counts.
 
     Invariant: a row is marked published only after the broker confirmed it, in the
-    transaction that held its lock while publishing. A row the broker refused keeps
-    its lock-free back-off (`next_attempt_at`, `last_error`, `publish_attempts`) and
-    never delays rows behind it. `after_publish` (tests) runs between the confirms
-    and the marks. Raises (classified) only when nothing was confirmed because the way
-    to the broker failed.
+    transaction that held its lock while publishing. A row the broker refused gets a
+    back-off (`next_attempt_at`, `last_error`, `publish_attempts + 1`) in the same
+    transaction and never delays the rows behind it. `after_publish` (tests) runs
+    between the confirms and the marks. Raises (classified) only when nothing was
+    confirmed because the way to the broker failed.
     """
     transport_errors: list[BaseException] = []
     refused: list[tuple[int, BaseException]] = []
