@@ -8,6 +8,10 @@ Names derive from `Settings.broker_prefix` (default ``payflow``):
 - per work queue ``payflow.<name>``: one retry queue per tier ``payflow.<name>.retry.<ms>ms``
   (``x-message-ttl`` = tier, dead-lettering back to ``payflow`` with the work routing key)
   and one parking queue ``payflow.<name>.dlq``.
+
+With quorum queues (the default) every dead-lettering queue (work queues to parking,
+retry tiers back to work) is at-least-once. Changing arguments of an existing queue is
+refused by RabbitMQ (PRECONDITION_FAILED), reported as `TopologyMismatch`.
 """
 
 from __future__ import annotations
@@ -88,9 +92,17 @@ class Names:
 
 
 def _queue_args(settings: Settings, extra: dict[str, Any]) -> dict[str, Any]:
+    """Arguments of one queue: `extra`, plus the queue type. A quorum queue that
+    dead-letters gets `x-dead-letter-strategy: at-least-once` (RabbitMQ re-publishes with
+    confirms and keeps the message until the target queue has it) with the
+    `x-overflow: reject-publish` it requires. Classic queues dead-letter at most once;
+    the database sweeps (`ops/recovery.py`, `ops/sweeps.py`) cover what they drop."""
     args: dict[str, Any] = dict(extra)
     if settings.broker_quorum_queues:
         args["x-queue-type"] = "quorum"
+        if "x-dead-letter-exchange" in args:
+            args["x-dead-letter-strategy"] = "at-least-once"
+            args["x-overflow"] = "reject-publish"
     return args
 
 

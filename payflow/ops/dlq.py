@@ -22,6 +22,7 @@ from payflow.db.tx import transaction
 from payflow.errors import BadInput, Conflict, NotFound
 from payflow.ledger.posting import posting_key
 from payflow.ledger.states import EventStatus, reopen_failed
+from payflow.ops.sweeps import clear_webhook_dead
 from payflow.outbox.writer import enqueue
 
 SQL = load_queries("payflow.ops")
@@ -147,5 +148,6 @@ async def _replay_payment(conn: Connection, subject: str, *, webhook: bool) -> s
         return "already delivered: nothing replayed"
     if payment["webhook_url"] is None:
         return "skipped: payment has no webhook URL"
+    await clear_webhook_dead(conn, payment_id)
     await enqueue(conn, TOPIC_WEBHOOK_DELIVER, payload, payment["trace_id"])
     return "requeued: webhook.deliver re-sent with the same webhook-id"

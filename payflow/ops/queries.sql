@@ -31,12 +31,35 @@ WHERE id = $1 AND resolved_at IS NULL
 RETURNING resolved_at;
 
 -- name: stale_enqueued_events
--- $1 age in seconds, $2 limit: events handed to the broker but not finished in time
-SELECT event_id, retry_count, trace_id FROM payment_events
-WHERE status = 'enqueued' AND updated_at < now() - make_interval(secs => $1)
+-- $1 first wait in seconds (STALE_EVENT_TIMEOUT_S), $2 wait cap (SWEEP_MAX_BACKOFF_S),
+-- $3 limit. Events handed to the broker but not finished within their wait, which
+-- doubles with every re-announcement (retry_count) up to the cap. The first condition
+-- is the sargable bound for payment_events_enqueued_idx.
+SELECT event_id, retry_count, trace_id, created_at FROM payment_events
+WHERE status = 'enqueued'
+  AND updated_at < now() - make_interval(secs => least($1::float8, $2::float8))
+  AND updated_at < now() - make_interval(secs => least($2::float8, $1::float8 * power(2, least(retry_count, 40))))
 ORDER BY updated_at
-LIMIT $2
+LIMIT $3
 FOR UPDATE SKIP LOCKED;
+
+-- name: orphaned_pending_events
+-- $1 first wait in seconds, $2 wait cap, $3 limit. Pending events past their wait with
+-- no unpublished `ledger.event` row that would announce them (the row was published
+-- but the event never moved, or it is gone): nothing would ever post them. An event
+-- whose row is still waiting for the relay (or backing off) is not touched.
+SELECT e.event_id, e.retry_count, e.trace_id, e.created_at FROM payment_events e
+WHERE e.status = 'pending'
+  AND e.created_at < now() - make_interval(secs => least($1::float8, $2::float8))
+  AND e.updated_at < now() - make_interval(secs => least($2::float8, $1::float8 * power(2, least(e.retry_count, 40))))
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox o
+      WHERE o.published_at IS NULL AND o.topic = 'ledger.event'
+        AND o.payload ->> 'event_id' = e.event_id
+  )
+ORDER BY e.created_at
+LIMIT $3
+FOR UPDATE OF e SKIP LOCKED;
 
 -- name: stale_unfinished_events
 -- $1 age in seconds: pending or processing events older than that (alert only)
@@ -45,10 +68,74 @@ WHERE status IN ('pending', 'processing') AND updated_at < now() - make_interval
 GROUP BY status;
 
 -- name: bump_retry_count
--- $1 event id, $2 last error. Not a status write: the state machine moves the status.
-UPDATE payment_events SET retry_count = retry_count + 1, last_error = $2
+-- $1 event id, $2 last error. Counts one re-announcement and restarts its wait. Not a
+-- status write: the state machine moves the status.
+UPDATE payment_events SET retry_count = retry_count + 1, last_error = $2, updated_at = now()
 WHERE event_id = $1
 RETURNING retry_count;
+
+-- name: overdue_pending_payments
+-- $1 first wait in seconds (PAYMENT_SWEEP_AFTER_S), $2 wait cap, $3 limit. Payments
+-- still pending past their wait (doubling per sweep) with no unpublished
+-- `payment.created` row for them. Served by payments_pending_created_idx.
+SELECT p.id, p.trace_id, p.created_at FROM payments p
+WHERE p.status = 'pending'
+  AND p.created_at < now() - make_interval(secs => least($1::float8, $2::float8))
+  AND coalesce(p.payment_swept_at, p.created_at)
+      < now() - make_interval(secs => least($2::float8, $1::float8 * power(2, least(p.payment_sweeps, 40))))
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox o
+      WHERE o.published_at IS NULL AND o.topic = 'payment.created'
+        AND o.payload ->> 'payment_id' = p.id::text
+  )
+ORDER BY p.created_at
+LIMIT $3
+FOR UPDATE OF p SKIP LOCKED;
+
+-- name: count_payment_sweep
+-- $1 payment id: one more re-announcement of its processing, now
+UPDATE payments SET payment_sweeps = payment_sweeps + 1, payment_swept_at = now()
+WHERE id = $1 AND status = 'pending'
+RETURNING payment_sweeps;
+
+-- name: overdue_webhooks
+-- $1 first wait in seconds (WEBHOOK_SWEEP_AFTER_S), $2 wait cap, $3 limit. Final
+-- payments with a webhook URL whose webhook is neither delivered nor dead-lettered past
+-- its wait (doubling per sweep), with no unpublished `webhook.deliver` row for them.
+-- Served by payments_webhook_sweep_idx.
+SELECT p.id, p.trace_id, p.processed_at FROM payments p
+WHERE p.webhook_delivered_at IS NULL AND p.webhook_dead_at IS NULL
+  AND p.webhook_url IS NOT NULL AND p.status <> 'pending'
+  AND p.processed_at < now() - make_interval(secs => least($1::float8, $2::float8))
+  AND coalesce(p.webhook_swept_at, p.processed_at)
+      < now() - make_interval(secs => least($2::float8, $1::float8 * power(2, least(p.webhook_sweeps, 40))))
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox o
+      WHERE o.published_at IS NULL AND o.topic = 'webhook.deliver'
+        AND o.payload ->> 'payment_id' = p.id::text
+  )
+ORDER BY p.processed_at
+LIMIT $3
+FOR UPDATE OF p SKIP LOCKED;
+
+-- name: count_webhook_sweep
+-- $1 payment id: one more re-announcement of its webhook, now
+UPDATE payments SET webhook_sweeps = webhook_sweeps + 1, webhook_swept_at = now()
+WHERE id = $1 AND webhook_delivered_at IS NULL AND webhook_dead_at IS NULL
+RETURNING webhook_sweeps;
+
+-- name: mark_webhook_dead
+-- $1 payment id. The webhook job was dead-lettered (with its DLQ row, same transaction):
+-- the webhook sweep leaves it alone. A delivered webhook is never marked dead.
+UPDATE payments SET webhook_dead_at = now()
+WHERE id = $1 AND webhook_delivered_at IS NULL
+RETURNING webhook_dead_at;
+
+-- name: clear_webhook_dead
+-- $1 payment id. A manual DLQ replay hands the webhook back to the pipeline: the sweep
+-- watches it again, its back-off restarting from now.
+UPDATE payments SET webhook_dead_at = NULL, webhook_sweeps = 0, webhook_swept_at = now()
+WHERE id = $1;
 
 -- name: has_posting_claim
 -- $1 idempotency key of the event's posting

@@ -1,6 +1,13 @@
 """Maintenance jobs. Each is a plain async function (the CLI can run it by hand) that
 does its work in one transaction guarded by a transaction-scoped advisory lock, so
-that across any number of scheduler replicas a job runs at most once at a time."""
+that across any number of scheduler replicas a job runs at most once at a time.
+
+`recover_stale_events` is the ledger's database-side sweep: an event that waits for a
+consumer is not stale, it is re-announced (with a doubling wait) and, when it has
+waited long, alerted on, but never failed for waiting. Only the consumer fails an
+event, for a reason about the event itself (its own dead-lettering). The sweeps of the
+other jobs (payment processing, webhook delivery) live in `ops/sweeps.py`.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +22,6 @@ from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.ledger.states import EventStatus, transition
-from payflow.ops.dlq import record_dead_letter
 from payflow.outbox.writer import enqueue
 
 SQL = load_queries("payflow.ops")
@@ -26,10 +32,11 @@ RECOVERY_BATCH = 200
 
 @dataclass(frozen=True, slots=True)
 class RecoveryReport:
-    """What one recovery pass did."""
+    """What one recovery pass did: events re-announced (`recovered`), and how many of
+    them had already been re-announced `MAX_EVENT_RETRIES` times (`waiting`, alerted)."""
 
     recovered: int = 0
-    dead_lettered: int = 0
+    waiting: int = 0
     skipped: bool = False  # another replica holds the job's lock
 
 
@@ -39,51 +46,54 @@ async def job_lock(conn: Connection, job: str) -> bool:
 
 
 async def recover_stale_events(pool: asyncpg.Pool, settings: Settings) -> RecoveryReport:
-    """Put events stuck in `enqueued` past the timeout back to pending (retry_count+1)
-    with a fresh `ledger.event` outbox row; at the maximum, fail them into the DLQ.
+    """Re-announce ledger events that nothing is finishing; one tick, one transaction.
 
-    Invariant: statuses move only through `transition()`; each event's move, its retry
-    count and its outbox row (or DLQ row) commit together.
+    * `enqueued` past their wait (handed to the broker, never posted): back to
+      `pending` through `transition()`, `retry_count + 1`, a fresh `ledger.event` row.
+    * `pending` past their wait with no unpublished `ledger.event` row: `retry_count
+      + 1` and a fresh row (the relay moves them to `enqueued` when it publishes).
+
+    The wait is `min(STALE_EVENT_TIMEOUT_S * 2^retry_count, SWEEP_MAX_BACKOFF_S)` since
+    the last move, so a long consumer outage adds a handful of messages, not a flood.
+    From `MAX_EVENT_RETRIES` re-announcements on, each one logs `payflow.events.waiting`
+    (warning). Invariant: no event is ever failed here; each event's move, its count
+    and its outbox row commit together; posting stays exactly-once (`processed_events`).
     """
-    recovered = dead = 0
+    recovered = 0
+    waiting: list[tuple[str, int]] = []
     async with pool.acquire() as conn, transaction(conn, settings):
         if not await job_lock(conn, "recover_stale_events"):
             return RecoveryReport(skipped=True)
-        rows = await conn.fetch(
-            SQL["stale_enqueued_events"], settings.stale_event_timeout_s, RECOVERY_BATCH
-        )
-        for row in rows:
-            event_id: str = row["event_id"]
-            if row["retry_count"] >= settings.max_event_retries:
-                moved = await transition(
-                    conn, event_id, EventStatus.FAILED, expected=EventStatus.ENQUEUED
-                )
-                if moved.changed:
-                    await record_dead_letter(
-                        conn,
-                        source="payment_event",
-                        subject_id=event_id,
-                        payload={"version": 1, "event_id": event_id},
-                        error=f"exhausted recovery attempts ({settings.max_event_retries})",
-                        attempt=row["retry_count"] + 1,
-                    )
-                    dead += 1
-                continue
+        args = (settings.stale_event_timeout_s, settings.sweep_max_backoff_s, RECOVERY_BATCH)
+        for row in await conn.fetch(SQL["stale_enqueued_events"], *args):
             moved = await transition(
-                conn, event_id, EventStatus.PENDING, expected=EventStatus.ENQUEUED
+                conn, row["event_id"], EventStatus.PENDING, expected=EventStatus.ENQUEUED
             )
-            if not moved.changed:
-                continue
-            await conn.execute(SQL["bump_retry_count"], event_id, "stale in enqueued; recovered")
-            await enqueue(
-                conn, TOPIC_LEDGER_EVENT, {"version": 1, "event_id": event_id}, row["trace_id"]
-            )
+            if moved.changed:
+                count = await _reannounce(conn, row, "not finished while enqueued; re-announced")
+                recovered += 1
+                if count >= settings.max_event_retries:
+                    waiting.append((row["event_id"], count))
+        for row in await conn.fetch(SQL["orphaned_pending_events"], *args):
+            count = await _reannounce(conn, row, "pending with no announcement; re-announced")
             recovered += 1
+            if count >= settings.max_event_retries:
+                waiting.append((row["event_id"], count))
         unfinished = await conn.fetch(
             SQL["stale_unfinished_events"], settings.stale_event_timeout_s
         )
     for row in unfinished:
         log.warning("payflow.events.stale", status=row["status"], count=row["stale"])
-    if recovered or dead:
-        log.warning("payflow.recovery.done", recovered=recovered, dead_lettered=dead)
-    return RecoveryReport(recovered=recovered, dead_lettered=dead)
+    for event_id, count in waiting:
+        log.warning("payflow.events.waiting", event_id=event_id, announcements=count)
+    if recovered:
+        log.warning("payflow.recovery.done", recovered=recovered, waiting=len(waiting))
+    return RecoveryReport(recovered=recovered, waiting=len(waiting))
+
+
+async def _reannounce(conn: Connection, row: asyncpg.Record, reason: str) -> int:
+    """Count one re-announcement and write the fresh `ledger.event` row; returns the count."""
+    event_id: str = row["event_id"]
+    count: int = await conn.fetchval(SQL["bump_retry_count"], event_id, reason)
+    await enqueue(conn, TOPIC_LEDGER_EVENT, {"version": 1, "event_id": event_id}, row["trace_id"])
+    return count

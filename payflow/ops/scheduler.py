@@ -15,6 +15,7 @@ import structlog
 
 from payflow.config import Settings
 from payflow.ops.recovery import recover_stale_events
+from payflow.ops.sweeps import sweep_pending_payments, sweep_undelivered_webhooks
 from payflow.outbox.maintenance import alert_stale_outbox, cleanup_outbox
 
 log = structlog.get_logger("payflow.scheduler")
@@ -22,6 +23,8 @@ log = structlog.get_logger("payflow.scheduler")
 Job = Callable[[asyncpg.Pool, Settings], Awaitable[object]]
 JOBS: dict[str, Job] = {
     "recover_stale_events": recover_stale_events,
+    "sweep_pending_payments": sweep_pending_payments,
+    "sweep_undelivered_webhooks": sweep_undelivered_webhooks,
     "alert_stale_outbox": alert_stale_outbox,
     "cleanup_outbox": cleanup_outbox,
 }

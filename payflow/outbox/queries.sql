@@ -9,11 +9,13 @@ WITH row AS (
 SELECT row.id FROM row, wake;
 
 -- name: claim_batch
--- $1 batch size. Locks unpublished rows oldest first; rows held by another relay are skipped.
+-- $1 batch size. Locks due unpublished rows, due first (a new row is due at once, a row
+-- whose publish the broker refused waits out its back-off); rows held by another relay
+-- are skipped. Served by outbox_due_idx (next_attempt_at, id) WHERE published_at IS NULL.
 SELECT id, topic, payload, trace_id, publish_attempts, created_at
 FROM outbox
-WHERE published_at IS NULL
-ORDER BY id
+WHERE published_at IS NULL AND next_attempt_at <= now()
+ORDER BY next_attempt_at, id
 LIMIT $1
 FOR UPDATE SKIP LOCKED;
 
@@ -23,9 +25,23 @@ UPDATE outbox SET published_at = clock_timestamp(), publish_attempts = publish_a
 WHERE id = ANY($1::bigint[]);
 
 -- name: count_failed_publish
--- $1 outbox ids whose publish failed; they stay unpublished for the next pass
-UPDATE outbox SET publish_attempts = publish_attempts + 1
+-- $1 outbox ids whose publish failed on the way (connection, channel), $2 the error text.
+-- They stay due: the relay as a whole backs off and retries them on the next pass.
+UPDATE outbox SET publish_attempts = publish_attempts + 1, last_error = $2
 WHERE id = ANY($1::bigint[]);
+
+-- name: defer_refused_publish
+-- $1 outbox ids the broker refused (returned as unroutable, or nacked), $2 their error
+-- texts (same order), $3 first back-off in seconds, $4 back-off cap in seconds.
+-- Each waits min($3 * 2^(attempts before this one), $4) before it is due again.
+UPDATE outbox AS o
+SET publish_attempts = o.publish_attempts + 1,
+    last_error = f.error,
+    next_attempt_at = clock_timestamp()
+        + make_interval(secs => least($4::float8, $3::float8 * power(2, least(o.publish_attempts, 40))))
+FROM unnest($1::bigint[], $2::text[]) AS f(id, error)
+WHERE o.id = f.id
+RETURNING o.id, o.topic, o.publish_attempts, o.next_attempt_at;
 
 -- name: delete_published_before
 -- $1 retention in seconds, $2 max rows per call. Never touches unpublished rows.

@@ -9,6 +9,13 @@ published again (a duplicate message, never a lost one) and consumers dedupe.
 For `ledger.event` rows the same transaction moves the event pending -> enqueued
 through the state machine, so recovery can find events that were handed to the
 broker but never finished.
+
+A row the broker refuses (returned as unroutable, or nacked) is not retried first on
+the next pass: it gets `next_attempt_at = now + min(RELAY_RETRY_BACKOFF_S * 2^n,
+RELAY_RETRY_MAX_BACKOFF_S)` and the claim takes only due rows, so such rows never block
+the rows behind them; from `RELAY_UNPUBLISHABLE_ALERT_ATTEMPTS` failures on, each one
+logs `payflow.outbox.unpublishable`. A failure on the way (connection, channel) is not
+the row's fault: the row stays due and the relay as a whole backs off.
 """
 
 from __future__ import annotations
@@ -17,9 +24,11 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import aio_pika
+import aiormq
 import asyncpg
 import structlog
 
@@ -39,6 +48,25 @@ log = structlog.get_logger("payflow.outbox")
 
 AfterPublish = Callable[[list[int]], Awaitable[None]]
 RECONNECT_BACKOFF_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RelayPass:
+    """What one relay pass did: rows claimed, confirmed by the broker, refused by it."""
+
+    claimed: int = 0
+    published: int = 0
+    deferred: int = 0
+
+
+def _refused_by_broker(exc: BaseException) -> bool:
+    """True when the broker answered about this very message (a `basic.return` of an
+    unroutable mandatory publish, or a `basic.nack`), not when the way to it failed."""
+    return isinstance(exc, aiormq.exceptions.DeliveryError)
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:1000]
 
 
 async def _publish_row(exchange: aio_pika.abc.AbstractExchange, row: asyncpg.Record) -> int:
@@ -85,19 +113,24 @@ async def relay_once(
     exchange: aio_pika.abc.AbstractExchange,
     *,
     after_publish: AfterPublish | None = None,
-) -> int:
-    """Publish one batch of unpublished outbox rows; returns how many were confirmed.
+) -> RelayPass:
+    """Publish one batch of due unpublished outbox rows; returns the counts.
 
     Invariant: a row is marked published only after the broker confirmed it, in the
-    transaction that held its lock while publishing. `after_publish` (tests) runs
-    between the confirms and the marks.
+    transaction that held its lock while publishing. A row the broker refused gets a
+    back-off (`next_attempt_at`, `last_error`, `publish_attempts + 1`) in the same
+    transaction and never delays the rows behind it. `after_publish` (tests) runs
+    between the confirms and the marks. Raises (classified) only when nothing was
+    confirmed because the way to the broker failed.
     """
-    errors: list[BaseException] = []
+    transport_errors: list[BaseException] = []
+    refused: list[tuple[int, BaseException]] = []
+    alerts: list[asyncpg.Record] = []
     started = time.monotonic()
     async with pool.acquire() as conn, transaction(conn, settings) as tx:
         rows = await tx.fetch(SQL["claim_batch"], settings.relay_batch_size)
         if not rows:
-            return 0
+            return RelayPass()
         # Mark ledger events enqueued BEFORE publishing: the row lock is then ours
         # until commit, so a fast consumer waits a moment instead of the relay
         # queueing behind postings; a rollback leaves them pending.
@@ -112,33 +145,63 @@ async def relay_once(
         for row, result in zip(rows, results, strict=True):
             if isinstance(result, BaseException):
                 failed.append(int(row["id"]))
-                errors.append(result)
+                if _refused_by_broker(result):
+                    refused.append((int(row["id"]), result))
+                else:
+                    transport_errors.append(result)
             else:
                 confirmed.append(result)
         if after_publish is not None:
             await after_publish(confirmed)
         if confirmed:
             await tx.execute(SQL["mark_published"], confirmed)
+        if refused:
+            deferred = await tx.fetch(
+                SQL["defer_refused_publish"],
+                [outbox_id for outbox_id, _ in refused],
+                [_error_text(exc) for _, exc in refused],
+                settings.relay_retry_backoff_s,
+                settings.relay_retry_max_backoff_s,
+            )
+            limit = settings.relay_unpublishable_alert_attempts
+            alerts = [r for r in deferred if r["publish_attempts"] >= limit]
+        if transport_errors:
+            refused_ids = {outbox_id for outbox_id, _ in refused}
+            on_the_way = [i for i in failed if i not in refused_ids]
+            await tx.execute(
+                SQL["count_failed_publish"], on_the_way, _error_text(transport_errors[0])
+            )
         if failed:
-            await tx.execute(SQL["count_failed_publish"], failed)
             # Not handed over after all (unless another row of the batch announced it).
             handed = {events[i] for i in confirmed}
             unsent = {e for i in failed if (e := events[i]) is not None and e not in handed}
             await _mark_events(tx, unsent, EventStatus.PENDING, EventStatus.ENQUEUED)
+    errors = [exc for _, exc in refused] + transport_errors
     if errors:
         log.warning(
             "payflow.outbox.publish_failed",
             failed=len(errors),
-            error=f"{type(errors[0]).__name__}: {errors[0]}",
+            refused=len(refused),
+            error=_error_text(errors[0]),
         )
-        if not confirmed:
-            raise classify(errors[0])
+    refused_errors = dict(refused)
+    for alert in alerts:
+        log.error(
+            "payflow.outbox.unpublishable",
+            outbox_id=alert["id"],
+            topic=alert["topic"],
+            attempts=alert["publish_attempts"],
+            next_attempt_at=alert["next_attempt_at"].isoformat(),
+            error=_error_text(refused_errors[alert["id"]]),
+        )
+    if transport_errors and not confirmed:
+        raise classify(transport_errors[0])
     log.debug(
         "payflow.outbox.published",
         count=len(confirmed),
         batch_ms=round((time.monotonic() - started) * 1000, 1),
     )
-    return len(confirmed)
+    return RelayPass(claimed=len(rows), published=len(confirmed), deferred=len(refused))
 
 
 async def run_relay(
@@ -162,13 +225,13 @@ async def run_relay(
             listener.wake.clear()
             try:
                 await listener.ensure()
-                published = await relay_once(pool, settings, exchange)
+                done = await relay_once(pool, settings, exchange)
             except Exception as exc:
                 log.warning("payflow.outbox.relay_error", error=f"{type(exc).__name__}: {exc}")
                 await _sleep_or_stop(stop, RECONNECT_BACKOFF_S)
                 continue
-            if published >= settings.relay_batch_size:
-                continue  # a full batch: more may be waiting
+            if done.claimed >= settings.relay_batch_size:
+                continue  # a full batch: more may be due
             await _wait_for_work(listener.wake, stop, settings.relay_poll_interval_s)
     finally:
         await listener.close()

@@ -26,6 +26,7 @@ from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound, PayflowError, RetryableError, WebhookHTTPStatus
 from payflow.money import format_at_scale
 from payflow.ops.dlq import record_dead_letter
+from payflow.ops.sweeps import mark_webhook_dead
 from payflow.payments.processor import load_payment, payment_id_of
 from payflow.webhooks.signing import signature_headers
 from payflow.webhooks.ssrf import resolve_webhook_url
@@ -134,8 +135,11 @@ class WebhookSender:
         return WebhookHTTPStatus(response.status_code)
 
     async def on_dead(self, envelope: Envelope, error: PayflowError) -> None:
-        """Retries exhausted (or a refused URL / answer): record the DLQ row; the payment
-        keeps its terminal status and `webhook_delivered_at` stays null."""
+        """Retries exhausted (or a refused URL / answer): record the DLQ row and mark the
+        webhook dead-lettered (`webhook_dead_at`) in ONE transaction, so the webhook sweep
+        never re-sends it; the payment keeps its terminal status and
+        `webhook_delivered_at` stays null. A webhook delivered meanwhile (a duplicate
+        job gave up) records nothing: delivered or dead-lettered, never both."""
         subject = str(envelope.payload.get("payment_id"))
         async with self._pool.acquire() as conn, transaction(conn, self._settings):
             attempts = envelope.attempt
@@ -144,8 +148,8 @@ class WebhookSender:
             except (BadInput, NotFound):
                 payment = None
             if payment is not None:
-                if payment["webhook_delivered_at"] is not None:
-                    return  # a duplicate job gave up, but the webhook was delivered
+                if not await mark_webhook_dead(conn, payment["id"]):
+                    return  # delivered: a duplicate job gave up, but the webhook arrived
                 attempts = max(int(payment["webhook_attempts"]), 1)
             await record_dead_letter(
                 conn,

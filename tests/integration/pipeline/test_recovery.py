@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import asyncpg
 import pytest
+from structlog.testing import capture_logs
 
 from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter
@@ -17,7 +18,7 @@ from payflow.errors import Conflict
 from payflow.ledger.accounts import create_account, record_event
 from payflow.ledger.records import EventType
 from payflow.ledger.states import EventStatus, transition
-from payflow.ops.dlq import list_dead_letters, replay_dead_letter
+from payflow.ops.dlq import list_dead_letters, record_dead_letter, replay_dead_letter
 from payflow.ops.recovery import job_lock, recover_stale_events
 from payflow.outbox.maintenance import alert_stale_outbox, cleanup_outbox
 from tests.integration.pipeline.conftest import wait_until
@@ -69,17 +70,142 @@ async def test_stale_enqueued_event_goes_back_to_pending_and_completes(
     )
 
 
-async def test_event_at_max_retries_fails_into_the_dlq_and_replay_applies_it_once(
+async def test_deposit_waiting_through_a_long_worker_outage_is_credited_once(
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    pipe_settings: Settings,
+    submitter: DirectSubmitter,
+    start_roles,
+) -> None:
+    """Issue 7 item 4: workers down, a deposit recorded, recovery run more than
+    MAX_EVENT_RETRIES times (an hour and more at the defaults), then a worker: the
+    deposit is credited exactly once, and nothing was failed or dead-lettered."""
+    async with pool.acquire() as conn, transaction(conn, pipe_settings):
+        account = await create_account(conn, "USD", Decimal(0))
+    await start_roles(("relay",))  # the broker takes the messages; no worker consumes
+    await submitter.submit_deposit("outage-1", account.id, "12.34")
+    runs = pipe_settings.max_event_retries + 2
+    waiting = 0
+    for run in range(1, runs + 1):
+        await wait_until(
+            lambda: pool.fetchval(
+                "SELECT status = 'enqueued' FROM payment_events WHERE event_id = 'outage-1'"
+            ),
+            what="event published by the relay",
+        )
+        # Past any wait of the doubling back-off (capped at SWEEP_MAX_BACKOFF_S).
+        await owner_pool.execute(
+            "UPDATE payment_events SET updated_at = now() - make_interval(secs => $1) "
+            "WHERE event_id = 'outage-1'",
+            pipe_settings.sweep_max_backoff_s + 60,
+        )
+        with capture_logs() as logs:
+            report = await recover_stale_events(pool, pipe_settings)
+        assert report.recovered == 1
+        alerts = [e for e in logs if e["event"] == "payflow.events.waiting"]
+        if run >= pipe_settings.max_event_retries:
+            assert [(a["event_id"], a["announcements"]) for a in alerts] == [("outage-1", run)]
+        else:
+            assert alerts == []
+        waiting += report.waiting
+        row = await pool.fetchrow(
+            "SELECT status, retry_count FROM payment_events WHERE event_id = 'outage-1'"
+        )
+        assert (row["status"], row["retry_count"]) == ("pending", run)
+    # Alerted (payflow.events.waiting) from the MAX_EVENT_RETRIES-th re-announcement on.
+    assert waiting == runs - pipe_settings.max_event_retries + 1
+    await start_roles(("worker",))
+    await wait_until(
+        lambda: pool.fetchval(
+            "SELECT status = 'confirmed' FROM payment_events WHERE event_id = 'outage-1'"
+        ),
+        what="deposit confirmed after the outage",
+    )
+    assert await pool.fetchval("SELECT balance FROM accounts WHERE id = $1", account.id) == (
+        Decimal("12.34")
+    )
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM balance_events WHERE source_event_id = 'outage-1'"
+        )
+        == 1
+    )
+    assert await pool.fetchval("SELECT count(*) FROM dead_letter_queue") == 0
+
+
+async def test_recovery_waits_longer_after_each_reannouncement(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, pipe_settings: Settings
+) -> None:
+    """The wait is min(STALE_EVENT_TIMEOUT_S * 2^retry_count, SWEEP_MAX_BACKOFF_S)."""
+    await _stale_enqueued_event(pool, pipe_settings, "slow-1", retry_count=3)
+    wait = pipe_settings.stale_event_timeout_s * 2**3  # 40 minutes at the default
+    await owner_pool.execute(
+        "UPDATE payment_events SET updated_at = now() - make_interval(secs => $1) "
+        "WHERE event_id = 'slow-1'",
+        wait - 60,
+    )
+    assert (await recover_stale_events(pool, pipe_settings)).recovered == 0
+    await owner_pool.execute(
+        "UPDATE payment_events SET updated_at = now() - make_interval(secs => $1) "
+        "WHERE event_id = 'slow-1'",
+        wait + 60,
+    )
+    assert (await recover_stale_events(pool, pipe_settings)).recovered == 1
+    row = await pool.fetchrow(
+        "SELECT status, retry_count FROM payment_events WHERE event_id = 'slow-1'"
+    )
+    assert (row["status"], row["retry_count"]) == ("pending", 4)
+    assert await pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 1
+
+
+async def test_pending_event_whose_announcement_is_gone_is_reannounced_once(
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    pipe_settings: Settings,
+    submitter: DirectSubmitter,
+    start_roles,
+) -> None:
+    async with pool.acquire() as conn, transaction(conn, pipe_settings):
+        account = await create_account(conn, "USD", Decimal(0))
+    await submitter.submit_deposit("orphan-1", account.id, "5.00")
+    old = "now() - interval '1 hour'"
+    await owner_pool.execute(f"UPDATE payment_events SET created_at = {old}, updated_at = {old}")
+    # Its ledger.event row still waits for the relay: nothing to re-announce.
+    assert (await recover_stale_events(pool, pipe_settings)).recovered == 0
+    # The row was published but the event never moved (or retention removed it).
+    await owner_pool.execute("DELETE FROM outbox")
+    assert (await recover_stale_events(pool, pipe_settings)).recovered == 1
+    await owner_pool.execute(f"UPDATE payment_events SET updated_at = {old}")
+    # The fresh row is unpublished: a second tick adds nothing.
+    assert (await recover_stale_events(pool, pipe_settings)).recovered == 0
+    assert await pool.fetchval("SELECT count(*) FROM outbox") == 1
+    await start_roles()
+    await wait_until(
+        lambda: pool.fetchval(
+            "SELECT status = 'confirmed' FROM payment_events WHERE event_id = 'orphan-1'"
+        ),
+        what="orphaned event confirmed",
+    )
+    assert await pool.fetchval("SELECT balance FROM accounts WHERE id = $1", account.id) == (
+        Decimal("5.00")
+    )
+
+
+async def test_failed_event_in_the_dlq_is_replayed_and_applied_once(
     pool: asyncpg.Pool, pipe_settings: Settings, start_roles
 ) -> None:
-    account = await _stale_enqueued_event(
-        pool, pipe_settings, "lost-2", retry_count=pipe_settings.max_event_retries
-    )
-    report = await recover_stale_events(pool, pipe_settings)
-    assert report.dead_lettered == 1
-    assert await pool.fetchval("SELECT status FROM payment_events WHERE event_id = 'lost-2'") == (
-        "failed"
-    )
+    account = await _stale_enqueued_event(pool, pipe_settings, "lost-2")
+    async with pool.acquire() as conn, transaction(conn, pipe_settings):
+        # What the ledger worker's own dead-lettering does for a reason about the event.
+        await transition(conn, "lost-2", EventStatus.FAILED, expected=EventStatus.ENQUEUED)
+        await record_dead_letter(
+            conn,
+            source="payment_event",
+            subject_id="lost-2",
+            payload={"version": 1, "event_id": "lost-2"},
+            error="operator test",
+            attempt=4,
+        )
     [dead] = await list_dead_letters(pool)
     assert (dead.source, dead.subject_id) == ("payment_event", "lost-2")
 
