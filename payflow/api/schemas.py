@@ -6,7 +6,10 @@ that says why. Timestamps are RFC 3339 in UTC.
 
 from __future__ import annotations
 
+import json
+import math
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -30,6 +33,71 @@ def clean_text(value: str) -> str:
     except UnicodeEncodeError:
         raise ValueError("must be valid Unicode text") from None
     return value
+
+
+INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # the integers orjson (and so payflow) stores
+NUMBER_ADVICE = "; send such a value as a string"
+
+
+def check_metadata(value: Any) -> bool:
+    """Refuse what metadata could not store unchanged; True when it holds a float.
+
+    Walks nested objects and arrays. Raises `ValueError` for a non-finite number
+    (`1e999`, `-1e999`, `NaN`, `Infinity`: JSON has no such values and they would be
+    stored as null), an integer outside 64 bits (orjson cannot encode it) and text with
+    NUL (PostgreSQL `jsonb` cannot hold it). Whether a finite float is the number the
+    client wrote is decided by `floats_round_trip` on the raw body.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError("text in metadata must not contain NUL characters")
+        return False
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError("numbers in metadata must be finite" + NUMBER_ADVICE)
+        return True
+    if isinstance(value, int):
+        if not INT64_MIN <= value <= UINT64_MAX:
+            raise ValueError("integers in metadata must fit in 64 bits" + NUMBER_ADVICE)
+        return False
+    if isinstance(value, dict):
+        has_float = False
+        for key, item in value.items():
+            check_metadata(key)
+            has_float = check_metadata(item) or has_float
+        return has_float
+    if isinstance(value, list):
+        return any([check_metadata(item) for item in value])
+    raise ValueError(f"metadata cannot hold a {type(value).__name__}")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def floats_round_trip(raw_body: bytes) -> bool:
+    """True when every decimal literal under the body's `metadata` survives as a float.
+
+    A literal such as `0.10000000000000000001` or `1e-400` parses to a float that is a
+    different number (`0.1`, `0.0`), which payflow would store silently changed; the
+    raw text, read with exact decimals, is compared with the float it became.
+    """
+    try:
+        document = json.loads(raw_body, parse_float=Decimal, parse_constant=_refuse_constant)
+    except ValueError:
+        return False
+    pending = [document.get("metadata") if isinstance(document, dict) else None]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, Decimal):
+            as_float = float(value)
+            if not math.isfinite(as_float) or Decimal(repr(as_float)) != value:
+                return False
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return True
 
 
 def utc_bound(value: datetime | None) -> datetime | None:
@@ -74,6 +142,12 @@ class PaymentCreate(Strict):
 
     _amount_string = field_validator("amount", mode="before")(_amount_must_be_string)
 
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_metadata(value)
+        return value
+
     @field_validator("description", "currency", "webhook_url")
     @classmethod
     def _text(cls, value: str | None) -> str | None:
@@ -82,7 +156,10 @@ class PaymentCreate(Strict):
 
 class PaymentAccepted(BaseModel):
     payment_id: str
-    status: Literal["pending"]
+    status: Literal["pending", "succeeded", "failed"] = Field(
+        description="pending when created; a replay answered from the payment row after "
+        "its Idempotency-Key record expired shows the current status"
+    )
     created_at: str = Field(description="RFC 3339 timestamp in UTC")
 
 
@@ -167,8 +244,11 @@ class EventView(BaseModel):
 class WithdrawalAccepted(BaseModel):
     event_id: str
     account_id: str
-    amount: str
-    status: Literal["pending"]
+    amount: str = Field(description="Decimal string at the asset's scale", examples=["1.00"])
+    status: Literal["pending", "enqueued", "processing", "confirmed", "failed"] = Field(
+        description="pending when created; a replay answered from the event row after its "
+        "Idempotency-Key record expired shows the event's current status"
+    )
 
 
 class IngressEventResult(BaseModel):

@@ -15,6 +15,7 @@ import structlog
 
 from payflow.config import Settings
 from payflow.ops.recovery import recover_stale_events
+from payflow.ops.retention import cleanup_idempotency_keys
 from payflow.outbox.maintenance import alert_stale_outbox, cleanup_outbox
 
 log = structlog.get_logger("payflow.scheduler")
@@ -24,6 +25,7 @@ JOBS: dict[str, Job] = {
     "recover_stale_events": recover_stale_events,
     "alert_stale_outbox": alert_stale_outbox,
     "cleanup_outbox": cleanup_outbox,
+    "cleanup_idempotency_keys": cleanup_idempotency_keys,
 }
 
 
