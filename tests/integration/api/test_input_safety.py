@@ -17,18 +17,32 @@ from payflow.api.state import api_state
 from payflow.db.tx import transaction
 from payflow.retry import RetryPolicy, retrying
 
-# Names a client must never see: table, constraint, column, the driver's words.
-SECRET_WORDS = ("secret", "violates", "duplicate", "constraint", "Key (", "invalid input syntax")
-TEMP_TABLE = (
-    "CREATE TEMP TABLE secret_t ("
-    " id int CONSTRAINT secret_t_unique UNIQUE,"
-    " n int NOT NULL CONSTRAINT secret_t_positive CHECK (n > 0)"
-    ") ON COMMIT DROP"
+# Names a client must never see: tables, constraints, columns, ids, the driver's words.
+SECRET_WORDS = (
+    "api_idempotency",
+    "violates",
+    "duplicate",
+    "constraint",
+    "Key (",
+    "invalid input syntax",
+    "secret",
 )
+RECORD = (
+    "INSERT INTO api_idempotency (merchant_id, scope, key, request_hash, state) "
+    "SELECT m.id, 'test', {key}, {hash}, {state} "
+    "FROM merchants m CROSS JOIN generate_series(1, {rows}) WHERE m.name = 'bootstrap'"
+)
+# Real statements against a table the service writes (the transaction rolls back).
 DRIVER_FAILURES = {
-    "unique": ("INSERT INTO secret_t VALUES (1, 1), (1, 1)", 409),
-    "check": ("INSERT INTO secret_t VALUES (2, -1)", 422),
-    "not-null": ("INSERT INTO secret_t VALUES (3, NULL)", 422),
+    "unique": (RECORD.format(key="'k'", hash="'h'", state="'in_progress'", rows=2), 409),
+    "check": (RECORD.format(key="''", hash="'h'", state="'in_progress'", rows=1), 422),
+    "check-state": (RECORD.format(key="'k'", hash="'h'", state="'secret'", rows=1), 422),
+    "not-null": (RECORD.format(key="'k'", hash="NULL", state="'in_progress'", rows=1), 422),
+    "foreign-key": (
+        "INSERT INTO api_idempotency (merchant_id, scope, key, request_hash) "
+        "VALUES (gen_random_uuid(), 'test', 'k', 'h')",
+        422,
+    ),
     "data": ("SELECT 'secret-text'::int", 422),
 }
 
@@ -39,7 +53,6 @@ def _failing_route(sql: str, *, through_retry: bool) -> Any:
 
         async def run() -> None:
             async with connection(state.pool) as conn, transaction(conn, state.settings):
-                await conn.execute(TEMP_TABLE)
                 await conn.execute(sql)
 
         if through_retry:  # re-raises `classify(exc) from exc`, carrying the driver's text
@@ -54,6 +67,8 @@ def _failing_route(sql: str, *, through_retry: bool) -> Any:
 async def test_no_driver_text_reaches_a_client(
     app: FastAPI, client: httpx.AsyncClient, through_retry: bool
 ) -> None:
+    async with app.state.api.pool.acquire() as conn:
+        merchant_id = str(await conn.fetchval("SELECT id FROM merchants WHERE name = 'bootstrap'"))
     for name, (sql, status) in DRIVER_FAILURES.items():
         path = f"/test-driver/{name}/{through_retry}"
         app.add_api_route(path, _failing_route(sql, through_retry=through_retry), methods=["POST"])
@@ -65,7 +80,7 @@ async def test_no_driver_text_reaches_a_client(
             "the request conflicts with data already stored",
             "the request holds a value payflow cannot store",
         ), problem
-        for word in SECRET_WORDS:
+        for word in (*SECRET_WORDS, merchant_id):
             assert word not in response.text, (name, word, response.text)
 
 
