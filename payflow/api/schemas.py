@@ -37,38 +37,46 @@ def clean_text(value: str) -> str:
 
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # the integers orjson (and so payflow) stores
 NUMBER_ADVICE = "; send such a value as a string"
+MAX_METADATA_DEPTH = 64  # objects and arrays inside `metadata`, well within orjson's 254
 
 
 def check_metadata(value: Any) -> bool:
     """Refuse what metadata could not store unchanged; True when it holds a float.
 
-    Walks nested objects and arrays. Raises `ValueError` for a non-finite number
-    (`1e999`, `-1e999`, `NaN`, `Infinity`: JSON has no such values and they would be
-    stored as null), an integer outside 64 bits (orjson cannot encode it) and text with
-    NUL (PostgreSQL `jsonb` cannot hold it). Whether a finite float is the number the
-    client wrote is decided by `floats_round_trip` on the raw body.
+    Walks nested objects and arrays without recursion. Raises `ValueError` for a
+    non-finite number (`1e999`, `-1e999`, `NaN`, `Infinity`: JSON has no such values and
+    they would be stored as null), an integer outside 64 bits (orjson cannot encode
+    it), text with NUL (PostgreSQL `jsonb` cannot hold it) and nesting deeper than
+    `MAX_METADATA_DEPTH`. Whether a finite float is the number the client wrote is
+    decided by `floats_round_trip` on the raw body.
     """
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        if isinstance(value, str) and "\x00" in value:
-            raise ValueError("text in metadata must not contain NUL characters")
-        return False
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError("numbers in metadata must be finite" + NUMBER_ADVICE)
-        return True
-    if isinstance(value, int):
-        if not INT64_MIN <= value <= UINT64_MAX:
-            raise ValueError("integers in metadata must fit in 64 bits" + NUMBER_ADVICE)
-        return False
-    if isinstance(value, dict):
-        has_float = False
-        for key, item in value.items():
-            check_metadata(key)
-            has_float = check_metadata(item) or has_float
-        return has_float
-    if isinstance(value, list):
-        return any([check_metadata(item) for item in value])
-    raise ValueError(f"metadata cannot hold a {type(value).__name__}")
+    has_float = False
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ValueError("text in metadata must not contain NUL characters")
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError("numbers in metadata must be finite" + NUMBER_ADVICE)
+            has_float = True
+        elif isinstance(item, int):
+            if not INT64_MIN <= item <= UINT64_MAX:
+                raise ValueError("integers in metadata must fit in 64 bits" + NUMBER_ADVICE)
+        elif isinstance(item, dict | list):
+            if depth >= MAX_METADATA_DEPTH:
+                raise ValueError(f"metadata must nest at most {MAX_METADATA_DEPTH} levels deep")
+            if isinstance(item, dict):
+                pending.extend((key, depth) for key in item)
+                pending.extend((child, depth + 1) for child in item.values())
+            else:
+                pending.extend((child, depth + 1) for child in item)
+        else:
+            raise ValueError(f"metadata cannot hold a {type(item).__name__}")
+    return has_float
 
 
 def _refuse_constant(name: str) -> Any:

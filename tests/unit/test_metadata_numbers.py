@@ -39,3 +39,14 @@ def test_values_metadata_cannot_hold_are_refused_anywhere(value: object) -> None
 
 def test_integers_within_64_bits_and_plain_values_pass_without_float_check() -> None:
     assert check_metadata({"a": 2**64 - 1, "b": -(2**63), "c": [True, None, "x"]}) is False
+
+
+def test_nesting_is_bounded_without_recursion() -> None:
+    nested: object = 1
+    for _ in range(63):
+        nested = [nested]
+    assert check_metadata({"a": nested}) is False
+    for _ in range(10_000):
+        nested = [nested]
+    with pytest.raises(ValueError, match="nest"):
+        check_metadata({"a": nested})
