@@ -2,6 +2,10 @@
 
 Typed payflow errors map to statuses here and nowhere else; driver errors go through
 `payflow.errors.classify` first. Anything unexpected is a 500 (a bug) and is logged.
+
+No driver message ever reaches a client: a database error (or a payflow error that
+`classify` made from one) is answered with a fixed, generic detail chosen by its kind;
+its text, SQLSTATE and constraint name go to the log only.
 """
 
 from __future__ import annotations
@@ -78,6 +82,56 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     return errors
 
 
+def driver_error(exc: BaseException) -> asyncpg.PostgresError | None:
+    """The database driver error whose text `exc` would show, or None.
+
+    That is `exc` itself, or a payflow error that `classify` made from a driver error
+    and raised `from` it (as `payflow.retry` does): its message is the driver's text.
+    A translation raised `from None` (such as `assign_address`'s `Conflict`) chose its
+    own words and is trusted.
+    """
+    if isinstance(exc, asyncpg.PostgresError):
+        return exc
+    cause = exc.__cause__
+    if isinstance(cause, asyncpg.PostgresError) and str(classify(cause)) == str(exc):
+        return cause
+    return None
+
+
+def _driver_problem(driver: asyncpg.PostgresError, request_path: str) -> ProblemResponse | None:
+    """A generic problem for a non-retryable driver error; None for retryable ones.
+
+    Unique and exclusion violations are 409 (the request conflicts with stored state),
+    other constraint and data errors 422; anything else is a 500. Only the log names
+    the SQLSTATE, the constraint and the driver's message.
+    """
+    if isinstance(classify(driver), RetryableError):
+        return None
+    log.warning(
+        "payflow.api.driver_error",
+        error_type=type(driver).__name__,
+        sqlstate=getattr(driver, "sqlstate", None),
+        constraint=getattr(driver, "constraint_name", None),
+        error=str(driver),
+        path=request_path,
+    )
+    if isinstance(driver, asyncpg.UniqueViolationError | asyncpg.ExclusionViolationError):
+        return problem(
+            409,
+            "Conflict",
+            "the request conflicts with data already stored",
+            type_=_type("conflict"),
+        )
+    if isinstance(driver, asyncpg.IntegrityConstraintViolationError | asyncpg.DataError):
+        return problem(
+            422,
+            "Invalid input",
+            "the request holds a value payflow cannot store",
+            type_=_type("invalid-input"),
+        )
+    return problem(500, "Internal error", "the request failed; nothing was written")
+
+
 def problem_for(exc: BaseException, request_path: str = "") -> ProblemResponse:
     """Map any exception to its problem response (the single place that decides statuses)."""
     if isinstance(exc, ApiProblem):
@@ -98,6 +152,11 @@ def problem_for(exc: BaseException, request_path: str = "") -> ProblemResponse:
         detail = exc.detail if isinstance(exc.detail, str) else "request failed"
         title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
         return problem(exc.status_code, title, detail, headers=dict(exc.headers or {}))
+    driver = driver_error(exc)
+    if driver is not None:
+        generic = _driver_problem(driver, request_path)
+        if generic is not None:
+            return generic
     error = classify(exc)
     if isinstance(error, NotFound):
         return problem(404, "Not found", str(error), type_=_type("not-found"))

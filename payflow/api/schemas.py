@@ -6,7 +6,10 @@ that says why. Timestamps are RFC 3339 in UTC.
 
 from __future__ import annotations
 
+import json
+import math
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -30,6 +33,79 @@ def clean_text(value: str) -> str:
     except UnicodeEncodeError:
         raise ValueError("must be valid Unicode text") from None
     return value
+
+
+INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # the integers orjson (and so payflow) stores
+NUMBER_ADVICE = "; send such a value as a string"
+MAX_METADATA_DEPTH = 64  # objects and arrays inside `metadata`, well within orjson's 254
+
+
+def check_metadata(value: Any) -> bool:
+    """Refuse what metadata could not store unchanged; True when it holds a float.
+
+    Walks nested objects and arrays without recursion. Raises `ValueError` for a
+    non-finite number (`1e999`, `-1e999`, `NaN`, `Infinity`: JSON has no such values and
+    they would be stored as null), an integer outside 64 bits (orjson cannot encode
+    it), text with NUL (PostgreSQL `jsonb` cannot hold it) and nesting deeper than
+    `MAX_METADATA_DEPTH`. Whether a finite float is the number the client wrote is
+    decided by `floats_round_trip` on the raw body.
+    """
+    has_float = False
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ValueError("text in metadata must not contain NUL characters")
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError("numbers in metadata must be finite" + NUMBER_ADVICE)
+            has_float = True
+        elif isinstance(item, int):
+            if not INT64_MIN <= item <= UINT64_MAX:
+                raise ValueError("integers in metadata must fit in 64 bits" + NUMBER_ADVICE)
+        elif isinstance(item, dict | list):
+            if depth >= MAX_METADATA_DEPTH:
+                raise ValueError(f"metadata must nest at most {MAX_METADATA_DEPTH} levels deep")
+            if isinstance(item, dict):
+                pending.extend((key, depth) for key in item)
+                pending.extend((child, depth + 1) for child in item.values())
+            else:
+                pending.extend((child, depth + 1) for child in item)
+        else:
+            raise ValueError(f"metadata cannot hold a {type(item).__name__}")
+    return has_float
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def floats_round_trip(raw_body: bytes) -> bool:
+    """True when every decimal literal under the body's `metadata` survives as a float.
+
+    A literal such as `0.10000000000000000001` or `1e-400` parses to a float that is a
+    different number (`0.1`, `0.0`), which payflow would store silently changed; the
+    raw text, read with exact decimals, is compared with the float it became.
+    """
+    try:
+        document = json.loads(raw_body, parse_float=Decimal, parse_constant=_refuse_constant)
+    except ValueError:
+        return False
+    pending = [document.get("metadata") if isinstance(document, dict) else None]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, Decimal):
+            as_float = float(value)
+            if not math.isfinite(as_float) or Decimal(repr(as_float)) != value:
+                return False
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return True
 
 
 def utc_bound(value: datetime | None) -> datetime | None:
@@ -74,6 +150,12 @@ class PaymentCreate(Strict):
 
     _amount_string = field_validator("amount", mode="before")(_amount_must_be_string)
 
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_metadata(value)
+        return value
+
     @field_validator("description", "currency", "webhook_url")
     @classmethod
     def _text(cls, value: str | None) -> str | None:
@@ -82,7 +164,10 @@ class PaymentCreate(Strict):
 
 class PaymentAccepted(BaseModel):
     payment_id: str
-    status: Literal["pending"]
+    status: Literal["pending", "succeeded", "failed"] = Field(
+        description="pending when created; a replay answered from the payment row after "
+        "its Idempotency-Key record expired shows the current status"
+    )
     created_at: str = Field(description="RFC 3339 timestamp in UTC")
 
 
@@ -170,8 +255,11 @@ class EventView(BaseModel):
 class WithdrawalAccepted(BaseModel):
     event_id: str
     account_id: str
-    amount: str
-    status: Literal["pending"]
+    amount: str = Field(description="Decimal string at the asset's scale", examples=["1.00"])
+    status: Literal["pending", "enqueued", "processing", "confirmed", "failed"] = Field(
+        description="pending when created; a replay answered from the event row after its "
+        "Idempotency-Key record expired shows the event's current status"
+    )
 
 
 class IngressEventResult(BaseModel):

@@ -153,3 +153,15 @@ SELECT event_id, status, trace_id FROM payment_events WHERE event_id = $1 FOR UP
 -- $1 payment id
 SELECT id, status, webhook_delivered_at, webhook_url, trace_id FROM payments
 WHERE id = $1 FOR UPDATE;
+
+-- name: delete_idempotency_before
+-- $1 retention in seconds, $2 max rows per call: the oldest api_idempotency records past
+-- the retention (index api_idempotency_created_idx). After that the payment or payment
+-- event the request made answers a retry (see payflow.ops.retention).
+DELETE FROM api_idempotency
+WHERE (merchant_id, scope, key) IN (
+    SELECT merchant_id, scope, key FROM api_idempotency
+    WHERE created_at < now() - make_interval(secs => $1)
+    ORDER BY created_at
+    LIMIT $2
+);

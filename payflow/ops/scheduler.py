@@ -15,6 +15,7 @@ import structlog
 
 from payflow.config import Settings
 from payflow.ops.recovery import recover_stale_events
+from payflow.ops.retention import cleanup_idempotency_keys
 from payflow.ops.sweeps import sweep_pending_payments, sweep_undelivered_webhooks
 from payflow.outbox.maintenance import alert_stale_outbox, cleanup_outbox
 
@@ -27,6 +28,7 @@ JOBS: dict[str, Job] = {
     "sweep_undelivered_webhooks": sweep_undelivered_webhooks,
     "alert_stale_outbox": alert_stale_outbox,
     "cleanup_outbox": cleanup_outbox,
+    "cleanup_idempotency_keys": cleanup_idempotency_keys,
 }
 
 

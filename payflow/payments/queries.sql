@@ -1,16 +1,29 @@
 -- name: create_payment
 -- $1 merchant id, $2 amount, $3 currency, $4 description, $5 metadata, $6 idempotency key,
 -- $7 webhook url, $8 trace id, $9 request hash, $10 advisory lock key of the idempotency key
--- One round trip: take the key's transaction lock, read any stored record, and only when
--- the lock was free and nothing is stored, insert the payment and its completed
--- idempotency record. Visibility follows the statement snapshot; a record committed by a
--- concurrent request after it was taken fails the primary key, and the caller retries.
+-- One round trip: take the key's transaction lock, read any stored record and any payment
+-- already made under the key (the domain row, which outlives the record's retention), and
+-- only when the lock was free and neither exists, insert the payment and its completed
+-- idempotency record. `prior_*` describe the existing payment, `prior_response` is the
+-- answer rebuilt from it (same shape as `response`, with its current status). Visibility
+-- follows the statement snapshot; a record committed by a concurrent request after it was
+-- taken fails a unique key, and the caller retries.
 WITH lock AS MATERIALIZED (
     SELECT pg_try_advisory_xact_lock($10) AS locked
 ), existing AS MATERIALIZED (
     SELECT i.request_hash, i.state, i.response_status, i.response_body
     FROM api_idempotency i
     WHERE i.merchant_id = $1 AND i.scope = 'payments.create' AND i.key = $6
+), prior AS MATERIALIZED (
+    SELECT q.id, q.amount, q.currency, q.description, q.metadata, q.webhook_url,
+           json_build_object(
+               'payment_id', q.id::text,
+               'status', q.status,
+               'created_at',
+               to_char(q.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+           ) AS response
+    FROM payments q
+    WHERE q.merchant_id = $1 AND q.idempotency_key = $6
 ), p AS (
     INSERT INTO payments
         (merchant_id, amount, currency, description, metadata, idempotency_key, webhook_url,
@@ -18,6 +31,7 @@ WITH lock AS MATERIALIZED (
     SELECT $1, $2, $3, $4, $5, $6, $7, $8
     FROM lock
     WHERE lock.locked AND NOT EXISTS (SELECT 1 FROM existing)
+      AND NOT EXISTS (SELECT 1 FROM prior)
     RETURNING id, status, created_at
 ), body AS (
     SELECT p.id, json_build_object(
@@ -32,9 +46,13 @@ WITH lock AS MATERIALIZED (
     SELECT $1, 'payments.create', $6, $9, 'completed', 202, body.response FROM body
 )
 SELECT lock.locked, e.request_hash, e.state, e.response_status, e.response_body,
-       body.id, body.response
+       body.id, body.response,
+       prior.id AS prior_id, prior.amount AS prior_amount, prior.currency AS prior_currency,
+       prior.description AS prior_description, prior.metadata AS prior_metadata,
+       prior.webhook_url AS prior_webhook_url, prior.response AS prior_response
 FROM lock
 LEFT JOIN existing e ON true
+LEFT JOIN prior ON true
 LEFT JOIN body ON true;
 
 -- name: get_payment

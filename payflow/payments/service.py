@@ -9,11 +9,17 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
+import orjson
 
 from payflow.db.queries import load_queries
 from payflow.errors import NotFound
 from payflow.outbox.writer import enqueue
-from payflow.payments.idempotency import StoredResponse, check_stored, lock_key
+from payflow.payments.idempotency import (
+    IdempotencyKeyReused,
+    StoredResponse,
+    check_stored,
+    lock_key,
+)
 
 SQL = load_queries("payflow.payments")
 CREATE_SCOPE = "payments.create"
@@ -40,11 +46,14 @@ async def create_payment(
     request_hash: str,
     trace_id: str,
 ) -> StoredResponse:
-    """Create a pending payment under an Idempotency-Key, or answer from the stored record.
+    """Create a pending payment under an Idempotency-Key, or answer from what is stored.
 
     Invariant: the payment, its idempotency record and its one `payment.created` outbox
-    row commit together in the caller's transaction, or none does; a replay returns
-    exactly the stored body. Raises the 409 problems of `idempotency.check_stored`.
+    row commit together in the caller's transaction, or none does. A replay writes
+    nothing: while the idempotency record exists it returns exactly the stored body;
+    after its retention the payment row itself decides (`_replay_payment`). Raises the
+    409 problems of `idempotency.check_stored`, and `IdempotencyKeyReused` when the
+    key's payment differs from this request.
     """
     row = await conn.fetchrow(
         SQL["create_payment"],
@@ -63,10 +72,39 @@ async def create_payment(
     stored = check_stored(row, request_hash)
     if stored is not None:
         return stored
+    if row["prior_id"] is not None:
+        return _replay_payment(row, payment)
     await enqueue(
         conn, PAYMENT_CREATED_TOPIC, {"version": 1, "payment_id": str(row["id"])}, trace_id
     )
     return StoredResponse(202, row["response"])
+
+
+def _canonical(value: Any) -> bytes:
+    """Type-exact JSON for comparing metadata (`1`, `1.0` and `true` stay different)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def _replay_payment(row: Any, payment: NewPayment) -> StoredResponse:
+    """Judge a request against the payment already made under its key (the domain row).
+
+    The same request (amount at the currency's scale, currency, description, metadata,
+    webhook URL) gets 202 with the original answer's shape (`payment_id`, `status`,
+    `created_at`) and the payment's current status; anything else is
+    `IdempotencyKeyReused` (409). Nothing of the request is echoed.
+    """
+    same = (
+        row["prior_amount"] == payment.amount
+        and row["prior_currency"] == payment.currency
+        and row["prior_description"] == payment.description
+        and _canonical(row["prior_metadata"]) == _canonical(payment.metadata)
+        and row["prior_webhook_url"] == payment.webhook_url
+    )
+    if not same:
+        raise IdempotencyKeyReused(
+            "this Idempotency-Key was already used for a payment with different details"
+        )
+    return StoredResponse(202, row["prior_response"])
 
 
 async def get_payment(

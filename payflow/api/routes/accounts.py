@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
 from fastapi import APIRouter, Header, Path, Query, Request
 
-from payflow.api.auth import SQL, AdminMerchant, CurrentMerchant, Merchant
+from payflow.api.auth import SQL, CurrentMerchant, Merchant, require_admin
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.responses import JsonResponse, iso, wire_amount
@@ -26,18 +27,21 @@ from payflow.api.schemas import (
 )
 from payflow.api.state import api_state
 from payflow.db.tx import transaction
-from payflow.errors import BadInput, NotFound
+from payflow.errors import BadInput, Conflict, NotFound
 from payflow.idempotency import idempotency_key
 from payflow.ingress.payloads import normalise_address
-from payflow.ingress.service import assign_address, record_and_announce
-from payflow.ledger.accounts import asset_scale
+from payflow.ingress.service import LEDGER_EVENT_TOPIC, assign_address
+from payflow.ledger.accounts import asset_scale, record_event
 from payflow.ledger.limits import LimitKind, check_limit
 from payflow.ledger.posting import posting_key
 from payflow.ledger.records import EventType
 from payflow.ledger.states import SQL as LEDGER_SQL
-from payflow.money import format_amount, parse_amount
+from payflow.money import parse_amount
+from payflow.observability import log
+from payflow.outbox.writer import enqueue
 from payflow.payments.idempotency import (
     KEY_PATTERN,
+    IdempotencyKeyReused,
     StoredResponse,
     is_key_race,
     lookup,
@@ -151,16 +155,23 @@ async def list_entries(
     summary="Assign a deposit address to an account (admin key)",
 )
 async def add_deposit_address(
-    request: Request, account_id: UUID, body: DepositAddressCreate, merchant: AdminMerchant
+    request: Request, account_id: UUID, body: DepositAddressCreate, merchant: CurrentMerchant
 ) -> JsonResponse:
-    """An address is unique per chain: assigning a taken one answers 409."""
+    """Map an address payflow issued to an account (operators only).
+
+    Ownership is checked first: another merchant's account answers 404 exactly like an
+    unknown id, and only on its own account does a merchant key get 403 (assigning stays
+    admin-only, because a deposit address credits whatever arrives at it). An address is
+    unique per chain: assigning a taken one answers 409.
+    """
     state = api_state(request)
-    try:
-        address = normalise_address(body.address, "body.address")
-    except BadInput:
-        raise FieldError("body.address", "is not a valid address") from None
     async with connection(state.pool) as conn, transaction(conn, state.settings):
         await _owned_account(conn, account_id, merchant)
+        await require_admin(merchant)
+        try:
+            address = normalise_address(body.address, "body.address")
+        except BadInput:
+            raise FieldError("body.address", "is not a valid address") from None
         row = await assign_address(conn, body.chain, address, account_id)
     return JsonResponse(
         {"chain": row["chain"], "address": row["address"], "account_id": str(row["account_id"])},
@@ -171,6 +182,74 @@ async def add_deposit_address(
 def withdrawal_event_id(merchant_id: UUID, key: str) -> str:
     """Deterministic per merchant and Idempotency-Key, so a retry never makes a second event."""
     return "wd:" + idempotency_key("withdrawal", str(merchant_id), key)
+
+
+class DerivedEventTaken(Conflict):
+    """A derived event id (`wd:`) exists although the key's lock saw none: stop the request."""
+
+
+def _withdrawal_body(event: Any, asset: str) -> dict[str, Any]:
+    """The 202 answer, rebuilt from the payment event row (its current status)."""
+    return {
+        "event_id": event["event_id"],
+        "account_id": str(event["account_id"]),
+        "amount": wire_amount(event["amount"], asset),
+        "status": event["status"],
+    }
+
+
+async def _record_withdrawal(
+    conn: asyncpg.Connection,
+    *,
+    event_id: str,
+    account: Any,
+    amount: Decimal,
+    scale: int,
+    trace_id: str,
+) -> tuple[dict[str, Any], bool]:
+    """Record the withdrawal event and its `ledger.event` outbox row, or judge the one made.
+
+    Runs under the Idempotency-Key's advisory lock (taken by `lookup`) after the key's
+    record was found missing, so the event row is the last word: an event with the
+    derived id that matches the request (account, amount at the asset's scale, type)
+    is answered from its row with `created` False and nothing written; one that differs
+    raises `IdempotencyKeyReused` (409). An insert that inserts nothing raises
+    `DerivedEventTaken`: the transaction stops rather than announce or echo anything.
+    Returns (the wire body, created).
+    """
+    asset: str = account["asset"]
+    existing = await conn.fetchrow(LEDGER_SQL["get_event"], event_id)
+    if existing is not None:
+        same = (
+            existing["account_id"] == account["id"]
+            and existing["amount"] == amount
+            and existing["event_type"] == EventType.WITHDRAWAL.value
+        )
+        if not same:
+            raise IdempotencyKeyReused(
+                "this Idempotency-Key was already used for a withdrawal with different details"
+            )
+        return _withdrawal_body(existing, asset), False
+    inserted = await record_event(
+        conn,
+        event_id=event_id,
+        account_id=account["id"],
+        amount=format(amount, "f"),
+        event_type=EventType.WITHDRAWAL,
+        scale=scale,
+        trace_id=trace_id,
+    )
+    if not inserted:
+        log.error("payflow.withdrawal.derived_id_taken", event_id=event_id)
+        raise DerivedEventTaken("the request conflicts with an existing event; nothing was written")
+    await enqueue(conn, LEDGER_EVENT_TOPIC, {"version": 1, "event_id": event_id}, trace_id)
+    body = {
+        "event_id": event_id,
+        "account_id": str(account["id"]),
+        "amount": wire_amount(amount, asset),
+        "status": "pending",
+    }
+    return body, True
 
 
 @router.post(
@@ -187,7 +266,11 @@ async def withdraw(
     merchant: CurrentMerchant,
     idempotency_key_header: Annotated[str, Header(alias="Idempotency-Key", pattern=KEY_PATTERN)],
 ) -> JsonResponse:
-    """Record a pending withdrawal event and its outbox row; funds are checked at posting."""
+    """Record a pending withdrawal event and its outbox row; funds are checked at posting.
+
+    A retry is answered from the key's stored record while it is kept, and from the
+    event row after that (see `_record_withdrawal`).
+    """
     state = api_state(request)
     key = idempotency_key_header
     req_hash = request_hash(WITHDRAWAL_SCOPE, {"account_id": str(account_id), **body.model_dump()})
@@ -208,26 +291,18 @@ async def withdraw(
                 await check_limit(
                     conn, account["asset"], LimitKind.WITHDRAWAL, amount, field="body.amount"
                 )
-                await record_and_announce(
+                answer, created = await _record_withdrawal(
                     conn,
                     event_id=event_id,
-                    account_id=account_id,
-                    amount=body.amount,
-                    event_type=EventType.WITHDRAWAL,
+                    account=account,
+                    amount=amount,
                     scale=scale,
                     trace_id=trace_id,
                 )
-                response = StoredResponse(
-                    202,
-                    {
-                        "event_id": event_id,
-                        "account_id": str(account_id),
-                        "amount": format_amount(amount),
-                        "status": "pending",
-                    },
-                )
-                await store(conn, merchant.id, WITHDRAWAL_SCOPE, key, req_hash, response)
-            return JsonResponse(response.body, status_code=202)
+                if created:
+                    response = StoredResponse(202, answer)
+                    await store(conn, merchant.id, WITHDRAWAL_SCOPE, key, req_hash, response)
+            return JsonResponse(answer, status_code=202)
         except Exception as exc:
             if attempt == 1 and is_key_race(exc):
                 continue

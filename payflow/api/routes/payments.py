@@ -22,6 +22,8 @@ from payflow.api.schemas import (
     PaymentCreate,
     PaymentPage,
     PaymentView,
+    check_metadata,
+    floats_round_trip,
     problem_responses,
     utc_bound,
 )
@@ -47,7 +49,13 @@ IdempotencyKey = Annotated[
 ]
 
 
-def _validated(request: Request, body: PaymentCreate) -> NewPayment:
+async def _validated(request: Request, body: PaymentCreate) -> NewPayment:
+    """The request as a `NewPayment`; `FieldError` (422) naming the first bad field.
+
+    Metadata is stored exactly as sent or refused: `PaymentCreate` refuses non-finite
+    numbers, integers beyond 64 bits and NUL; here a decimal literal that its float
+    would change (`0.10000000000000000001`) is refused from the raw body.
+    """
     settings = api_state(request).settings
     if body.currency not in settings.fiat_currencies:
         allowed = ", ".join(settings.fiat_currencies)
@@ -56,6 +64,11 @@ def _validated(request: Request, body: PaymentCreate) -> NewPayment:
         amount = parse_amount(body.amount, scale_of(body.currency))
     except BadInput as error:
         raise FieldError("body.amount", str(error)) from None
+    if check_metadata(body.metadata) and not floats_round_trip(await request.body()):
+        raise FieldError(
+            "body.metadata",
+            "numbers in metadata must be stored exactly; send this value as a string",
+        )
     try:
         metadata_size = len(orjson.dumps(body.metadata))
     except orjson.JSONEncodeError:
@@ -87,7 +100,7 @@ async def create(
 ) -> JsonResponse:
     """Answer 202 with the pending payment; a same-key, same-body retry gets the same answer."""
     state = api_state(request)
-    payment = _validated(request, body)
+    payment = await _validated(request, body)
     req_hash = request_hash(CREATE_SCOPE, body.model_dump(mode="json"))
     trace_id: str = request.state.trace_id
     for attempt in (1, 2):
