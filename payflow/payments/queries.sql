@@ -174,6 +174,15 @@ UPDATE charge_attempts SET state = 'needs_review', reason = left($2, 1024)
 WHERE payment_id = $1 AND state IN ('claimed', 'needs_review')
 RETURNING attempt_id, attempt;
 
+-- name: charges_needing_review
+-- $1 page size. Unanswered attempts parked for an operator, oldest first.
+SELECT c.payment_id, c.attempt, c.claimed_at, c.reason, p.amount, p.currency, p.merchant_id
+FROM charge_attempts c
+JOIN payments p ON p.id = c.payment_id
+WHERE c.state = 'needs_review'
+ORDER BY c.claimed_at
+LIMIT $1;
+
 -- name: open_merchant_account
 -- $1 merchant id, $2 asset. Race-free thanks to accounts_merchant_settlement_unique.
 INSERT INTO accounts (asset, merchant_id, settlement) VALUES ($2, $1, true)
