@@ -75,6 +75,7 @@ class Settings(BaseSettings):
     gateway_delay_max_s: float = Field(default=5.0, ge=0)
     gateway_failure_rate: float = Field(default=0.1, ge=0, le=1)
     gateway_seed: int | None = None
+    charge_lease_s: float = Field(default=10.0, gt=0)
     webhook_timeout_s: float = Field(default=5.0, gt=0)
     webhook_max_connections: int = Field(default=100, ge=1)
     webhook_concurrency: int = Field(default=8, ge=1)

@@ -60,6 +60,11 @@ class Conflict(PayflowError):
     """The request conflicts with stored state (idempotency key reuse, unique address)."""
 
 
+class IdCollision(Conflict):
+    """An id payflow derives itself (for example ``payment:<uuid>``) is already taken by a
+    row payflow did not write for it. The transaction stops; nothing is skipped silently."""
+
+
 class InsufficientFunds(BusinessOutcome):
     """A debit larger than the available balance."""
 

@@ -20,6 +20,7 @@ import aio_pika
 import asyncpg
 import httpx
 import structlog
+from redis.asyncio import Redis
 
 from payflow.broker.connection import confirm_channel, connect
 from payflow.broker.consumer import Consumer, Route
@@ -56,9 +57,12 @@ class Runtime:
 Role = Callable[[Runtime, asyncio.Event], Coroutine[Any, Any, None]]
 
 
-def default_gateway(settings: Settings) -> Gateway:
-    """The gateway emulator configured from settings."""
+def default_gateway(settings: Settings, redis: Redis) -> Gateway:
+    """The gateway emulator configured from settings; it remembers charges in `redis`
+    (under `REDIS_KEY_PREFIX`), shared by every worker process like a real gateway."""
     return EmulatedGateway(
+        redis,
+        settings.redis_key_prefix,
         settings.gateway_delay_min_s,
         settings.gateway_delay_max_s,
         settings.gateway_failure_rate,
@@ -166,6 +170,10 @@ async def run_roles(
     # advisory locks only; the relay LISTENs on its own pool), so releases skip the reset.
     pool = await create_pool(settings, reset_session=False)
     http = build_http_client(settings)
+    redis: Redis | None = None
+    if gateway is None:  # the emulator, on its own Redis client (connects lazily)
+        redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
+        gateway = default_gateway(settings, redis)
     connection = None
     try:
         connection = await _connect_with_retry(settings, "payflow:" + "+".join(roles), stop)
@@ -180,7 +188,7 @@ async def run_roles(
             connection=connection,
             names=names,
             http=http,
-            gateway=gateway or default_gateway(settings),
+            gateway=gateway,
             worker_queues=worker_queues,
         )
         tasks: list[asyncio.Task[None]] = [
@@ -202,6 +210,8 @@ async def run_roles(
             with contextlib.suppress(Exception):
                 await connection.close()
         await http.aclose()
+        if redis is not None:
+            await redis.aclose()
         await pool.close()
         log.info("payflow.roles.stopped", roles=list(roles))
 

@@ -1,18 +1,30 @@
-"""The payment worker: pending -> gateway -> succeeded|failed, credit, webhook job.
+"""The payment worker: claim -> gateway -> answer + succeeded|failed, credit, webhook job.
 
-The finalising transaction is the only one that matters: it moves the payment by
-compare-and-set, and in the same commit writes the merchant's `payment_credit` event
-(posted exactly once by the ledger worker, event id ``payment:<uuid>``) and the
-`webhook.deliver` outbox row. So whatever crashes where, either none of the three
-exist (the redelivered message redoes the work) or all of them do (a redelivery sees
-a terminal payment and stops; the webhook job is already in the outbox).
+A gateway charge is an effect outside PostgreSQL, so it is claimed before it happens and
+its answer is recorded before anything depends on it (`payflow.payments.charges`):
+
+* tx 1 commits a charge attempt with a lease (a concurrent delivery of the same payment
+  sees the live claim and retries later; it never calls the gateway meanwhile);
+* the gateway is called with no transaction open (a redelivery whose predecessor left
+  an unanswered attempt asks `status()` first and charges only if the gateway never
+  saw the payment);
+* tx 2 records the answer and finalizes: the status moves by compare-and-set and the same
+  commit writes the merchant's `payment_credit` event (``payment:<uuid>``, posted exactly
+  once by the ledger worker) and the `webhook.deliver` outbox row.
+
+So whatever crashes where, the payment is either untouched (and the gateway knows
+whether it charged) or final with its credit and webhook job.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
+import socket
 from decimal import Decimal
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import asyncpg
 import structlog
@@ -23,13 +35,30 @@ from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
-from payflow.errors import BadInput, NotFound, PayflowError
+from payflow.errors import (
+    BadInput,
+    IdCollision,
+    NotFound,
+    PayflowError,
+    RetryableError,
+    classify,
+)
 from payflow.ledger.accounts import record_event
 from payflow.ledger.records import EventType
 from payflow.money import format_amount, parse_amount
 from payflow.ops.dlq import record_dead_letter
 from payflow.outbox.writer import enqueue
-from payflow.payments.gateway import ChargeRequest, Gateway
+from payflow.payments.charges import (
+    OPEN_STATES,
+    Claim,
+    claim_charge,
+    latest_attempt,
+    lock_payment,
+    mark_needs_review,
+    record_answer,
+    release_claim,
+)
+from payflow.payments.gateway import ChargeRequest, ChargeResult, Gateway
 
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.payments")
@@ -78,6 +107,10 @@ async def finalize(
     the `webhook.deliver` job (when a URL is set) are written together or not at all:
     one statement normally, plus the account opening on a merchant's first success in
     a currency, all in the caller's transaction.
+
+    Raises `IdCollision` when a `payment_events` row with the derived id
+    ``payment:<uuid>`` already exists: a pending payment never has its credit, so that
+    row was written by someone else; nothing is skipped, the transaction must roll back.
     """
     if not conn.is_in_transaction():
         raise RuntimeError("finalize must run inside the caller's transaction")
@@ -89,9 +122,54 @@ async def finalize(
     webhook_job = {"version": 1, "payment_id": str(payment_id)} if payment["webhook_url"] else None
     # Validated like any recorded event; a decline (or dead-lettering) never parses it.
     credit_value = parse_amount(credit_amount, payment["scale"]) if event_id else None
+    try:
+        row = await _finalize_statement(
+            conn, payment, status, event_id, credit_value, trace_id, credit_job, webhook_job
+        )
+    except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name == "payment_events_pkey":
+            raise _collision(event_id) from None
+        raise
+    if not row["finalized"]:
+        return False
+    if event_id is not None and not row["credited"]:
+        # The merchant's first success in this currency: open the account (race-free),
+        # then write the credit and its job; still the same transaction.
+        account_id = await merchant_account(conn, payment["merchant_id"], payment["currency"])
+        recorded = await record_event(
+            conn,
+            event_id=event_id,
+            account_id=account_id,
+            amount=credit_amount,
+            event_type=EventType.PAYMENT_CREDIT,
+            scale=payment["scale"],
+            trace_id=trace_id,
+        )
+        if not recorded:
+            raise _collision(event_id)
+        await enqueue(conn, TOPIC_LEDGER_EVENT, credit_job, trace_id)
+    return True
+
+
+def _collision(event_id: str | None) -> IdCollision:
+    return IdCollision(
+        f"event id {event_id!r} is derived by payflow but already exists; refusing to finalize"
+    )
+
+
+async def _finalize_statement(
+    conn: Connection,
+    payment: asyncpg.Record,
+    status: str,
+    event_id: str | None,
+    credit_value: Decimal | None,
+    trace_id: str | None,
+    credit_job: dict[str, Any],
+    webhook_job: dict[str, Any] | None,
+) -> asyncpg.Record:
     row = await conn.fetchrow(
         SQL["finalize_payment"],
-        payment_id,
+        payment["id"],
         status,
         payment["merchant_id"],
         payment["currency"],
@@ -105,71 +183,136 @@ async def finalize(
         webhook_job,
     )
     assert row is not None
-    if not row["finalized"]:
-        return False
-    if event_id is not None and not row["credited"]:
-        # The merchant's first success in this currency: open the account (race-free),
-        # then write the credit and its job; still the same transaction.
-        account_id = await merchant_account(conn, payment["merchant_id"], payment["currency"])
-        await record_event(
-            conn,
-            event_id=event_id,
-            account_id=account_id,
-            amount=credit_amount,
-            event_type=EventType.PAYMENT_CREDIT,
-            scale=payment["scale"],
-            trace_id=trace_id,
-        )
-        await enqueue(conn, TOPIC_LEDGER_EVENT, credit_job, trace_id)
-    return True
+    return row
+
+
+def _status_of(result: ChargeResult) -> str:
+    return SUCCEEDED if result.approved else FAILED
 
 
 class PaymentProcessor:
-    """Handles `payment.created` messages."""
+    """Handles `payment.created` messages (and their dead-lettering)."""
 
     def __init__(self, pool: asyncpg.Pool, settings: Settings, gateway: Gateway) -> None:
         self._pool = pool
         self._settings = settings
         self._gateway = gateway
+        self._worker = f"{socket.gethostname()}:{os.getpid()}"
 
     async def handle(self, envelope: Envelope) -> None:
         """Process one payment; a duplicate delivery of a final payment does nothing.
 
-        Invariant: the payment's status, its credit event and its webhook job commit
-        together, once.
+        Raises `ChargeInProgress` (retryable) while another delivery holds a live claim,
+        and the gateway's `RetryableError` after releasing this delivery's claim.
+
+        Invariant: the gateway is called only under a committed, live claim; the answer,
+        the payment's status, its credit event and its webhook job commit together, once.
         """
         payment_id = payment_id_of(envelope)
         structlog.contextvars.bind_contextvars(payment_id=str(payment_id))
+        trace_id = envelope.trace_id or None
         async with self._pool.acquire() as conn:
             payment = await load_payment(conn, payment_id)
         if payment["status"] != "pending":
             log.info("payflow.payments.duplicate", status=payment["status"])
             return
-        log.debug("payflow.payments.charging")
-        result = await self._gateway.charge(
-            ChargeRequest(payment_id, payment["amount"], payment["currency"])
-        )
-        status = SUCCEEDED if result.approved else FAILED
+        token = f"{self._worker}:{uuid4().hex[:12]}"
+        changed = False
         async with self._pool.acquire() as conn, transaction(conn, self._settings):
-            changed = await finalize(conn, payment, status, envelope.trace_id or None)
+            claim = await claim_charge(conn, payment_id, token, self._settings.charge_lease_s)
+            if isinstance(claim, ChargeResult):  # answered before: finalize from the record
+                changed = await finalize(conn, payment, _status_of(claim), trace_id)
+        if claim is None:
+            log.info("payflow.payments.duplicate", status="final")
+            return
+        if isinstance(claim, ChargeResult):
+            log.info(
+                "payflow.payments.finalized" if changed else "payflow.payments.duplicate",
+                status=_status_of(claim),
+                source="recorded answer",
+            )
+            return
+        result = await self._call_gateway(claim, payment)
+        async with self._pool.acquire() as conn, transaction(conn, self._settings):
+            await lock_payment(conn, payment_id)
+            answer = await record_answer(conn, payment_id, result)
+            changed = await finalize(conn, payment, _status_of(answer), trace_id)
+        if answer != result:
+            log.error(
+                "payflow.payments.answer_mismatch",
+                recorded=_status_of(answer),
+                received=_status_of(result),
+                reference=result.reference,
+            )
         log.info(
             "payflow.payments.finalized" if changed else "payflow.payments.duplicate",
-            status=status,
-            reason=result.reason,
+            status=_status_of(answer),
+            reason=answer.reason,
+            attempt=claim.attempt,
         )
 
+    async def _call_gateway(self, claim: Claim, payment: asyncpg.Record) -> ChargeResult:
+        """Ask (recovering claims) or charge, with no transaction open, within the lease.
+
+        On any failure the claim's lease ends at once so the next delivery takes over
+        and asks the gateway what happened."""
+        log.info("payflow.payments.charging", attempt=claim.attempt, recovering=claim.recovering)
+        try:
+            async with asyncio.timeout(self._settings.charge_lease_s):
+                if claim.recovering:
+                    known = await self._gateway.status(payment["id"])
+                    if known is not None:
+                        log.info("payflow.payments.recovered", approved=known.approved)
+                        return known
+                return await self._gateway.charge(
+                    ChargeRequest(payment["id"], payment["amount"], payment["currency"])
+                )
+        except Exception:
+            with contextlib.suppress(Exception):  # best effort: the lease expires anyway
+                async with self._pool.acquire() as conn, transaction(conn, self._settings):
+                    await release_claim(conn, claim)
+            raise
+
+    async def _ask_status(self, payment_id: UUID) -> tuple[ChargeResult | None, str]:
+        """One `status()` question for `on_dead`: the answer (None: not known) and a note."""
+        try:
+            async with asyncio.timeout(self._settings.charge_lease_s):
+                known = await self._gateway.status(payment_id)
+        except Exception as exc:
+            return None, f"gateway unreachable: {type(exc).__name__}: {exc}"
+        if known is None:
+            return None, "the gateway has no charge for this payment"
+        return known, "the gateway answered"
+
     async def on_dead(self, envelope: Envelope, error: PayflowError) -> None:
-        """Retries exhausted: mark the payment failed (webhook job included) and record
-        the DLQ row, in one transaction."""
+        """Retries exhausted: settle what is known and record the DLQ row, in one
+        transaction.
+
+        Invariant: a payment is marked failed only when the gateway's answer is known
+        (a recorded or freshly asked decline) or the gateway was never asked (no charge
+        attempt). A claimed, unanswered attempt gets one `status()` question, outside
+        any transaction: a known answer finalizes the payment; anything else leaves it
+        pending with its attempt `needs_review` (alert `payflow.payments.needs_review`).
+        """
         payload: dict[str, Any] = dict(envelope.payload)
         subject = str(payload.get("payment_id"))
-        async with self._pool.acquire() as conn, transaction(conn, self._settings):
-            try:
+        trace_id = envelope.trace_id or None
+        payment: asyncpg.Record | None = None
+        known: ChargeResult | None = None
+        note = ""
+        try:
+            async with self._pool.acquire() as conn:
                 payment = await load_payment(conn, payment_id_of(envelope))
-            except (BadInput, NotFound):
-                payment = None
-            if payment is not None and payment["status"] == "pending":
-                await finalize(conn, payment, FAILED, envelope.trace_id or None)
+                pending = payment["status"] == "pending"
+                seen = await latest_attempt(conn, payment["id"]) if pending else None
+        except (BadInput, NotFound):
+            payment = None
+        else:
+            if seen is not None and seen.state in OPEN_STATES:
+                known, note = await self._ask_status(payment["id"])
+        async with self._pool.acquire() as conn, transaction(conn, self._settings):
+            if payment is not None and await lock_payment(conn, payment["id"]) == "pending":
+                await self._settle_dead(conn, payment, known, note, error, trace_id)
             await record_dead_letter(
                 conn,
                 source="payment",
@@ -178,3 +321,46 @@ class PaymentProcessor:
                 error=f"{type(error).__name__}: {error}",
                 attempt=envelope.attempt,
             )
+
+    async def _settle_dead(
+        self,
+        conn: Connection,
+        payment: asyncpg.Record,
+        known: ChargeResult | None,
+        note: str,
+        error: PayflowError,
+        trace_id: str | None,
+    ) -> None:
+        """`on_dead`'s decision for a locked pending payment (see `on_dead`)."""
+        latest = await latest_attempt(conn, payment["id"])
+        if latest is None:  # the gateway was never asked: failing is safe
+            await finalize(conn, payment, FAILED, trace_id)
+            return
+        answer = latest.answer if latest.answer is not None else known
+        if answer is not None:
+            # A savepoint: a refused finalize (say an IdCollision) must not take the DLQ
+            # row and the review mark down with it.
+            await conn.execute("SAVEPOINT settle_dead")
+            try:
+                await record_answer(conn, payment["id"], answer)
+                await finalize(conn, payment, _status_of(answer), trace_id)
+            except Exception as exc:
+                refusal = classify(exc)
+                if isinstance(refusal, RetryableError):
+                    raise
+                await conn.execute("ROLLBACK TO SAVEPOINT settle_dead")
+                note = (
+                    f"the gateway {'approved' if answer.approved else 'declined'} "
+                    f"(reference {answer.reference or '-'}) but finalizing was refused: "
+                    f"{type(refusal).__name__}: {refusal}"
+                )
+            else:
+                await conn.execute("RELEASE SAVEPOINT settle_dead")
+                return
+        attempt = await mark_needs_review(conn, payment["id"], f"{note}; dead: {error}")
+        log.error(
+            "payflow.payments.needs_review",
+            attempt=attempt,
+            reason=note,
+            error=f"{type(error).__name__}: {error}",
+        )

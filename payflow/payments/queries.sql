@@ -119,9 +119,11 @@ WITH fin AS (
     SELECT a.id FROM accounts a, fin
     WHERE $5::text IS NOT NULL AND a.merchant_id = $3 AND a.asset = $4 AND a.settlement
 ), credit AS (
+    -- No ON CONFLICT: an existing row with this derived id was not written for this
+    -- payment (status and credit commit together), so the unique violation on
+    -- payment_events_pkey stops the transaction (the caller raises IdCollision).
     INSERT INTO payment_events (event_id, account_id, amount, event_type, trace_id)
     SELECT $5, account.id, $6, $7, $8 FROM account
-    ON CONFLICT (event_id) DO NOTHING
     RETURNING event_id
 ), credit_job AS (
     INSERT INTO outbox (topic, payload, trace_id)
@@ -137,6 +139,67 @@ WITH fin AS (
 SELECT EXISTS (SELECT 1 FROM fin) AS finalized,
        EXISTS (SELECT 1 FROM account) AS credited
 FROM (SELECT count(*) FROM wake) AS woken;
+
+-- ---- charge attempts: claimed before the gateway is called (payflow.payments.charges)
+
+-- name: lock_payment_for_charge
+-- $1 payment id. The payment row lock serialises every claim, answer and dead-lettering
+-- of one payment's charge (lock order: payment, then its attempts).
+SELECT status FROM payments WHERE id = $1 FOR UPDATE;
+
+-- name: latest_charge_attempt
+-- $1 payment id: the payment's newest attempt (the only one that can be open or answered)
+SELECT attempt_id, attempt, state, claimed_by, reason, gateway_reference,
+       lease_until <= clock_timestamp() AS expired
+FROM charge_attempts
+WHERE payment_id = $1
+ORDER BY attempt DESC
+LIMIT 1;
+
+-- name: supersede_charge_attempt
+-- $1 attempt id. An unanswered attempt whose lease expired (or that waits for review)
+-- gives way to the next claim.
+UPDATE charge_attempts SET state = 'superseded'
+WHERE attempt_id = $1 AND state IN ('claimed', 'needs_review')
+RETURNING attempt_id;
+
+-- name: insert_charge_attempt
+-- $1 payment id, $2 attempt number, $3 claimed_by (the claim's token), $4 lease seconds.
+-- charge_attempts_one_open refuses a second open attempt of the payment.
+INSERT INTO charge_attempts (payment_id, attempt, claimed_by, lease_until)
+VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))
+RETURNING attempt_id;
+
+-- name: release_charge_claim
+-- $1 attempt id, $2 claimed_by. Ends the lease now (the gateway call failed), so the
+-- next delivery takes the attempt over at once and asks the gateway what happened.
+UPDATE charge_attempts SET lease_until = clock_timestamp()
+WHERE attempt_id = $1 AND claimed_by = $2 AND state = 'claimed';
+
+-- name: record_charge_answer
+-- $1 payment id, $2 approved|declined, $3 reason, $4 gateway reference. Records the
+-- gateway's answer on the payment's open attempt (whoever holds it: the answer is the
+-- gateway's, not the worker's); no row when an answer is already recorded.
+UPDATE charge_attempts
+SET state = $2, reason = $3, gateway_reference = $4, answered_at = clock_timestamp()
+WHERE payment_id = $1 AND state IN ('claimed', 'needs_review')
+RETURNING attempt_id;
+
+-- name: mark_charge_needs_review
+-- $1 payment id, $2 reason. The open attempt waits for an operator; the payment stays
+-- pending.
+UPDATE charge_attempts SET state = 'needs_review', reason = left($2, 1024)
+WHERE payment_id = $1 AND state IN ('claimed', 'needs_review')
+RETURNING attempt_id, attempt;
+
+-- name: charges_needing_review
+-- $1 page size. Unanswered attempts parked for an operator, oldest first.
+SELECT c.payment_id, c.attempt, c.claimed_at, c.reason, p.amount, p.currency, p.merchant_id
+FROM charge_attempts c
+JOIN payments p ON p.id = c.payment_id
+WHERE c.state = 'needs_review'
+ORDER BY c.claimed_at
+LIMIT $1;
 
 -- name: open_merchant_account
 -- $1 merchant id, $2 asset. Race-free thanks to accounts_merchant_settlement_unique.

@@ -19,7 +19,7 @@ from payflow.api.auth import create_merchant
 from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings, load_settings
-from payflow.payments.gateway import EmulatedGateway, Gateway
+from payflow.payments.gateway import Gateway
 from payflow.roles import WORKER_QUEUES, run_roles
 
 RABBIT_USER = "guest"
@@ -44,9 +44,11 @@ def vhost() -> Iterator[str]:
 
 @pytest.fixture
 def pipe_settings(database_url: str, vhost: str) -> Settings:
-    """Fast tiers and an instant, always-approving gateway; the sink on 127.0.0.1 is allowed."""
+    """Fast tiers and an instant, always-approving gateway; the sink on 127.0.0.1 is allowed.
+    The gateway emulator remembers charges in Redis under this test's own key prefix."""
     return load_settings(
         database_url=database_url,
+        redis_key_prefix=f"payflow-test-{vhost}:",
         rabbitmq_url=f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}",
         retry_tiers_ms=(40, 80, 120),
         gateway_delay_min_s=0.0,
@@ -115,7 +117,7 @@ async def start_roles(
                 settings or pipe_settings,
                 roles,
                 stop_event,
-                gateway=gateway or EmulatedGateway(0, 0, 0.0, seed=1),
+                gateway=gateway,  # None: the emulator from settings, on real Redis
                 worker_queues=worker_queues,
             )
         )

@@ -6,7 +6,6 @@ import uuid
 
 import aio_pika
 import asyncpg
-import orjson
 
 from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter
@@ -18,17 +17,22 @@ from tests.integration.pipeline.conftest import queue_depth, wait_until
 
 
 class DownGateway:
-    """A gateway that is always unreachable."""
+    """A gateway that is always unreachable (charge and status alike)."""
 
     def __init__(self) -> None:
-        self.calls = 0
+        self.charges = 0
+        self.status_calls = 0
 
     async def charge(self, request: ChargeRequest) -> ChargeResult:
-        self.calls += 1
+        self.charges += 1
+        raise RetryableError("gateway unreachable")
+
+    async def status(self, payment_id: uuid.UUID) -> ChargeResult | None:
+        self.status_calls += 1
         raise RetryableError("gateway unreachable")
 
 
-async def test_payment_whose_gateway_stays_down_fails_into_the_dlq_and_is_notified(
+async def test_payment_whose_gateway_stays_down_is_dead_lettered_pending_for_review(
     pool: asyncpg.Pool,
     pipe_settings: Settings,
     submitter: DirectSubmitter,
@@ -36,6 +40,9 @@ async def test_payment_whose_gateway_stays_down_fails_into_the_dlq_and_is_notifi
     sink: WebhookSink,
     start_roles,
 ) -> None:
+    """The charge was sent once and its outcome never learnt: the payment must not be
+    failed (the customer may have been charged). It stays pending, its attempt waits for
+    review, the DLQ row is recorded, and every redelivery asked instead of charging."""
     gateway = DownGateway()
     running = await start_roles(gateway=gateway)
     payment_id = await submitter.submit_payment(merchant[0], "8.00", "USD", "k-down", sink.url)
@@ -46,14 +53,24 @@ async def test_payment_whose_gateway_stays_down_fails_into_the_dlq_and_is_notifi
         ),
         what="payment dead letter",
     )
-    await sink.wait_for(1)
     await running.stop()
-    assert gateway.calls == 4
+    assert gateway.charges == 1
+    assert gateway.status_calls == 4  # 3 redeliveries + on_dead's one question
     assert dead["attempt"] == 4
     payment = await pool.fetchrow("SELECT * FROM payments WHERE id = $1", payment_id)
-    assert payment["status"] == "failed"
-    assert payment["processed_at"] is not None
-    assert orjson.loads(sink.received[0].body)["status"] == "failed"
+    assert payment["status"] == "pending"
+    assert payment["processed_at"] is None
+    attempts = await pool.fetch(
+        "SELECT attempt, state FROM charge_attempts WHERE payment_id = $1 ORDER BY attempt",
+        payment_id,
+    )
+    assert [tuple(a) for a in attempts] == [
+        (1, "superseded"),
+        (2, "superseded"),
+        (3, "superseded"),
+        (4, "needs_review"),
+    ]
+    assert sink.received == []
     assert await pool.fetchval("SELECT count(*) FROM balance_events") == 0
     assert await queue_depth(pipe_settings, "payflow.payments.dlq") == 1
 

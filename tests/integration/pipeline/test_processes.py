@@ -28,6 +28,7 @@ def _spawn_worker(
     env.update(
         DATABASE_URL=settings.database_url,
         RABBITMQ_URL=settings.rabbitmq_url,
+        REDIS_KEY_PREFIX=settings.redis_key_prefix,
         RETRY_TIERS_MS=",".join(str(t) for t in settings.retry_tiers_ms),
         GATEWAY_DELAY_MIN_S=str(gateway_delay_s),
         GATEWAY_DELAY_MAX_S=str(gateway_delay_s),
