@@ -72,6 +72,7 @@ class Settings(BaseSettings):
     webhook_timeout_s: float = Field(default=5.0, gt=0)
     webhook_max_connections: int = Field(default=100, ge=1)
     webhook_concurrency: int = Field(default=8, ge=1)
+    webhook_ca_bundle: str | None = None
     shutdown_grace_s: float = Field(default=30.0, gt=0)
 
     # --- api
