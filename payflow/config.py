@@ -7,6 +7,7 @@ naming it (see `load_settings`), never a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -94,6 +95,13 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
+
+    @field_validator("webhook_ca_bundle")
+    @classmethod
+    def _ca_bundle_readable(cls, value: str | None) -> str | None:
+        if value and not os.access(value, os.R_OK):
+            raise ValueError("must name a readable PEM file of CA certificates")
+        return value or None
 
     @field_validator("retry_tiers_ms", mode="before")
     @classmethod
