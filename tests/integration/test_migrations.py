@@ -322,3 +322,22 @@ def test_a_database_with_the_old_two_heads_upgrades_cleanly(empty_database_url: 
     assert _snapshot(url, columns) == before
     migrate.upgrade(url)  # and it stays repaired
     assert _versions(url) == [migrate.script_directory().get_current_head()]
+
+
+def test_a_database_at_the_old_0004_without_0003_gets_the_0003_tables(
+    empty_database_url: str,
+) -> None:
+    """The old history let a database reach 0004 by 0001, 0002, 0004; the new one says
+    0003 came first, so its tables are created before the chain goes on."""
+    url = empty_database_url
+    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    _insert_data(url)
+    for table in ("unmatched_provider_events", "deposit_addresses", "api_idempotency"):
+        _fetch(url, f"DROP TABLE {table}")
+    kept = {table: _columns(url, table) for table in ("merchants", "accounts", "payments")}
+    before = _snapshot(url, kept)
+    migrate.upgrade(url)
+    assert _versions(url) == [migrate.script_directory().get_current_head()]
+    assert EXPECTED_TABLES | {"api_idempotency", "deposit_addresses"} <= asyncio.run(_tables(url))
+    assert _fetch(url, "SELECT count(*) AS n FROM api_idempotency")[0]["n"] == 0
+    assert _snapshot(url, kept) == before
