@@ -74,6 +74,7 @@ class Settings(BaseSettings):
     webhook_max_connections: int = Field(default=100, ge=1)
     webhook_concurrency: int = Field(default=8, ge=1)
     webhook_ca_bundle: str | None = None
+    webhook_nat64_prefixes: Annotated[tuple[str, ...], NoDecode] = ()
     shutdown_grace_s: float = Field(default=30.0, gt=0)
 
     # --- api
@@ -89,7 +90,9 @@ class Settings(BaseSettings):
             raise ValueError("must be at least 32 characters")
         return value
 
-    @field_validator("fiat_currencies", "webhook_allow_hosts", mode="before")
+    @field_validator(
+        "fiat_currencies", "webhook_allow_hosts", "webhook_nat64_prefixes", mode="before"
+    )
     @classmethod
     def _split_csv(cls, value: object) -> object:
         if isinstance(value, str):
@@ -102,6 +105,14 @@ class Settings(BaseSettings):
         if value and not os.access(value, os.R_OK):
             raise ValueError("must name a readable PEM file of CA certificates")
         return value or None
+
+    @field_validator("webhook_nat64_prefixes")
+    @classmethod
+    def _nat64_prefixes_valid(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from payflow.webhooks.ssrf import parse_nat64_prefixes
+
+        parse_nat64_prefixes(value)  # ValueError names the bad prefix
+        return value
 
     @field_validator("retry_tiers_ms", mode="before")
     @classmethod

@@ -114,7 +114,9 @@ class WebhookSender:
             url: str | None = payment["webhook_url"]
             if not url:
                 return
-            approved = await resolve_webhook_url(url, self._settings.webhook_allow_hosts)
+            approved = await resolve_webhook_url(
+                url, self._settings.webhook_allow_hosts, self._settings.webhook_nat64_prefixes
+            )
             failure = await self._post(payment, url, approved)
             counted = await conn.fetchrow(
                 SQL["record_webhook_attempt"], payment_id, failure is None

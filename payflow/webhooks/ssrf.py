@@ -65,12 +65,38 @@ FORBIDDEN_IPV6_NETWORKS = (
 )
 IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
 IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+NAT64_PREFIX_LENGTHS = frozenset({32, 40, 48, 56, 64, 96})  # RFC 6052, section 2.2
 ISATAP_IID = 0x0000_5EFE  # interface id `[02]00:5efe:a.b.c.d` (RFC 5214), u/g bits masked
 ISATAP_MASK = 0xFCFF_FFFF
 
 
 def _low_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address:
     return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+
+
+def parse_nat64_prefixes(prefixes: Iterable[str]) -> tuple[ipaddress.IPv6Network, ...]:
+    """The deployment's own NAT64 prefixes (`WEBHOOK_NAT64_PREFIXES`), e.g. `2001:db8:64::/96`.
+
+    Raises `ValueError` for a prefix that is not IPv6 or whose length is not one of the
+    RFC 6052 lengths (32, 40, 48, 56, 64, 96).
+    """
+    networks = []
+    for text in prefixes:
+        network = ipaddress.IPv6Network(text.strip())
+        if network.prefixlen not in NAT64_PREFIX_LENGTHS:
+            raise ValueError(f"NAT64 prefix {text!r} must be /32, /40, /48, /56, /64 or /96")
+        networks.append(network)
+    return tuple(networks)
+
+
+def nat64_ipv4(address: ipaddress.IPv6Address, prefix_length: int) -> ipaddress.IPv4Address:
+    """The IPv4 address embedded after a NAT64 prefix of `prefix_length` bits (RFC 6052:
+    bits 64-71, the "u" octet, are skipped)."""
+    value = int(address)
+    if prefix_length == 96:
+        return _low_ipv4(address)
+    without_u = ((value >> 64) << 56) | (value & ((1 << 56) - 1))  # 120 bits
+    return ipaddress.IPv4Address((without_u >> (120 - prefix_length - 32)) & 0xFFFF_FFFF)
 
 
 def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
@@ -110,9 +136,13 @@ def _forbidden_by_tables(address: IPAddress) -> bool:
     )
 
 
-def is_forbidden_address(address: IPAddress) -> bool:
+def is_forbidden_address(
+    address: IPAddress, nat64_prefixes: Iterable[ipaddress.IPv6Network] = ()
+) -> bool:
     """True for loopback, private, link-local, multicast, reserved and metadata addresses,
-    and for every IPv6 address that embeds such an IPv4 address (see `embedded_ipv4`).
+    and for every IPv6 address that embeds such an IPv4 address (see `embedded_ipv4`; an
+    address inside one of the deployment's `nat64_prefixes` is judged by the IPv4 address
+    it embeds there, see `nat64_ipv4`).
 
     Invariant: an address for which this is False reaches, by any standard IPv6
     transition mechanism, only public unicast hosts. A zone id (`%eth0`) means a
@@ -122,6 +152,9 @@ def is_forbidden_address(address: IPAddress) -> bool:
         return _forbidden_by_tables(address)
     if address.scope_id:
         return True
+    for prefix in nat64_prefixes:
+        if address in prefix:
+            return _forbidden_by_tables(nat64_ipv4(address, prefix.prefixlen))
     embedded = embedded_ipv4(address)
     if any(_forbidden_by_tables(inner) for inner in embedded):
         return True
@@ -194,7 +227,9 @@ def check_webhook_url(url: str, allow_hosts: Iterable[str]) -> str:
     return host
 
 
-async def resolve_webhook_url(url: str, allow_hosts: Iterable[str]) -> list[str]:
+async def resolve_webhook_url(
+    url: str, allow_hosts: Iterable[str], nat64_prefixes: Iterable[str] = ()
+) -> list[str]:
     """Check `url` and every address its host resolves to; return those addresses.
 
     Returns the addresses in the resolver's order (its RFC 6724 preference), without
@@ -202,9 +237,12 @@ async def resolve_webhook_url(url: str, allow_hosts: Iterable[str]) -> list[str]
     Invariant: unless the host is allow-listed, no returned address is forbidden by
     `is_forbidden_address`. The caller connects ONLY to the returned addresses
     (`payflow.webhooks.pinning`): a second lookup could answer differently (DNS
-    rebinding). Raises `UnsafeWebhookUrl` when the URL, the name or any answer is refused.
+    rebinding). `nat64_prefixes` are the deployment's own NAT64 prefixes (DNS64 answers
+    under them are judged by the IPv4 address they embed). Raises `UnsafeWebhookUrl` when
+    the URL, the name or any answer is refused.
     """
     allowed = _normalise_allow(allow_hosts)
+    nat64 = parse_nat64_prefixes(nat64_prefixes)
     host = check_webhook_url(url, allowed)
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -219,6 +257,6 @@ async def resolve_webhook_url(url: str, allow_hosts: Iterable[str]) -> list[str]
     if host in allowed:
         return addresses
     for text in addresses:
-        if is_forbidden_address(ipaddress.ip_address(text)):
+        if is_forbidden_address(ipaddress.ip_address(text), nat64):
             raise UnsafeWebhookUrl(f"webhook_url host {host!r} resolves to a non-public address")
     return addresses
