@@ -204,12 +204,15 @@ def _literal_address(host: str) -> IPAddress | None:
     return None
 
 
-def check_webhook_url(url: str, allow_hosts: Iterable[str]) -> str:
+def check_webhook_url(
+    url: str, allow_hosts: Iterable[str], nat64_prefixes: Iterable[str] = ()
+) -> str:
     """Validate `url` without any network I/O; return the lower-cased host.
 
     Invariant: a URL that passes names an http(s) host that is either explicitly in
     `allow_hosts`, or is a DNS name (checked again at send time by
-    `resolve_webhook_url`), or is a literal public unicast IP address.
+    `resolve_webhook_url`), or is a literal public unicast IP address (IPv6 judged by
+    every IPv4 address it embeds, including under the deployment's `nat64_prefixes`).
     Raises `UnsafeWebhookUrl` (a `BadInput`) otherwise.
     """
     host = _host_of(url)
@@ -222,7 +225,7 @@ def check_webhook_url(url: str, allow_hosts: Iterable[str]) -> str:
         if "." not in host:
             raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not a public name")
         return host
-    if is_forbidden_address(address):
+    if is_forbidden_address(address, parse_nat64_prefixes(nat64_prefixes)):
         raise UnsafeWebhookUrl(f"webhook_url address {host} is not a public address")
     return host
 
@@ -242,8 +245,9 @@ async def resolve_webhook_url(
     the URL, the name or any answer is refused.
     """
     allowed = _normalise_allow(allow_hosts)
-    nat64 = parse_nat64_prefixes(nat64_prefixes)
-    host = check_webhook_url(url, allowed)
+    prefixes = tuple(nat64_prefixes)
+    nat64 = parse_nat64_prefixes(prefixes)
+    host = check_webhook_url(url, allowed, prefixes)
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     loop = asyncio.get_running_loop()

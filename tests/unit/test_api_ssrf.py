@@ -167,3 +167,10 @@ def test_property_no_embedding_of_a_forbidden_ipv4_passes(
     address = ipaddress.IPv6Address(EMBEDDINGS[form](str(inner)))
     assert inner in embedded_ipv4(address)
     assert is_forbidden_address(address)
+
+
+def test_a_configured_nat64_prefix_is_judged_at_accept_time() -> None:
+    literal = "2600:1f00::a01:203"  # 10.1.2.3 under the /96 prefix 2600:1f00::/96
+    assert check_webhook_url(f"http://[{literal}]/hook", ()) == literal
+    with pytest.raises(UnsafeWebhookUrl, match="not a public address"):
+        check_webhook_url(f"http://[{literal}]/hook", (), ("2600:1f00::/96",))
