@@ -45,11 +45,34 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @app.command()
-def migrate() -> None:
-    """Create the database if needed and apply every migration (idempotent)."""
+def migrate(
+    downgrade: Annotated[
+        str | None,
+        typer.Option(
+            "--downgrade", metavar="REV", help="Take the schema down to REV (or base) instead"
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --downgrade: also run steps that drop data")
+    ] = False,
+) -> None:
+    """Create the database if needed and apply every migration (idempotent); or, with
+    --downgrade REV, step down to REV, refusing any step that would drop data unless
+    --force (exit 1 with a one-line error)."""
     from payflow.db import migrate as migrations
 
     settings = _settings()
+    if downgrade is not None:
+        try:
+            migrations.downgrade(settings.database_url, downgrade, force=force)
+        except (migrations.DataLossRefused, migrations.CommandError) as error:
+            console.print(f"[red]payflow: {error}[/red]")
+            raise typer.Exit(1) from None
+        console.print(f"migrations downgraded: schema at {downgrade}")
+        return
+    if force:
+        console.print("[red]payflow: --force applies only with --downgrade REV[/red]")
+        raise typer.Exit(2)
     created = _run(migrations.ensure_database(settings.database_url))
     if created:
         console.print("created database")

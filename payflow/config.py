@@ -7,6 +7,7 @@ naming it (see `load_settings`), never a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Annotated
 
@@ -79,6 +80,8 @@ class Settings(BaseSettings):
     webhook_timeout_s: float = Field(default=5.0, gt=0)
     webhook_max_connections: int = Field(default=100, ge=1)
     webhook_concurrency: int = Field(default=8, ge=1)
+    webhook_ca_bundle: str | None = None
+    webhook_nat64_prefixes: Annotated[tuple[str, ...], NoDecode] = ()
     shutdown_grace_s: float = Field(default=30.0, gt=0)
 
     # --- api
@@ -94,11 +97,28 @@ class Settings(BaseSettings):
             raise ValueError("must be at least 32 characters")
         return value
 
-    @field_validator("fiat_currencies", "webhook_allow_hosts", mode="before")
+    @field_validator(
+        "fiat_currencies", "webhook_allow_hosts", "webhook_nat64_prefixes", mode="before"
+    )
     @classmethod
     def _split_csv(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("webhook_ca_bundle")
+    @classmethod
+    def _ca_bundle_readable(cls, value: str | None) -> str | None:
+        if value and not os.access(value, os.R_OK):
+            raise ValueError("must name a readable PEM file of CA certificates")
+        return value or None
+
+    @field_validator("webhook_nat64_prefixes")
+    @classmethod
+    def _nat64_prefixes_valid(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from payflow.webhooks.ssrf import parse_nat64_prefixes
+
+        parse_nat64_prefixes(value)  # ValueError names the bad prefix
         return value
 
     @field_validator("retry_tiers_ms", mode="before")

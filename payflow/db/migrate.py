@@ -1,4 +1,5 @@
-"""Apply migrations (idempotently), creating the database first when it is missing."""
+"""Apply migrations (idempotently), creating the database first when it is missing;
+step them down, refusing steps that would drop data unless forced."""
 
 from __future__ import annotations
 
@@ -8,6 +9,21 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
+
+from payflow.db.migrations.statements import DataLossRefused
+
+__all__ = [
+    "CommandError",
+    "DataLossRefused",
+    "admin_url",
+    "database_name",
+    "downgrade",
+    "ensure_database",
+    "script_directory",
+    "upgrade",
+]
 
 
 def _alembic_config(database_url: str) -> Config:
@@ -18,6 +34,11 @@ def _alembic_config(database_url: str) -> Config:
     config.set_main_option("sqlalchemy.url", "postgresql+asyncpg://" + rest)
     del scheme
     return config
+
+
+def script_directory() -> ScriptDirectory:
+    """The migration history (one linear chain of revisions, 0001 to the head)."""
+    return ScriptDirectory.from_config(_alembic_config("postgresql://unused/unused"))
 
 
 def database_name(database_url: str) -> str:
@@ -57,7 +78,10 @@ def upgrade(database_url: str, revision: str = "head") -> None:
 def downgrade(database_url: str, revision: str, *, force: bool = False) -> None:
     """Take the schema down to `revision` (use "base" for an empty schema).
 
-    A step that would drop data refuses with `RuntimeError` unless `force` is True.
+    Each step runs in its own transaction. A step that would drop data raises
+    `DataLossRefused` unless `force` is True; that step rolls back, so the schema stays
+    at the last revision that completed (earlier steps stay done). An unknown revision
+    raises alembic's `CommandError`.
     """
     config = _alembic_config(database_url)
     config.attributes["force"] = force

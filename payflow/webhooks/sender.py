@@ -11,6 +11,7 @@ the receiver may see the same `webhook-id` twice and dedupes on it.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from uuid import UUID
 
@@ -28,6 +29,7 @@ from payflow.money import format_at_scale
 from payflow.ops.dlq import record_dead_letter
 from payflow.ops.sweeps import mark_webhook_dead
 from payflow.payments.processor import load_payment, payment_id_of
+from payflow.webhooks.pinning import PinnedTransport, pinned
 from payflow.webhooks.signing import signature_headers
 from payflow.webhooks.ssrf import resolve_webhook_url
 
@@ -57,10 +59,20 @@ def webhook_body(payment: asyncpg.Record) -> bytes:
 
 
 def build_http_client(settings: Settings) -> httpx.AsyncClient:
-    """The one HTTP client of a process: bounded pool, timeouts, no redirects, no env proxies."""
+    """The one webhook HTTP client of a process: bounded pool, timeouts, no redirects, no
+    env proxies, and a transport that connects only to the addresses pinned on each
+    request (`payflow.webhooks.pinning`); a request without a pin is refused.
+
+    TLS verifies against `WEBHOOK_CA_BUNDLE` when set (a PEM file), else certifi's roots.
+    """
+    if settings.webhook_ca_bundle:
+        ssl_context = ssl.create_default_context(cafile=settings.webhook_ca_bundle)
+    else:
+        ssl_context = httpx.create_ssl_context(trust_env=False)
+    limits = httpx.Limits(max_connections=settings.webhook_max_connections)
     return httpx.AsyncClient(
+        transport=PinnedTransport(ssl_context, limits),
         timeout=httpx.Timeout(settings.webhook_timeout_s),
-        limits=httpx.Limits(max_connections=settings.webhook_max_connections),
         follow_redirects=False,
         trust_env=False,
     )
@@ -105,8 +117,10 @@ class WebhookSender:
             url: str | None = payment["webhook_url"]
             if not url:
                 return
-            await resolve_webhook_url(url, self._settings.webhook_allow_hosts)
-            failure = await self._post(payment, url)
+            approved = await resolve_webhook_url(
+                url, self._settings.webhook_allow_hosts, self._settings.webhook_nat64_prefixes
+            )
+            failure = await self._post(payment, url, approved)
             counted = await conn.fetchrow(
                 SQL["record_webhook_attempt"], payment_id, failure is None
             )
@@ -120,14 +134,19 @@ class WebhookSender:
             raise failure
         log.info("payflow.webhooks.delivered", attempt=counted["webhook_attempts"])
 
-    async def _post(self, payment: asyncpg.Record, url: str) -> Exception | None:
-        """One signed POST; returns the failure (None for a 2xx) instead of raising it."""
+    async def _post(
+        self, payment: asyncpg.Record, url: str, approved: list[str]
+    ) -> Exception | None:
+        """One signed POST to one of the `approved` addresses (never a fresh DNS answer);
+        returns the failure (None for a 2xx) instead of raising it."""
         body = webhook_body(payment)
         headers = signature_headers(
             payment["webhook_secret"], webhook_id(payment["id"]), int(time.time()), body
         )
         try:
-            response = await self._client.post(url, content=body, headers=headers)
+            response = await self._client.post(
+                url, content=body, headers=headers, extensions=pinned(approved)
+            )
         except httpx.HTTPError as exc:
             return exc
         if 200 <= response.status_code < 300:

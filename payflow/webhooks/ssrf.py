@@ -2,7 +2,10 @@
 
 `check_webhook_url` is pure (no I/O) and runs when a URL is accepted;
 `resolve_webhook_url` also resolves the host and checks every address, and runs
-right before a delivery (DNS answers can change between the two).
+right before a delivery (DNS answers can change between the two). The delivery then
+connects only to the addresses it approved (`payflow.webhooks.pinning`), so a second,
+different DNS answer (rebinding) is never used. IPv6 addresses are judged by every
+IPv4 address they embed (mapped, compatible, NAT64, 6to4, Teredo, ISATAP).
 """
 
 from __future__ import annotations
@@ -41,10 +44,86 @@ def _normalise_allow(allow_hosts: Iterable[str]) -> frozenset[str]:
     return frozenset(host.strip().lower().strip("[]") for host in allow_hosts if host.strip())
 
 
-def is_forbidden_address(address: IPAddress) -> bool:
-    """True for loopback, private, link-local, multicast, reserved and metadata addresses."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+# IPv6 forms whose low 32 bits are an IPv4 address that the packet is delivered to:
+# the IPv4 address alone decides (a public one passes, e.g. DNS64 answers).
+IPV4_TRANSLATION_PREFIXES = (
+    ipaddress.IPv6Network("::ffff:0:0/96"),  # IPv4-mapped (RFC 4291)
+    ipaddress.IPv6Network("64:ff9b::/96"),  # NAT64 well-known prefix (RFC 6052)
+)
+# IPv6 ranges refused whatever they embed (some are missing from older Pythons' tables).
+FORBIDDEN_IPV6_NETWORKS = (
+    ipaddress.IPv6Network("::/96"),  # IPv4-compatible (deprecated, RFC 4291)
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),  # IPv4-translated (SIIT, RFC 2765)
+    ipaddress.IPv6Network("64:ff9b:1::/48"),  # NAT64 local-use prefix (RFC 8215)
+    ipaddress.IPv6Network("100::/64"),  # discard-only
+    ipaddress.IPv6Network("2001::/23"),  # IETF protocol assignments (incl. Teredo 2001::/32)
+    ipaddress.IPv6Network("2001:db8::/32"),  # documentation
+    ipaddress.IPv6Network("fc00::/7"),  # unique local
+    ipaddress.IPv6Network("fe80::/10"),  # link-local
+    ipaddress.IPv6Network("fec0::/10"),  # site-local (deprecated; "global" to Python 3.11)
+    ipaddress.IPv6Network("ff00::/8"),  # multicast
+)
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+NAT64_PREFIX_LENGTHS = frozenset({32, 40, 48, 56, 64, 96})  # RFC 6052, section 2.2
+ISATAP_IID = 0x0000_5EFE  # interface id `[02]00:5efe:a.b.c.d` (RFC 5214), u/g bits masked
+ISATAP_MASK = 0xFCFF_FFFF
+
+
+def _low_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address:
+    return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+
+
+def parse_nat64_prefixes(prefixes: Iterable[str]) -> tuple[ipaddress.IPv6Network, ...]:
+    """The deployment's own NAT64 prefixes (`WEBHOOK_NAT64_PREFIXES`), e.g. `2001:db8:64::/96`.
+
+    Raises `ValueError` for a prefix that is not IPv6 or whose length is not one of the
+    RFC 6052 lengths (32, 40, 48, 56, 64, 96).
+    """
+    networks = []
+    for text in prefixes:
+        network = ipaddress.IPv6Network(text.strip())
+        if network.prefixlen not in NAT64_PREFIX_LENGTHS:
+            raise ValueError(f"NAT64 prefix {text!r} must be /32, /40, /48, /56, /64 or /96")
+        networks.append(network)
+    return tuple(networks)
+
+
+def nat64_ipv4(address: ipaddress.IPv6Address, prefix_length: int) -> ipaddress.IPv4Address:
+    """The IPv4 address embedded after a NAT64 prefix of `prefix_length` bits (RFC 6052:
+    bits 64-71, the "u" octet, are skipped)."""
+    value = int(address)
+    if prefix_length == 96:
+        return _low_ipv4(address)
+    without_u = ((value >> 64) << 56) | (value & ((1 << 56) - 1))  # 120 bits
+    return ipaddress.IPv4Address((without_u >> (120 - prefix_length - 32)) & 0xFFFF_FFFF)
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> tuple[ipaddress.IPv4Address, ...]:
+    """Every IPv4 address an IPv6 address carries, by the standard embeddings.
+
+    IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`, IPv4-translated
+    `::ffff:0:a.b.c.d`, NAT64 `64:ff9b::a.b.c.d`, 6to4 `2002:AABB:CCDD::/48`, Teredo
+    `2001:0::/32` (server and de-obfuscated client) and ISATAP `…:[02]00:5efe:a.b.c.d`.
+    Returns an empty tuple for an address that embeds none.
+    """
+    found: list[ipaddress.IPv4Address] = []
+    if address.ipv4_mapped is not None:
+        found.append(address.ipv4_mapped)
+    if address in IPV4_COMPATIBLE or address in IPV4_TRANSLATED:
+        found.append(_low_ipv4(address))
+    if address in IPV4_TRANSLATION_PREFIXES[1]:
+        found.append(_low_ipv4(address))
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)
+    if (int(address) >> 32) & ISATAP_MASK == ISATAP_IID:
+        found.append(_low_ipv4(address))
+    return tuple(dict.fromkeys(found))
+
+
+def _forbidden_by_tables(address: IPAddress) -> bool:
     return (
         address in METADATA_ADDRESSES
         or address.is_loopback
@@ -54,6 +133,35 @@ def is_forbidden_address(address: IPAddress) -> bool:
         or address.is_reserved
         or address.is_unspecified
         or not address.is_global
+    )
+
+
+def is_forbidden_address(
+    address: IPAddress, nat64_prefixes: Iterable[ipaddress.IPv6Network] = ()
+) -> bool:
+    """True for loopback, private, link-local, multicast, reserved and metadata addresses,
+    and for every IPv6 address that embeds such an IPv4 address (see `embedded_ipv4`; an
+    address inside one of the deployment's `nat64_prefixes` is judged by the IPv4 address
+    it embeds there, see `nat64_ipv4`).
+
+    Invariant: an address for which this is False reaches, by any standard IPv6
+    transition mechanism, only public unicast hosts. A zone id (`%eth0`) means a
+    non-global address and is refused.
+    """
+    if isinstance(address, ipaddress.IPv4Address):
+        return _forbidden_by_tables(address)
+    if address.scope_id:
+        return True
+    for prefix in nat64_prefixes:
+        if address in prefix:
+            return _forbidden_by_tables(nat64_ipv4(address, prefix.prefixlen))
+    embedded = embedded_ipv4(address)
+    if any(_forbidden_by_tables(inner) for inner in embedded):
+        return True
+    if any(address in prefix for prefix in IPV4_TRANSLATION_PREFIXES):
+        return False  # the embedded public IPv4 address decides
+    return any(address in network for network in FORBIDDEN_IPV6_NETWORKS) or (
+        _forbidden_by_tables(address)
     )
 
 
@@ -96,12 +204,15 @@ def _literal_address(host: str) -> IPAddress | None:
     return None
 
 
-def check_webhook_url(url: str, allow_hosts: Iterable[str]) -> str:
+def check_webhook_url(
+    url: str, allow_hosts: Iterable[str], nat64_prefixes: Iterable[str] = ()
+) -> str:
     """Validate `url` without any network I/O; return the lower-cased host.
 
     Invariant: a URL that passes names an http(s) host that is either explicitly in
     `allow_hosts`, or is a DNS name (checked again at send time by
-    `resolve_webhook_url`), or is a literal public unicast IP address.
+    `resolve_webhook_url`), or is a literal public unicast IP address (IPv6 judged by
+    every IPv4 address it embeds, including under the deployment's `nat64_prefixes`).
     Raises `UnsafeWebhookUrl` (a `BadInput`) otherwise.
     """
     host = _host_of(url)
@@ -114,31 +225,42 @@ def check_webhook_url(url: str, allow_hosts: Iterable[str]) -> str:
         if "." not in host:
             raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not a public name")
         return host
-    if is_forbidden_address(address):
+    if is_forbidden_address(address, parse_nat64_prefixes(nat64_prefixes)):
         raise UnsafeWebhookUrl(f"webhook_url address {host} is not a public address")
     return host
 
 
-async def resolve_webhook_url(url: str, allow_hosts: Iterable[str]) -> list[str]:
+async def resolve_webhook_url(
+    url: str, allow_hosts: Iterable[str], nat64_prefixes: Iterable[str] = ()
+) -> list[str]:
     """Check `url` and every address its host resolves to; return those addresses.
 
-    Invariant: unless the host is allow-listed, no returned address is loopback,
-    private, link-local, multicast, reserved or a metadata address; the caller should
-    connect to one of the returned addresses to avoid a second, different lookup.
+    Returns the addresses in the resolver's order (its RFC 6724 preference), without
+    duplicates; scoped IPv6 answers keep their zone (`fe80::1%eth0`).
+    Invariant: unless the host is allow-listed, no returned address is forbidden by
+    `is_forbidden_address`. The caller connects ONLY to the returned addresses
+    (`payflow.webhooks.pinning`): a second lookup could answer differently (DNS
+    rebinding). `nat64_prefixes` are the deployment's own NAT64 prefixes (DNS64 answers
+    under them are judged by the IPv4 address they embed). Raises `UnsafeWebhookUrl` when
+    the URL, the name or any answer is refused.
     """
     allowed = _normalise_allow(allow_hosts)
-    host = check_webhook_url(url, allowed)
+    prefixes = tuple(nat64_prefixes)
+    nat64 = parse_nat64_prefixes(prefixes)
+    host = check_webhook_url(url, allowed, prefixes)
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as error:
+    except (OSError, UnicodeError) as error:
         raise UnsafeWebhookUrl(f"webhook_url host {host!r} does not resolve: {error}") from None
-    addresses = sorted({str(info[4][0]) for info in infos})
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    if not addresses:
+        raise UnsafeWebhookUrl(f"webhook_url host {host!r} does not resolve")
     if host in allowed:
         return addresses
     for text in addresses:
-        if is_forbidden_address(ipaddress.ip_address(text.split("%", 1)[0])):
+        if is_forbidden_address(ipaddress.ip_address(text), nat64):
             raise UnsafeWebhookUrl(f"webhook_url host {host!r} resolves to a non-public address")
     return addresses

@@ -1,16 +1,25 @@
-"""Migrations go up on an empty database, down to nothing, and up again."""
+"""Migrations: one linear history; up on an empty database, down to nothing, and up
+again; walks over a database with data keep it, and steps that would drop it refuse
+unless forced; databases stamped with the old two heads upgrade."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from importlib import resources
 
 import asyncpg
 import pytest
 
 from payflow.db import migrate
 from tests.conftest import SERVER_URL
+
+CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
 
 EXPECTED_TABLES = {
     "accounts",
@@ -81,3 +90,254 @@ async def _seeded_assets(url: str) -> dict[str, int]:
         return {r["code"]: r["scale"] for r in await conn.fetch("SELECT code, scale FROM assets")}
     finally:
         await conn.close()
+
+
+# --- one linear history; downgrades that would drop data refuse unless forced ----------
+
+HEAD_OF_ISSUE_7_BASE = "0004_pipeline"  # the newest revision whose contents this test knows
+
+
+def _fetch(url: str, sql: str, *args: object) -> list[asyncpg.Record]:
+    async def run() -> list[asyncpg.Record]:
+        conn = await asyncpg.connect(url)
+        try:
+            return list(await conn.fetch(sql, *args))
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def _versions(url: str) -> list[str]:
+    return [r["version_num"] for r in _fetch(url, migrate.current_revision_sql())]
+
+
+def _columns(url: str, table: str) -> list[str]:
+    rows = _fetch(
+        url,
+        "SELECT column_name FROM information_schema.columns"
+        " WHERE table_schema = 'public' AND table_name = $1 ORDER BY ordinal_position",
+        table,
+    )
+    return [r["column_name"] for r in rows]
+
+
+# Tables that exist at 0004_pipeline and hold data that must survive a walk above it.
+DATA_TABLES = (
+    "merchants",
+    "accounts",
+    "payment_events",
+    "balance_events",
+    "processed_events",
+    "payments",
+    "outbox",
+    "dead_letter_queue",
+    "api_idempotency",
+    "deposit_addresses",
+    "unmatched_provider_events",
+)
+
+
+def _snapshot(url: str, columns: dict[str, list[str]]) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of every data table, restricted to `columns[table]`, sorted."""
+    snapshot: dict[str, list[tuple[object, ...]]] = {}
+    for table, names in columns.items():
+        listed = ", ".join(f'"{name}"' for name in names)
+        rows = _fetch(url, f"SELECT {listed} FROM {table}")
+        snapshot[table] = sorted((tuple(r.values()) for r in rows), key=repr)
+    return snapshot
+
+
+def _insert_data(url: str) -> None:
+    """One of everything 0001-0004 created, as the service writes it."""
+
+    async def run() -> None:
+        conn = await asyncpg.connect(url)
+        try:
+            async with conn.transaction():
+                merchant = await conn.fetchval(
+                    "INSERT INTO merchants (name, api_key_hash, webhook_secret)"
+                    " VALUES ('shop', 'sha256:abc', 'whsec_c2VjcmV0') RETURNING id"
+                )
+                account = await conn.fetchval(
+                    "INSERT INTO accounts (asset, balance, merchant_id, settlement)"
+                    " VALUES ('USD', 12.34, $1, true) RETURNING id",
+                    merchant,
+                )
+                payment = await conn.fetchval(
+                    "INSERT INTO payments (merchant_id, amount, currency, idempotency_key,"
+                    " status, processed_at, webhook_url)"
+                    " VALUES ($1, 12.34, 'USD', 'idem-1', 'succeeded', now(),"
+                    " 'https://hooks.example.com/x') RETURNING id",
+                    merchant,
+                )
+                event_id = f"payment:{payment}"
+                await conn.execute(
+                    "INSERT INTO payment_events (event_id, account_id, amount, event_type, status)"
+                    " VALUES ($1, $2, 12.34, 'payment_credit', 'confirmed')",
+                    event_id,
+                    account,
+                )
+                await conn.execute(
+                    "INSERT INTO balance_events (account_id, amount, event_type, source_event_id,"
+                    " balance_after) VALUES ($1, 12.34, 'payment_credit', $2, 12.34)",
+                    account,
+                    event_id,
+                )
+                await conn.execute(
+                    "INSERT INTO processed_events (idempotency_key, event_id, outcome)"
+                    " VALUES ($1, $1, 'success')",
+                    event_id,
+                )
+                await conn.execute(
+                    "INSERT INTO outbox (topic, payload) VALUES ('webhook.deliver', $1::jsonb)",
+                    f'{{"version": 1, "payment_id": "{payment}"}}',
+                )
+                await conn.execute(
+                    "INSERT INTO dead_letter_queue (source, subject_id, error, attempt)"
+                    " VALUES ('webhook', $1, 'WebhookHTTPStatus: 500', 4)",
+                    str(payment),
+                )
+                await conn.execute(
+                    "INSERT INTO api_idempotency (merchant_id, scope, key, request_hash)"
+                    " VALUES ($1, 'payments', 'idem-1', 'h')",
+                    merchant,
+                )
+                await conn.execute(
+                    "INSERT INTO deposit_addresses (chain, address, account_id)"
+                    " VALUES ('ETH_MAINNET', '0x' || repeat('ab', 20), $1)",
+                    account,
+                )
+                await conn.execute(
+                    "INSERT INTO unmatched_provider_events (event_id, reason, chain, payload)"
+                    " VALUES ('alchemy:1', 'unknown_address', 'ETH_MAINNET', '{}')"
+                )
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def test_history_is_one_linear_chain() -> None:
+    script = migrate.script_directory()
+    assert len(script.get_heads()) == 1
+    chain = list(script.walk_revisions())  # head first
+    assert chain[-1].revision == "0001_ledger" and chain[-1].down_revision is None
+    for newer, older in itertools.pairwise(chain):
+        assert newer.down_revision == older.revision, newer.revision
+        assert not newer.branch_labels and not newer.dependencies
+        assert not older.is_branch_point and not newer.is_merge_point
+        assert int(newer.revision[:4]) == int(older.revision[:4]) + 1
+    files = list(resources.files("payflow.db.migrations").joinpath("versions").iterdir())
+    assert len(chain) == len([f for f in files if f.name[:4].isdigit()])
+
+
+def test_a_walk_above_0004_keeps_every_row(empty_database_url: str) -> None:
+    url = empty_database_url
+    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    _insert_data(url)
+    columns = {table: _columns(url, table) for table in DATA_TABLES}
+    before = _snapshot(url, columns)
+    assert all(before[table] for table in DATA_TABLES)
+    migrate.upgrade(url)
+    assert _snapshot(url, columns) == before
+    migrate.downgrade(url, HEAD_OF_ISSUE_7_BASE)  # nothing above 0004 holds this data
+    assert _versions(url) == [HEAD_OF_ISSUE_7_BASE]
+    assert _snapshot(url, columns) == before
+    migrate.upgrade(url)
+    assert _snapshot(url, columns) == before
+
+
+def test_downgrades_that_drop_data_refuse_unless_forced(empty_database_url: str) -> None:
+    url = empty_database_url
+    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    _insert_data(url)
+    kept = {table: _columns(url, table) for table in ("merchants", "payment_events")}
+    before = _snapshot(url, kept)
+    # Each step names what it would lose; the refused step rolls back whole.
+    steps = [
+        ("0003_api", "settlement flag"),
+        ("0002_payments_outbox", "Idempotency-Key"),
+        ("0001_ledger", "merchants"),
+        ("base", "accounts"),
+    ]
+    for target, lost in steps:
+        current = _versions(url)
+        with pytest.raises(migrate.DataLossRefused, match=lost):
+            migrate.downgrade(url, target)
+        with pytest.raises(migrate.DataLossRefused, match=lost):
+            migrate.downgrade(url, "base")
+        assert _versions(url) == current
+        if target == "0003_api":
+            assert _fetch(url, "SELECT count(*) AS n FROM accounts WHERE settlement")[0]["n"] == 1
+            assert _snapshot(url, kept) == before
+        migrate.downgrade(url, target, force=True)
+        assert _versions(url) == ([] if target == "base" else [target])
+        if target == "0003_api":
+            assert "settlement" not in _columns(url, "accounts")
+            assert _snapshot(url, kept) == before  # forced past 0004: 0001-0003 data stays
+    assert asyncio.run(_tables(url)) == set()
+    migrate.upgrade(url)
+    assert EXPECTED_TABLES <= asyncio.run(_tables(url))
+    assert _fetch(url, "SELECT count(*) AS n FROM accounts")[0]["n"] == 0
+
+
+def test_cli_downgrade_refuses_in_one_line_and_forces(empty_database_url: str) -> None:
+    url = empty_database_url
+    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    _insert_data(url)
+    env = {**os.environ, "DATABASE_URL": url}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*CLI, "migrate", *args], env=env, capture_output=True, text=True, timeout=120
+        )
+
+    refused = cli("--downgrade", "0003_api")
+    assert refused.returncode == 1
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "downgrade refused" in lines[0] and "--force" in lines[0]
+    assert _versions(url) == [HEAD_OF_ISSUE_7_BASE]
+    unknown = cli("--downgrade", "no_such_revision")
+    assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1
+    assert cli("--force").returncode == 2
+    forced = cli("--downgrade", "0003_api", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert _versions(url) == ["0003_api"]
+    assert cli().returncode == 0
+    assert _versions(url) == [migrate.script_directory().get_current_head()]
+
+
+def test_a_database_with_the_old_two_heads_upgrades_cleanly(empty_database_url: str) -> None:
+    """Before 0004 was re-parented onto 0003, both were heads: alembic_version held both."""
+    url = empty_database_url
+    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    _insert_data(url)
+    columns = {table: _columns(url, table) for table in DATA_TABLES}
+    before = _snapshot(url, columns)
+    _fetch(url, "INSERT INTO alembic_version (version_num) VALUES ('0003_api')")
+    assert sorted(_versions(url)) == ["0003_api", "0004_pipeline"]
+    migrate.upgrade(url)
+    assert _versions(url) == [migrate.script_directory().get_current_head()]
+    assert _snapshot(url, columns) == before
+    migrate.upgrade(url)  # and it stays repaired
+    assert _versions(url) == [migrate.script_directory().get_current_head()]
+
+
+def test_a_database_at_the_old_0004_without_0003_gets_the_0003_tables(
+    empty_database_url: str,
+) -> None:
+    """The old history let a database reach 0004 by 0001, 0002, 0004; the new one says
+    0003 came first, so its tables are created before the chain goes on."""
+    url = empty_database_url
+    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    _insert_data(url)
+    for table in ("unmatched_provider_events", "deposit_addresses", "api_idempotency"):
+        _fetch(url, f"DROP TABLE {table}")
+    kept = {table: _columns(url, table) for table in ("merchants", "accounts", "payments")}
+    before = _snapshot(url, kept)
+    migrate.upgrade(url)
+    assert _versions(url) == [migrate.script_directory().get_current_head()]
+    assert EXPECTED_TABLES | {"api_idempotency", "deposit_addresses"} <= asyncio.run(_tables(url))
+    assert _fetch(url, "SELECT count(*) AS n FROM api_idempotency")[0]["n"] == 0
+    assert _snapshot(url, kept) == before

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
+import ipaddress
+from collections.abc import Callable
 
-from payflow.webhooks.ssrf import UnsafeWebhookUrl, check_webhook_url, resolve_webhook_url
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from payflow.webhooks.ssrf import (
+    UnsafeWebhookUrl,
+    check_webhook_url,
+    embedded_ipv4,
+    is_forbidden_address,
+    resolve_webhook_url,
+)
 
 REFUSED = [
     "http://127.0.0.1/hook",
@@ -64,3 +75,102 @@ async def test_resolving_variant_checks_every_address() -> None:
     assert await resolve_webhook_url("http://127.0.0.1:9/x", ["127.0.0.1"]) == ["127.0.0.1"]
     with pytest.raises(UnsafeWebhookUrl):
         await resolve_webhook_url("http://does-not-exist.invalid/x", ())
+
+
+# --- IPv6 forms that embed an IPv4 address (issue 7, item 8) ---------------------------
+
+FORBIDDEN_IPV4 = ("127.0.0.1", "10.1.2.3", "169.254.169.254")
+PUBLIC_IPV4 = "8.8.8.8"
+
+
+def _hex(v4: str) -> str:
+    """`a.b.c.d` as the two IPv6 hextets `abcd:efgh`."""
+    value = int(ipaddress.IPv4Address(v4))
+    return f"{value >> 16:x}:{value & 0xFFFF:x}"
+
+
+def _teredo_client(v4: str) -> str:
+    """Teredo stores the client address bit-inverted in the last 32 bits."""
+    value = int(ipaddress.IPv4Address(v4)) ^ 0xFFFF_FFFF
+    return f"{value >> 16:x}:{value & 0xFFFF:x}"
+
+
+# form name -> IPv6 text carrying the IPv4 address
+EMBEDDINGS: dict[str, Callable[[str], str]] = {
+    "ipv4-mapped": lambda v4: f"::ffff:{v4}",
+    "ipv4-compatible": lambda v4: f"::{v4}",
+    "ipv4-translated": lambda v4: f"::ffff:0:{v4}",
+    "nat64": lambda v4: f"64:ff9b::{v4}",
+    "6to4": lambda v4: f"2002:{_hex(v4)}::1",
+    "teredo-server": lambda v4: f"2001:0:{_hex(v4)}:0:0:{_teredo_client(PUBLIC_IPV4)}",
+    "teredo-client": lambda v4: f"2001:0:{_hex(PUBLIC_IPV4)}:0:0:{_teredo_client(v4)}",
+    "isatap": lambda v4: f"2600:1f00::5efe:{v4}",
+    "isatap-global": lambda v4: f"2600:1f00::200:5efe:{v4}",
+}
+# Forms that a public IPv4 address may legitimately arrive in (DNS64, 6to4, ISATAP).
+PUBLIC_WHEN_INNER_IS = ("ipv4-mapped", "nat64", "6to4", "isatap-global")
+
+
+@pytest.mark.parametrize("form", sorted(EMBEDDINGS))
+@pytest.mark.parametrize("v4", FORBIDDEN_IPV4)
+def test_ipv6_embedding_a_forbidden_ipv4_is_refused_at_accept_time(form: str, v4: str) -> None:
+    literal = EMBEDDINGS[form](v4)
+    assert ipaddress.IPv4Address(v4) in embedded_ipv4(ipaddress.IPv6Address(literal))
+    with pytest.raises(UnsafeWebhookUrl, match="not a public address"):
+        check_webhook_url(f"http://[{literal}]:8080/hook", ())
+
+
+@pytest.mark.parametrize("form", sorted(EMBEDDINGS))
+def test_every_embedding_is_decoded(form: str) -> None:
+    literal = ipaddress.IPv6Address(EMBEDDINGS[form](PUBLIC_IPV4))
+    assert ipaddress.IPv4Address(PUBLIC_IPV4) in embedded_ipv4(literal)
+
+
+@pytest.mark.parametrize("form", PUBLIC_WHEN_INNER_IS)
+def test_ipv6_embedding_a_public_ipv4_passes(form: str) -> None:
+    literal = EMBEDDINGS[form](PUBLIC_IPV4)
+    assert check_webhook_url(f"https://[{literal}]/hook", ()) == literal
+
+
+@pytest.mark.parametrize(
+    "literal",
+    [
+        "64:ff9b:1::808:808",  # NAT64 local-use prefix: the embedding is site-defined
+        "64:ff9b:1:7f00:1::",
+        "fec0::1",  # site-local: "global" to Python 3.11's tables
+        "fe80::1%25eth0",  # any zone id
+        "100::1",
+        "2001:db8::1",
+        "fd12:3456::1",
+    ],
+)
+def test_non_global_ipv6_ranges_are_refused(literal: str) -> None:
+    with pytest.raises(UnsafeWebhookUrl):
+        check_webhook_url(f"http://[{literal}]/hook", ())
+
+
+@given(
+    inner=st.one_of(
+        st.ip_addresses(network="127.0.0.0/8"),
+        st.ip_addresses(network="10.0.0.0/8"),
+        st.ip_addresses(network="172.16.0.0/12"),
+        st.ip_addresses(network="192.168.0.0/16"),
+        st.ip_addresses(network="169.254.0.0/16"),
+        st.ip_addresses(network="100.64.0.0/10"),
+        st.ip_addresses(network="0.0.0.0/8"),
+    ),
+    form=st.sampled_from(sorted(EMBEDDINGS)),
+)
+def test_property_no_embedding_of_a_forbidden_ipv4_passes(
+    inner: ipaddress.IPv4Address, form: str
+) -> None:
+    address = ipaddress.IPv6Address(EMBEDDINGS[form](str(inner)))
+    assert inner in embedded_ipv4(address)
+    assert is_forbidden_address(address)
+
+
+def test_a_configured_nat64_prefix_is_judged_at_accept_time() -> None:
+    literal = "2600:1f00::a01:203"  # 10.1.2.3 under the /96 prefix 2600:1f00::/96
+    assert check_webhook_url(f"http://[{literal}]/hook", ()) == literal
+    with pytest.raises(UnsafeWebhookUrl, match="not a public address"):
+        check_webhook_url(f"http://[{literal}]/hook", (), ("2600:1f00::/96",))

@@ -79,7 +79,9 @@ async def _validated(request: Request, body: PaymentCreate) -> NewPayment:
         )
     if body.webhook_url is not None:
         try:
-            check_webhook_url(body.webhook_url, settings.webhook_allow_hosts)
+            check_webhook_url(
+                body.webhook_url, settings.webhook_allow_hosts, settings.webhook_nat64_prefixes
+            )
         except BadInput as error:
             raise FieldError("body.webhook_url", str(error)) from None
     return NewPayment(amount, body.currency, body.description, body.metadata, body.webhook_url)

@@ -5,6 +5,7 @@ lock serialises concurrent `payflow migrate` runs against one database.
 """
 
 import asyncio
+from typing import Any
 
 from alembic import context
 from sqlalchemy import pool, text
@@ -27,7 +28,11 @@ def _run(connection: Connection) -> None:
 
 def _repair_two_heads(connection: Connection) -> None:
     """Databases migrated before 0004 was re-parented onto 0003 carry both 0003 and
-    0004 as heads; 0004 now descends from 0003, so the 0003 row is redundant."""
+    0004 as heads; 0004 now descends from 0003, so the 0003 row is redundant.
+
+    A database that was taken to the old 0004 alone (0001, 0002, 0004; e.g. by
+    `alembic upgrade 0004_pipeline`) never ran 0003, although the new history says it
+    did: its 0003 tables are created here, so the chain above 0004 finds them."""
     if connection.execute(text("SELECT to_regclass('alembic_version')")).scalar() is None:
         return
     connection.execute(
@@ -36,7 +41,23 @@ def _repair_two_heads(connection: Connection) -> None:
             " AND EXISTS (SELECT 1 FROM alembic_version WHERE version_num <> '0003_api')"
         )
     )
+    versions = {
+        row[0] for row in connection.execute(text("SELECT version_num FROM alembic_version"))
+    }
+    missing_0003 = (
+        connection.execute(text("SELECT to_regclass('api_idempotency')")).scalar() is None
+    )
+    if versions == {"0004_pipeline"} and missing_0003:
+        for statement in _revision_module("0003_api").UPGRADE:
+            connection.execute(text(statement))
     connection.commit()
+
+
+def _revision_module(revision: str) -> Any:
+    """The migration module of `revision` (its file name starts with a digit)."""
+    script = context.script.get_revision(revision)
+    assert script is not None and script.module is not None
+    return script.module
 
 
 async def _run_online() -> None:

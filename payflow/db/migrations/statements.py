@@ -12,13 +12,17 @@ def execute_all(statements: Sequence[str]) -> None:
         op.execute(statement)
 
 
+class DataLossRefused(RuntimeError):
+    """A downgrade step would destroy data and the run was not forced."""
+
+
 def refuse_data_loss(check_sql: str, what: str) -> None:
     """Stop a downgrade that would destroy data, unless the run was forced.
 
     `check_sql` is one SELECT returning a boolean: true when the data that the downgrade
     would drop exists. Forcing is `payflow.db.migrate.downgrade(..., force=True)` (the
     CLI's `--force`), which sets the Alembic config attribute ``force``.
-    Raises `RuntimeError` naming `what` otherwise.
+    Raises `DataLossRefused` (a `RuntimeError`) naming `what` otherwise.
     """
     from alembic import context
     from sqlalchemy import text
@@ -26,6 +30,6 @@ def refuse_data_loss(check_sql: str, what: str) -> None:
     if context.config.attributes.get("force"):
         return
     if op.get_bind().execute(text(check_sql)).scalar():
-        raise RuntimeError(
+        raise DataLossRefused(
             f"downgrade refused: it would lose data ({what}); rerun with --force to accept"
         )

@@ -158,6 +158,8 @@ async def test_invalid_bodies_name_the_field(client: httpx.AsyncClient) -> None:
         ({**BODY, "webhook_url": "http://10.0.0.1/hook"}, "body.webhook_url"),
         ({**BODY, "webhook_url": "http://169.254.169.254/latest"}, "body.webhook_url"),
         ({**BODY, "webhook_url": "ftp://example.com/x"}, "body.webhook_url"),
+        ({**BODY, "webhook_url": "http://[64:ff9b::7f00:1]/hook"}, "body.webhook_url"),
+        ({**BODY, "webhook_url": "http://[2002:a9fe:a9fe::1]/hook"}, "body.webhook_url"),
         ({**BODY, "unexpected": 1}, "body.unexpected"),
     ]
     for body, field in cases:

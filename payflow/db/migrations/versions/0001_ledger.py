@@ -5,7 +5,7 @@ Revision ID: 0001_ledger
 Revises:
 """
 
-from payflow.db.migrations.statements import execute_all
+from payflow.db.migrations.statements import execute_all, refuse_data_loss
 
 revision = "0001_ledger"
 down_revision = None
@@ -157,9 +157,21 @@ DOWNGRADE = [
 ]
 
 
+# What the downgrade would destroy: it refuses while any exists, unless forced.
+DATA_AT_RISK = [
+    ("SELECT EXISTS (SELECT 1 FROM accounts)", "accounts and their balances"),
+    ("SELECT EXISTS (SELECT 1 FROM payment_events)", "payment events"),
+    ("SELECT EXISTS (SELECT 1 FROM balance_events)", "ledger rows"),
+    ("SELECT EXISTS (SELECT 1 FROM processed_events)", "posting claims"),
+    ("SELECT EXISTS (SELECT 1 FROM dead_letter_queue)", "dead letters"),
+]
+
+
 def upgrade() -> None:
     execute_all(UPGRADE)
 
 
 def downgrade() -> None:
+    for check_sql, what in DATA_AT_RISK:
+        refuse_data_loss(check_sql, what)
     execute_all(DOWNGRADE)

@@ -4,7 +4,7 @@ Revision ID: 0002_payments_outbox
 Revises: 0001_ledger
 """
 
-from payflow.db.migrations.statements import execute_all
+from payflow.db.migrations.statements import execute_all, refuse_data_loss
 
 revision = "0002_payments_outbox"
 down_revision = "0001_ledger"
@@ -77,9 +77,23 @@ DOWNGRADE = [
 ]
 
 
+# What the downgrade would destroy: it refuses while any exists, unless forced.
+DATA_AT_RISK = [
+    ("SELECT EXISTS (SELECT 1 FROM merchants)", "merchants, their API keys and webhook secrets"),
+    ("SELECT EXISTS (SELECT 1 FROM payments)", "merchant payments"),
+    ("SELECT EXISTS (SELECT 1 FROM outbox WHERE published_at IS NULL)", "unpublished outbox rows"),
+    (
+        "SELECT EXISTS (SELECT 1 FROM accounts WHERE merchant_id IS NOT NULL)",
+        "the owner of merchant accounts",
+    ),
+]
+
+
 def upgrade() -> None:
     execute_all(UPGRADE)
 
 
 def downgrade() -> None:
+    for check_sql, what in DATA_AT_RISK:
+        refuse_data_loss(check_sql, what)
     execute_all(DOWNGRADE)

@@ -4,7 +4,7 @@ Revision ID: 0003_api
 Revises: 0002_payments_outbox
 """
 
-from payflow.db.migrations.statements import execute_all
+from payflow.db.migrations.statements import execute_all, refuse_data_loss
 
 revision = "0003_api"
 down_revision = "0002_payments_outbox"
@@ -79,9 +79,25 @@ DOWNGRADE = [
 ]
 
 
+# What the downgrade would destroy: it refuses while any exists, unless forced.
+DATA_AT_RISK = [
+    ("SELECT EXISTS (SELECT 1 FROM api_idempotency)", "stored Idempotency-Key responses"),
+    (
+        "SELECT EXISTS (SELECT 1 FROM deposit_addresses)",
+        "deposit addresses (the only address-to-account mapping)",
+    ),
+    (
+        "SELECT EXISTS (SELECT 1 FROM unmatched_provider_events)",
+        "unmatched provider events kept for review",
+    ),
+]
+
+
 def upgrade() -> None:
     execute_all(UPGRADE)
 
 
 def downgrade() -> None:
+    for check_sql, what in DATA_AT_RISK:
+        refuse_data_loss(check_sql, what)
     execute_all(DOWNGRADE)

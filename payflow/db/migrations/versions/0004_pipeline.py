@@ -5,7 +5,7 @@ Revision ID: 0004_pipeline
 Revises: 0003_api
 """
 
-from payflow.db.migrations.statements import execute_all
+from payflow.db.migrations.statements import execute_all, refuse_data_loss
 
 revision = "0004_pipeline"
 down_revision = "0003_api"
@@ -38,9 +38,21 @@ DOWNGRADE = [
 ]
 
 
+# What the downgrade would destroy: it refuses while any exists, unless forced.
+DATA_AT_RISK = [
+    (
+        "SELECT EXISTS (SELECT 1 FROM accounts WHERE settlement)",
+        "the settlement flag of existing accounts: without it the next payment"
+        " opens a second settlement account",
+    ),
+]
+
+
 def upgrade() -> None:
     execute_all(UPGRADE)
 
 
 def downgrade() -> None:
+    for check_sql, what in DATA_AT_RISK:
+        refuse_data_loss(check_sql, what)
     execute_all(DOWNGRADE)
