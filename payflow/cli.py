@@ -46,15 +46,22 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
 
 @app.command()
 def migrate() -> None:
-    """Create the database if needed and apply every migration (idempotent)."""
+    """Create the roles and database if needed, apply every migration as the owner role
+    and grant the service's role its privileges (idempotent)."""
     from payflow.db import migrate as migrations
 
     settings = _settings()
-    created = _run(migrations.ensure_database(settings.database_url))
-    if created:
+    url, owner = settings.migration_url(), settings.db_owner_role
+    try:
+        app_role = migrations.login_role(settings.database_url)
+    except ValueError as error:
+        exit_on_settings_error(SettingsError(str(error)))
+        raise
+    if _run(migrations.prepare_database(url, owner=owner, app=app_role)):
         console.print("created database")
-    migrations.upgrade(settings.database_url)
-    console.print("migrations applied: schema at head")
+    migrations.upgrade(url, owner_role=owner)
+    _run(migrations.grant_service(url, owner=owner, app=app_role))
+    console.print(f"migrations applied as {owner}; {app_role} granted the service's privileges")
 
 
 @app.command()
