@@ -150,3 +150,9 @@ UPDATE payment_events SET status = 'pending', updated_at = now()
 WHERE event_id = $1 AND status = 'failed'
   AND NOT EXISTS (SELECT 1 FROM processed_events p WHERE p.event_id = $1)
 RETURNING event_id;
+
+-- name: cleanup_processed_events
+-- $1 minimum age in days (clamped up to 14 by the function), $2 batch size (clamped to
+-- [1, 10000]). The only way the service removes posting claims: the SECURITY DEFINER
+-- function of migration 0009 deletes terminal outcomes of terminal events, never 'pending'.
+SELECT cleanup_processed_events($1, $2);

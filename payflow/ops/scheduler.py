@@ -14,6 +14,7 @@ import asyncpg
 import structlog
 
 from payflow.config import Settings
+from payflow.ledger.retention import cleanup_processed_events
 from payflow.ops.recovery import recover_stale_events
 from payflow.outbox.maintenance import alert_stale_outbox, cleanup_outbox
 
@@ -24,6 +25,7 @@ JOBS: dict[str, Job] = {
     "recover_stale_events": recover_stale_events,
     "alert_stale_outbox": alert_stale_outbox,
     "cleanup_outbox": cleanup_outbox,
+    "cleanup_processed_events": cleanup_processed_events,
 }
 
 

@@ -22,6 +22,7 @@ from payflow.config import Settings
 from payflow.db import migrate
 from payflow.ledger.posting import post_event, posting_key
 from payflow.ledger.records import EventType, Outcome
+from payflow.ledger.retention import cleanup_processed_events
 from tests.conftest import APP_ROLE, OWNER_ROLE, RUN_ID, SERVER_URL, _url
 from tests.integration.ledger.helpers import balance, new_account, new_event
 
@@ -344,3 +345,16 @@ async def test_migrate_cli_creates_roles_database_and_adopts_a_legacy_schema() -
             await service.close()
     finally:
         await _drop(database, app, owner)
+
+
+async def test_claim_retention_job_runs_as_the_app_role(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
+) -> None:
+    await _seed_claim(owner_pool, "job-old", "success", 100, "confirmed")
+    await _seed_claim(owner_pool, "job-recent", "success", 20, "confirmed")
+    await _seed_claim(owner_pool, "job-pending", "pending", 100, "enqueued")
+    assert await cleanup_processed_events(pool, settings) == 1  # default: 90 days
+    keep_all = settings.model_copy(update={"processed_events_retention_days": 0})
+    assert await cleanup_processed_events(pool, keep_all) == 0
+    left = {r["event_id"] for r in await owner_pool.fetch("SELECT event_id FROM processed_events")}
+    assert left == {"job-recent", "job-pending"}
