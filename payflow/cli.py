@@ -57,7 +57,8 @@ def migrate() -> None:
     except ValueError as error:
         exit_on_settings_error(SettingsError(str(error)))
         raise
-    if _run(migrations.prepare_database(url, owner=owner, app=app_role)):
+    password = migrations.login_password(settings.database_url)
+    if _run(migrations.prepare_database(url, owner=owner, app=app_role, app_password=password)):
         console.print("created database")
     migrations.upgrade(url, owner_role=owner)
     _run(migrations.grant_service(url, owner=owner, app=app_role))

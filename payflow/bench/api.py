@@ -218,7 +218,12 @@ def run_api_bench(settings: Settings, config: ApiBenchConfig) -> bool:
         return False
     url = _bench_url(settings)
     admin = setup_url(settings, url)  # bulk pre-fill and VACUUM need more than the service role
-    migrate.migrate_database(admin, owner=settings.db_owner_role, app=migrate.login_role(url))
+    migrate.migrate_database(
+        admin,
+        owner=settings.db_owner_role,
+        app=migrate.login_role(url),
+        app_password=migrate.login_password(url),
+    )
     api_key = settings.api_key or "bench-" + secrets.token_urlsafe(24)
     secret = settings.provider_webhook_secret or secrets.token_hex(32)
     asyncio.run(_prepare(admin, api_key, config.prefill))

@@ -56,6 +56,7 @@ async def bench_database(settings: Settings) -> AsyncIterator[str]:
             admin,
             owner=settings.db_owner_role,
             app=migrate.login_role(url),
+            app_password=migrate.login_password(url),
         )
         yield url
     finally:

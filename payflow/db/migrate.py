@@ -65,6 +65,12 @@ def with_database(url: str, name: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
 
 
+def login_password(database_url: str) -> str | None:
+    """The password a URL carries, if any."""
+    password = urlsplit(database_url).password
+    return unquote(password) if password else None
+
+
 def login_role(database_url: str) -> str:
     """The role a URL logs in as; `ValueError` when it names none."""
     user = urlsplit(database_url).username
@@ -131,8 +137,13 @@ async def _create_role(conn: asyncpg.Connection, name: str, options: str) -> boo
     return True
 
 
-async def ensure_roles(conn: asyncpg.Connection, *, owner: str, app: str) -> list[str]:
+async def ensure_roles(
+    conn: asyncpg.Connection, *, owner: str, app: str, app_password: str | None = None
+) -> list[str]:
     """Create the owner (NOLOGIN) and app (LOGIN) roles when missing; returns those created.
+
+    A new app role gets `app_password` (the password of DATABASE_URL) when one is given;
+    an existing role's password is never changed.
 
     Roles that already exist are used as they are (bring your own roles), but must give
     least privilege: raises `RoleSetupError` when the app role is the owner, a member of
@@ -144,7 +155,10 @@ async def ensure_roles(conn: asyncpg.Connection, *, owner: str, app: str) -> lis
     created = []
     if await _create_role(conn, owner, "NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"):
         created.append(owner)
-    if await _create_role(conn, app, "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE INHERIT"):
+    login = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE INHERIT"
+    if app_password:
+        login += " " + await conn.fetchval("SELECT format('PASSWORD %L', $1::text)", app_password)
+    if await _create_role(conn, app, login):
         created.append(app)
     row = await conn.fetchrow(
         "SELECT r.rolsuper, r.rolcreaterole, r.rolcreatedb, r.rolbypassrls,"
@@ -206,7 +220,9 @@ async def adopt_schema(conn: asyncpg.Connection, *, owner: str) -> int:
     return len(statements)
 
 
-async def prepare_database(migration_url: str, *, owner: str, app: str) -> bool:
+async def prepare_database(
+    migration_url: str, *, owner: str, app: str, app_password: str | None = None
+) -> bool:
     """Steps 1-3 of `migrate`: roles, the database (owned by `owner`), its schema.
 
     `migration_url` names the target database and logs in as a superuser or a role with
@@ -216,7 +232,7 @@ async def prepare_database(migration_url: str, *, owner: str, app: str) -> bool:
     try:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK_KEY)
-            await ensure_roles(conn, owner=owner, app=app)
+            await ensure_roles(conn, owner=owner, app=app, app_password=app_password)
     finally:
         await conn.close()
     created = await ensure_database(migration_url, owner=owner)
@@ -244,11 +260,20 @@ async def grant_service(migration_url: str, *, owner: str, app: str) -> bool:
         await conn.close()
 
 
-def migrate_database(migration_url: str, *, owner: str, app: str, revision: str = "head") -> bool:
+def migrate_database(
+    migration_url: str,
+    *,
+    owner: str,
+    app: str,
+    app_password: str | None = None,
+    revision: str = "head",
+) -> bool:
     """The whole of `payflow migrate` for one database: roles, database, schema,
     migrations as `owner`, grants to `app`. Idempotent; call it outside an event loop
     (Alembic runs its own). Returns True when the database was created."""
-    created = asyncio.run(prepare_database(migration_url, owner=owner, app=app))
+    created = asyncio.run(
+        prepare_database(migration_url, owner=owner, app=app, app_password=app_password)
+    )
     upgrade(migration_url, revision, owner_role=owner)
     asyncio.run(grant_service(migration_url, owner=owner, app=app))
     return created

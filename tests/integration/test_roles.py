@@ -287,7 +287,7 @@ def _run_migrate_cli(database: str, owner: str, app: str) -> subprocess.Complete
     server = SERVER_URL.split("://", 1)[1].rsplit("@", 1)[-1]
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgresql://{app}@{server}/{database}",
+        "DATABASE_URL": f"postgresql://{app}:pw-{RUN_ID}@{server}/{database}",
         "MIGRATION_DATABASE_URL": _url(database),
         "DB_OWNER_ROLE": owner,
     }
@@ -328,6 +328,16 @@ async def test_migrate_cli_creates_roles_database_and_adopts_a_legacy_schema() -
             )
             assert foreign == []
             assert await admin.fetchval("SELECT version_num FROM alembic_version") == "0009_roles"
+            # The new app role got DATABASE_URL's password (trust auth does not check it).
+            assert await admin.fetchval(
+                "SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = $1", app
+            )
+            assert (
+                await admin.fetchval(
+                    "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", database
+                )
+                == "postgres"
+            )  # a legacy database keeps its owner; its objects moved
         finally:
             await admin.close()
         server = SERVER_URL.split("://", 1)[1].rsplit("@", 1)[-1]
