@@ -332,12 +332,11 @@ async def test_migrate_cli_creates_roles_database_and_adopts_a_legacy_schema() -
             assert await admin.fetchval(
                 "SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = $1", app
             )
-            assert (
-                await admin.fetchval(
-                    "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1", database
-                )
-                == "postgres"
-            )  # a legacy database keeps its owner; its objects moved
+            # A legacy database keeps its owner; its objects moved to the owner role.
+            assert await admin.fetchval(
+                "SELECT pg_get_userbyid(datdba) = current_user FROM pg_database WHERE datname = $1",
+                database,
+            )
         finally:
             await admin.close()
         server = SERVER_URL.split("://", 1)[1].rsplit("@", 1)[-1]
