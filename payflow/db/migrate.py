@@ -246,7 +246,8 @@ async def prepare_database(
 
 async def grant_service(migration_url: str, *, owner: str, app: str) -> bool:
     """Step 5 of `migrate`: as the owner, give `app` exactly the service's privileges
-    (`payflow_grant_service`, migration 0009). False when the schema is below 0009."""
+    (`payflow_grant_service`, migration 0009). False when the schema is below 0009;
+    `RoleSetupError` (nothing granted) when the app role could still create objects."""
     conn = await asyncpg.connect(migration_url)
     try:
         async with conn.transaction():
@@ -255,6 +256,12 @@ async def grant_service(migration_url: str, *, owner: str, app: str) -> bool:
             await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK_KEY)
             await conn.execute(f"SET LOCAL ROLE {_quote(owner)}")
             await conn.execute("SELECT payflow_grant_service($1)", app)
+            # A database or schema the app role owns would let it create objects anyway.
+            if await conn.fetchval("SELECT has_schema_privilege($1, 'public', 'CREATE')", app):
+                raise RoleSetupError(
+                    f"the app role {app!r} may create objects in schema public: it must not"
+                    " own the database or the schema (ALTER DATABASE … OWNER TO the owner)"
+                )
         return True
     finally:
         await conn.close()

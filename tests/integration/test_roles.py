@@ -367,3 +367,22 @@ async def test_claim_retention_job_runs_as_the_app_role(
     assert await cleanup_processed_events(pool, keep_all) == 0
     left = {r["event_id"] for r in await owner_pool.fetch("SELECT event_id FROM processed_events")}
     assert left == {"job-recent", "job-pending"}
+
+
+async def test_an_app_role_that_owns_the_database_is_refused() -> None:
+    """Owning the database makes a role owner of schema public (PostgreSQL 15+), so it
+    could create objects; `payflow migrate` refuses to call that least privilege."""
+    suffix = f"{RUN_ID}_{uuid.uuid4().hex[:6]}"
+    database = f"payflow_test_{suffix}_appowned"
+    owner, app = f"payflow_owner_own_{suffix}", f"payflow_app_own_{suffix}"
+    conn = await asyncpg.connect(_url("postgres"))
+    try:
+        await migrate.ensure_roles(conn, owner=owner, app=app)
+        await conn.execute(f'CREATE DATABASE "{database}" OWNER "{app}"')
+    finally:
+        await conn.close()
+    try:
+        with pytest.raises(migrate.RoleSetupError, match="may create objects"):
+            await asyncio.to_thread(migrate.migrate_database, _url(database), owner=owner, app=app)
+    finally:
+        await _drop(database, app, owner)
