@@ -86,6 +86,10 @@ UPGRADE: list[str] = [
         -- Posting claims: insert, and set the outcome; removal only via the cleanup function.
         EXECUTE format('REVOKE UPDATE, DELETE ON public.processed_events FROM %I', app);
         EXECUTE format('GRANT UPDATE (outcome) ON public.processed_events TO %I', app);
+        -- Accounts: balance and status move; the opening balance (which reconciliation
+        -- adds to the ledger sum), the asset and the owner never do.
+        EXECUTE format('REVOKE UPDATE ON public.accounts FROM %I', app);
+        EXECUTE format('GRANT UPDATE (balance, status, updated_at) ON public.accounts TO %I', app);
         -- Reference data and the migration history: read only / nothing.
         EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON public.assets FROM %I', app);
         EXECUTE format('REVOKE ALL ON public.alembic_version FROM %I', app);
