@@ -56,15 +56,17 @@ def migrate(
         bool, typer.Option("--force", help="With --downgrade: also run steps that drop data")
     ] = False,
 ) -> None:
-    """Create the database if needed and apply every migration (idempotent); or, with
-    --downgrade REV, step down to REV, refusing any step that would drop data unless
-    --force (exit 1 with a one-line error)."""
+    """Create the roles and database if needed, apply every migration as the owner role
+    and grant the service's role its privileges (idempotent); or, with --downgrade REV,
+    step down to REV, refusing any step that would drop data unless --force (exit 1 with
+    a one-line error)."""
     from payflow.db import migrate as migrations
 
     settings = _settings()
+    url, owner = settings.migration_url(), settings.db_owner_role
     if downgrade is not None:
         try:
-            migrations.downgrade(settings.database_url, downgrade, force=force)
+            migrations.downgrade(url, downgrade, force=force, owner_role=owner)
         except (migrations.DataLossRefused, migrations.CommandError) as error:
             console.print(f"[red]payflow: {error}[/red]")
             raise typer.Exit(1) from None
@@ -73,11 +75,17 @@ def migrate(
     if force:
         console.print("[red]payflow: --force applies only with --downgrade REV[/red]")
         raise typer.Exit(2)
-    created = _run(migrations.ensure_database(settings.database_url))
-    if created:
+    try:
+        app_role = migrations.login_role(settings.database_url)
+    except ValueError as error:
+        exit_on_settings_error(SettingsError(str(error)))
+        raise
+    password = migrations.login_password(settings.database_url)
+    if _run(migrations.prepare_database(url, owner=owner, app=app_role, app_password=password)):
         console.print("created database")
-    migrations.upgrade(settings.database_url)
-    console.print("migrations applied: schema at head")
+    migrations.upgrade(url, owner_role=owner)
+    _run(migrations.grant_service(url, owner=owner, app=app_role))
+    console.print(f"migrations applied as {owner}; {app_role} granted the service's privileges")
 
 
 @app.command()

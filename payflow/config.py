@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from typing import Annotated
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -25,7 +26,12 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
 
-    database_url: str = "postgresql://postgres@127.0.0.1:5432/payflow"
+    # The service logs in as the APP role (least privilege, see docs/architecture.md);
+    # migrations connect with MIGRATION_DATABASE_URL and run as DB_OWNER_ROLE.
+    database_url: str = "postgresql://payflow_app@127.0.0.1:5432/payflow"
+    migration_database_url: str | None = None
+    db_owner_role: str = Field(default="payflow_owner", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
+    processed_events_retention_days: int = Field(default=90, ge=0)
     redis_url: str = "redis://127.0.0.1:6379/0"
     rabbitmq_url: str = "amqp://guest:guest@127.0.0.1:5672/"
 
@@ -134,6 +140,18 @@ class Settings(BaseSettings):
         if any(tier <= 0 for tier in value):
             raise ValueError("every retry tier must be a positive number of milliseconds")
         return value
+
+    def migration_url(self) -> str:
+        """The URL migrations connect with: MIGRATION_DATABASE_URL, or by default the
+        `postgres` superuser on DATABASE_URL's server and database (trust auth locally)."""
+        if self.migration_database_url:
+            return self.migration_database_url
+        parts = urlsplit(self.database_url)
+        host = parts.hostname or ""
+        netloc = "postgres@" + (f"[{host}]" if ":" in host else host)
+        if parts.port:
+            netloc += f":{parts.port}"
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
     def require(self, *names: str) -> None:
         """Raise `SettingsError` naming the first of `names` that is unset."""

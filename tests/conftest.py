@@ -1,15 +1,24 @@
 """Test infrastructure on the real services.
 
-A template database is built from the migrations once per run; every test that
-needs PostgreSQL gets its own `CREATE DATABASE ... TEMPLATE` copy with a unique
-name, dropped afterwards, so runs and tests never collide.
+Every run makes its OWN database roles, because roles are cluster-wide and concurrent
+runs must not collide: `payflow_owner_<RUN_ID>` owns the schema and
+`payflow_app_<RUN_ID>` is the service's login, with only the privileges `payflow
+migrate` grants. A template database is built by the real migration path once per run;
+every test that needs PostgreSQL gets its own `CREATE DATABASE ... TEMPLATE` copy with
+a unique name, dropped afterwards. The `pool` fixture and every service subprocess log
+in as the app role, so the whole suite shows the service works with least privilege;
+`owner_pool` logs in as the migration login (a superuser) for set-up the service may
+not do.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from urllib.parse import quote, urlsplit
 
 import asyncpg
 import pytest
@@ -18,12 +27,25 @@ from payflow.config import Settings, load_settings
 from payflow.db import migrate
 from payflow.db.pool import create_pool
 
+# The migration login: a superuser (or a role with CREATEROLE and CREATEDB).
 SERVER_URL = os.environ.get("PAYFLOW_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 RUN_ID = uuid.uuid4().hex[:10]
+APP_ROLE = f"payflow_app_{RUN_ID}"
+OWNER_ROLE = f"payflow_owner_{RUN_ID}"
+# Trust auth needs none, but a server that asks for passwords gets this one.
+APP_PASSWORD = secrets.token_hex(16)
 
 
 def _url(name: str) -> str:
+    """Database `name` as the migration login (superuser)."""
     return f"{SERVER_URL}/{name}"
+
+
+def app_url(name: str) -> str:
+    """Database `name` as this run's app role: the service's view."""
+    parts = urlsplit(SERVER_URL)
+    server = parts.netloc.rsplit("@", 1)[-1]
+    return f"{parts.scheme}://{APP_ROLE}:{quote(APP_PASSWORD)}@{server}/{name}"
 
 
 async def _admin_execute(sql: str) -> None:
@@ -34,30 +56,90 @@ async def _admin_execute(sql: str) -> None:
         await conn.close()
 
 
+async def _create_roles() -> None:
+    conn = await asyncpg.connect(_url("postgres"))
+    try:
+        await migrate.ensure_roles(conn, owner=OWNER_ROLE, app=APP_ROLE)
+        await conn.execute(f"ALTER ROLE \"{APP_ROLE}\" PASSWORD '{APP_PASSWORD}'")
+    finally:
+        await conn.close()
+
+
+async def _drop_roles() -> None:
+    """Drop this run's leftover databases, then its roles (best effort: a failure to
+    clean up is reported, not turned into a test failure)."""
+    conn = await asyncpg.connect(_url("postgres"))
+    try:
+        leftovers = await conn.fetch(
+            "SELECT datname FROM pg_database WHERE datname LIKE $1", f"%{RUN_ID}%"
+        )
+        for row in leftovers:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{row["datname"]}" WITH (FORCE)')
+        for role in (APP_ROLE, OWNER_ROLE):
+            try:
+                await conn.execute(f'DROP ROLE IF EXISTS "{role}"')
+            except asyncpg.PostgresError as error:
+                print(f"tests: could not drop role {role}: {error}", file=sys.stderr)
+    finally:
+        await conn.close()
+
+
 @pytest.fixture(scope="session")
-def template_database() -> Iterator[str]:
-    """A migrated database that per-test databases are cloned from."""
+def db_roles() -> Iterator[tuple[str, str]]:
+    """(owner, app) roles of this run, dropped at the end of the session."""
+    import asyncio
+
+    asyncio.run(_create_roles())
+    yield OWNER_ROLE, APP_ROLE
+    asyncio.run(_drop_roles())
+
+
+@pytest.fixture(scope="session")
+def template_database(db_roles: tuple[str, str]) -> Iterator[str]:
+    """A database migrated by `payflow migrate`'s own path (owned by this run's owner
+    role, the app role granted) that per-test databases are cloned from."""
     import asyncio
 
     name = f"payflow_test_{RUN_ID}_tpl"
-    asyncio.run(_admin_execute(f'CREATE DATABASE "{name}"'))
-    migrate.upgrade(_url(name))
+    migrate.migrate_database(_url(name), owner=OWNER_ROLE, app=APP_ROLE)
     yield name
     asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+async def clone_database(template: str, name: str) -> None:
+    """`name` as a copy of `template` (tables, grants and owner included)."""
+    await _admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}" OWNER "{OWNER_ROLE}"')
+
+
 @pytest.fixture
-async def database_url(template_database: str) -> AsyncIterator[str]:
-    """A fresh, migrated database for one test."""
+async def database_name(template_database: str) -> AsyncIterator[str]:
+    """A fresh, migrated database for one test, dropped afterwards."""
     name = f"payflow_test_{RUN_ID}_{uuid.uuid4().hex[:8]}"
-    await _admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"')
-    yield _url(name)
+    await clone_database(template_database, name)
+    yield name
     await _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture
-def settings(database_url: str) -> Settings:
-    return load_settings(database_url=database_url, lock_timeout_ms=2000)
+def database_url(database_name: str) -> str:
+    """The test's database as the app role (what DATABASE_URL is in production)."""
+    return app_url(database_name)
+
+
+@pytest.fixture
+def migration_url(database_name: str) -> str:
+    """The test's database as the migration login (MIGRATION_DATABASE_URL)."""
+    return _url(database_name)
+
+
+@pytest.fixture
+def settings(database_url: str, migration_url: str) -> Settings:
+    return load_settings(
+        database_url=database_url,
+        migration_database_url=migration_url,
+        db_owner_role=OWNER_ROLE,
+        lock_timeout_ms=2000,
+    )
 
 
 @pytest.fixture
@@ -68,9 +150,10 @@ async def pool(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
 
 
 @pytest.fixture
-async def owner_pool(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
-    """A pool with the schema owner's rights, for test set-up the service may not do
-    (backdating timestamps, deleting rows). The `pool` fixture is the service's view."""
-    pool = await create_pool(settings, min_size=1, max_size=2)
+async def owner_pool(settings: Settings, migration_url: str) -> AsyncIterator[asyncpg.Pool]:
+    """A pool of the migration login (a superuser here), for test set-up the service may
+    not do (backdating timestamps, deleting rows, seeding reference data). The `pool`
+    fixture is the service's view: the app role."""
+    pool = await create_pool(settings, dsn=migration_url, min_size=1, max_size=2)
     yield pool
     await pool.close()

@@ -28,7 +28,7 @@ import psutil
 
 from payflow.api.auth import SQL as API_SQL
 from payflow.api.auth import hash_api_key
-from payflow.bench.common import percentile
+from payflow.bench.common import percentile, setup_url
 from payflow.config import Settings
 from payflow.db import migrate
 
@@ -217,11 +217,16 @@ def run_api_bench(settings: Settings, config: ApiBenchConfig) -> bool:
         print(f"payflow: port {config.port} is busy; pass --port", file=sys.stderr)
         return False
     url = _bench_url(settings)
-    asyncio.run(migrate.ensure_database(url))
-    migrate.upgrade(url)
+    admin = setup_url(settings, url)  # bulk pre-fill and VACUUM need more than the service role
+    migrate.migrate_database(
+        admin,
+        owner=settings.db_owner_role,
+        app=migrate.login_role(url),
+        app_password=migrate.login_password(url),
+    )
     api_key = settings.api_key or "bench-" + secrets.token_urlsafe(24)
     secret = settings.provider_webhook_secret or secrets.token_hex(32)
-    asyncio.run(_prepare(url, api_key, config.prefill))
+    asyncio.run(_prepare(admin, api_key, config.prefill))
     workers = config.workers or settings.api_workers
     env: dict[str, Any] = {
         **os.environ,

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
+from payflow.config import Settings
 from payflow.db import migrate
 
 
@@ -32,18 +33,34 @@ def result_line(**fields: object) -> str:
     return " ".join(f"{key}={value}" for key, value in fields.items())
 
 
+def setup_url(settings: Settings, database_url: str) -> str:
+    """The migration login (MIGRATION_DATABASE_URL) on `database_url`'s database: for
+    set-up the service's role may not do (creating tables, VACUUM, bulk pre-fill)."""
+    return migrate.with_database(settings.migration_url(), migrate.database_name(database_url))
+
+
 @asynccontextmanager
-async def bench_database(database_url: str) -> AsyncIterator[str]:
-    """A freshly migrated database beside `database_url`, dropped afterwards."""
-    parts = urlsplit(database_url)
+async def bench_database(settings: Settings) -> AsyncIterator[str]:
+    """A freshly migrated database beside DATABASE_URL's, dropped afterwards.
+
+    Migrated like `payflow migrate` (roles, owner, grants); yields the URL of the
+    service's role on it, so the benchmark measures the service with least privilege.
+    """
+    parts = urlsplit(settings.database_url)
     name = f"{parts.path.lstrip('/') or 'payflow'}_bench_{uuid.uuid4().hex[:8]}"
     url = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-    await migrate.ensure_database(url)
+    admin = setup_url(settings, url)
     try:
-        await asyncio.to_thread(migrate.upgrade, url)  # alembic runs its own event loop
+        await asyncio.to_thread(  # alembic runs its own event loop
+            migrate.migrate_database,
+            admin,
+            owner=settings.db_owner_role,
+            app=migrate.login_role(url),
+            app_password=migrate.login_password(url),
+        )
         yield url
     finally:
-        conn = await asyncpg.connect(migrate.admin_url(url))
+        conn = await asyncpg.connect(migrate.admin_url(admin))
         try:
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:

@@ -251,7 +251,7 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
     sink = WebhookSink(keep_bodies=False)
     await sink.start()
     http: HttpSubmitter | None = None
-    async with bench_database(settings.database_url) as url:
+    async with bench_database(settings) as url:
         bench_settings = settings.model_copy(update={"database_url": url})
         # Over HTTP the driver only polls and measures; direct writes need a slot each.
         size = SUBMIT_CONCURRENCY + 4 if config.direct else 4

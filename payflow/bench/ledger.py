@@ -22,7 +22,13 @@ import asyncpg
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from payflow.bench.common import bench_database, peak_rss_mb, percentile, result_line
+from payflow.bench.common import (
+    bench_database,
+    peak_rss_mb,
+    percentile,
+    result_line,
+    setup_url,
+)
 from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.ledger.posting import post_event
@@ -60,7 +66,7 @@ class RunFigures:
 async def run_ledger_bench(settings: Settings, config: LedgerBenchConfig) -> bool:
     """Run the benchmark in a throwaway database; True when exactly-once was verified."""
     console = Console(soft_wrap=True)
-    async with bench_database(settings.database_url) as url:
+    async with bench_database(settings) as url:
         bench_settings = settings.model_copy(update={"database_url": url})
         # Like the workers' pools: no session state is ever set, so skip the reset round trip.
         pool = await create_pool(
@@ -88,9 +94,15 @@ async def _bench(
     ceiling_workload = _workload(rng, targets, config, prefix="cl")
     warmup = _workload(rng, targets, LedgerBenchConfig(WARMUP_EVENTS, 1, config.mode, 1, 0), "wu")
     await _insert_events(pool, warmup + workload)
-    await _make_shadow_tables(pool)
-    async with pool.acquire() as conn:
-        await conn.execute("VACUUM ANALYZE")
+    # Shadow tables and VACUUM need the owner; the owner's default privileges give the
+    # service's role the same DML on the shadows as on the real tables.
+    owner = await asyncpg.connect(setup_url(settings, settings.database_url))
+    try:
+        await owner.execute(f'SET ROLE "{settings.db_owner_role}"')
+        await _make_shadow_tables(owner)
+        await owner.execute("VACUUM ANALYZE")
+    finally:
+        await owner.close()
 
     stats = RetryStats()
     outcomes: dict[str, Outcome] = {}
@@ -277,8 +289,8 @@ async def _insert_events(pool: asyncpg.Pool, events: list[_Event]) -> None:
         )
 
 
-async def _make_shadow_tables(pool: asyncpg.Pool) -> None:
-    async with pool.acquire() as conn, conn.transaction():
+async def _make_shadow_tables(conn: asyncpg.Connection) -> None:
+    async with conn.transaction():
         for shadow, real in (
             ("ceiling_accounts", "accounts"),
             ("ceiling_processed", "processed_events"),

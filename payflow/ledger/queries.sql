@@ -170,3 +170,9 @@ SET max_payment = COALESCE($2, max_payment),
     max_deposit = COALESCE($4, max_deposit)
 WHERE code = $1
 RETURNING code, scale, max_payment, max_withdrawal, max_deposit;
+
+-- name: cleanup_processed_events
+-- $1 minimum age in days (clamped up to 14 by the function), $2 batch size (clamped to
+-- [1, 10000]). The only way the service removes posting claims: the SECURITY DEFINER
+-- function of migration 0009 deletes terminal outcomes of terminal events, never 'pending'.
+SELECT cleanup_processed_events($1, $2);

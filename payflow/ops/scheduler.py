@@ -14,6 +14,7 @@ import asyncpg
 import structlog
 
 from payflow.config import Settings
+from payflow.ledger.retention import cleanup_processed_events
 from payflow.ops.recovery import recover_stale_events
 from payflow.ops.retention import cleanup_idempotency_keys
 from payflow.ops.sweeps import sweep_pending_payments, sweep_undelivered_webhooks
@@ -29,6 +30,7 @@ JOBS: dict[str, Job] = {
     "alert_stale_outbox": alert_stale_outbox,
     "cleanup_outbox": cleanup_outbox,
     "cleanup_idempotency_keys": cleanup_idempotency_keys,
+    "cleanup_processed_events": cleanup_processed_events,
 }
 
 

@@ -1,7 +1,9 @@
 """Alembic environment: plain-SQL migrations run over SQLAlchemy's asyncpg dialect.
 
 The URL comes from the Alembic config (`payflow.db.migrate` sets it). An advisory
-lock serialises concurrent `payflow migrate` runs against one database.
+lock serialises concurrent `payflow migrate` runs against one database. When the
+config attribute ``owner_role`` is set, the session runs `SET ROLE` to it first, so
+every object a migration creates is owned by the owner role, never by the login.
 """
 
 import asyncio
@@ -16,6 +18,11 @@ MIGRATION_LOCK_KEY = 7_240_001
 
 
 def _run(connection: Connection) -> None:
+    owner = context.config.attributes.get("owner_role")
+    if owner:
+        quoted = '"' + str(owner).replace('"', '""') + '"'
+        connection.execute(text(f"SET ROLE {quoted}"))
+        connection.commit()
     context.configure(connection=connection, target_metadata=None, transaction_per_migration=True)
     connection.execute(text(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))
     try:

@@ -15,6 +15,7 @@ from payflow.api.app import create_app
 from payflow.api.auth import create_merchant
 from payflow.config import Settings, load_settings
 from payflow.ingress.signature import sign
+from tests.conftest import OWNER_ROLE
 
 API_KEY = "test-api-key-0123456789"
 ADMIN_KEY = "test-admin-key-0123456789"
@@ -40,9 +41,13 @@ async def redis_cleanup(redis_prefix: str) -> AsyncIterator[None]:
 
 
 @pytest.fixture
-def api_settings(database_url: str, redis_prefix: str, redis_cleanup: None) -> Settings:
+def api_settings(
+    database_url: str, migration_url: str, redis_prefix: str, redis_cleanup: None
+) -> Settings:
     return load_settings(
         database_url=database_url,
+        migration_database_url=migration_url,
+        db_owner_role=OWNER_ROLE,
         api_key=API_KEY,
         admin_api_key=ADMIN_KEY,
         provider_webhook_secret=PROVIDER_SECRET,

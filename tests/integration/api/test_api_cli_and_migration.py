@@ -6,7 +6,6 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 
 import asyncpg
 import httpx
@@ -15,6 +14,7 @@ from fastapi import FastAPI
 
 from payflow.config import Settings
 from payflow.db import migrate
+from tests.conftest import OWNER_ROLE
 
 from .server import server_env
 
@@ -59,9 +59,12 @@ async def test_merchants_create_prints_a_working_key_once(
 
 
 @pytest.mark.slow
-async def test_migration_0003_downgrades_and_upgrades(database_url: str) -> None:
-    await asyncpg_to_thread(migrate.downgrade, database_url, "0002_payments_outbox")
-    conn = await asyncpg.connect(database_url)
+async def test_migration_0003_downgrades_and_upgrades(migration_url: str) -> None:
+    # Migrations run as the owner role, as `payflow migrate` runs them.
+    await asyncio.to_thread(
+        lambda: migrate.downgrade(migration_url, "0002_payments_outbox", owner_role=OWNER_ROLE)
+    )
+    conn = await asyncpg.connect(migration_url)
     try:
         tables = await conn.fetchval(
             "SELECT count(*) FROM pg_tables WHERE tablename = ANY($1::text[])",
@@ -70,8 +73,8 @@ async def test_migration_0003_downgrades_and_upgrades(database_url: str) -> None
         assert tables == 0
     finally:
         await conn.close()
-    await asyncpg_to_thread(migrate.upgrade, database_url)
-    conn = await asyncpg.connect(database_url)
+    await asyncio.to_thread(lambda: migrate.upgrade(migration_url, owner_role=OWNER_ROLE))
+    conn = await asyncpg.connect(migration_url)
     try:
         constraints = {
             row["conname"]
@@ -83,8 +86,3 @@ async def test_migration_0003_downgrades_and_upgrades(database_url: str) -> None
         assert {"api_idempotency_pkey", "deposit_addresses_pkey"} <= constraints
     finally:
         await conn.close()
-
-
-async def asyncpg_to_thread(function: Callable[..., None], *args: str) -> None:
-    """Alembic's env runs its own event loop, so run it off this one."""
-    await asyncio.to_thread(function, *args)

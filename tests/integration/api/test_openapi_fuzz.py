@@ -21,7 +21,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from payflow.config import load_settings
-from tests.conftest import RUN_ID, _admin_execute, _url
+from tests.conftest import RUN_ID, _admin_execute, app_url, clone_database
 
 from .conftest import ADMIN_KEY, API_KEY, PROVIDER_SECRET
 from .server import running_api
@@ -39,9 +39,9 @@ CHECKS = [
 def live_api(template_database: str) -> Iterator[str]:
     """One API subprocess and database for the whole fuzz module."""
     name = f"payflow_test_{RUN_ID}_fuzz_{uuid.uuid4().hex[:6]}"
-    asyncio.run(_admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"'))
+    asyncio.run(clone_database(template_database, name))
     settings = load_settings(
-        database_url=_url(name),
+        database_url=app_url(name),
         api_key=API_KEY,
         admin_api_key=ADMIN_KEY,
         provider_webhook_secret=PROVIDER_SECRET,

@@ -142,16 +142,20 @@ async def test_replay_repairs_a_lagging_status(pool: asyncpg.Pool, settings: Set
     assert await balance(pool, account) == Decimal("0")  # replay never re-applies
 
 
-async def test_ledger_refuses_update_and_delete(pool: asyncpg.Pool, settings: Settings) -> None:
+async def test_ledger_refuses_update_and_delete(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
+) -> None:
+    """The triggers hold even for the owner (the app role lacks the privileges at all,
+    see tests/integration/test_roles.py)."""
     account = await new_account(pool, settings)
     await new_event(pool, settings, account, "dep-x", "1", EventType.DEPOSIT)
     await post_event(pool, settings, "dep-x")
-    with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        await pool.execute("UPDATE balance_events SET amount = 100")
-    with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        await pool.execute("DELETE FROM balance_events")
-    with pytest.raises(asyncpg.InsufficientPrivilegeError):
-        await pool.execute("TRUNCATE balance_events CASCADE")
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
+        await owner_pool.execute("UPDATE balance_events SET amount = 100")
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
+        await owner_pool.execute("DELETE FROM balance_events")
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="append-only"):
+        await owner_pool.execute("TRUNCATE balance_events CASCADE")
     assert await pool.fetchval("SELECT amount FROM balance_events") == Decimal("1")
 
 

@@ -55,11 +55,14 @@ async def test_random_workload_with_duplicates_reconciles(
     assert recent.clean
 
 
-async def test_recon_reports_a_tampered_balance(pool: asyncpg.Pool, settings: Settings) -> None:
+async def test_recon_reports_a_tampered_balance(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
+) -> None:
     account = await new_account(pool, settings)
     await new_event(pool, settings, account, "t-1", "2", EventType.DEPOSIT)
     await post_event(pool, settings, "t-1")
-    async with pool.acquire() as conn, transaction(conn, settings):
+    # The tampering is done behind the service's back (the owner's pool).
+    async with owner_pool.acquire() as conn, transaction(conn, settings):
         await conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = $1", account)
 
     full = await reconcile(pool, settings, full=True)
@@ -70,10 +73,10 @@ async def test_recon_reports_a_tampered_balance(pool: asyncpg.Pool, settings: Se
 
 
 async def test_recon_reports_a_confirmed_event_without_ledger_row(
-    pool: asyncpg.Pool, settings: Settings
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
 ) -> None:
     account = await new_account(pool, settings)
     await new_event(pool, settings, account, "ghost", "2", EventType.DEPOSIT)
-    await pool.execute("UPDATE payment_events SET status = 'confirmed'")
+    await owner_pool.execute("UPDATE payment_events SET status = 'confirmed'")
     report = await reconcile(pool, settings, full=True)
     assert report.confirmed_without_ledger == ["ghost"]

@@ -21,6 +21,7 @@ from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings, load_settings
 from payflow.payments.gateway import Gateway
 from payflow.roles import WORKER_QUEUES, run_roles
+from tests.conftest import OWNER_ROLE
 
 RABBIT_USER = "guest"
 
@@ -43,11 +44,14 @@ def vhost() -> Iterator[str]:
 
 
 @pytest.fixture
-def pipe_settings(database_url: str, vhost: str) -> Settings:
+def pipe_settings(database_url: str, migration_url: str, vhost: str) -> Settings:
     """Fast tiers and an instant, always-approving gateway; the sink on 127.0.0.1 is allowed.
-    The gateway emulator remembers charges in Redis under this test's own key prefix."""
+    The service logs in as the run's app role (`database_url`); the gateway emulator
+    remembers charges in Redis under this test's own key prefix."""
     return load_settings(
         database_url=database_url,
+        migration_database_url=migration_url,
+        db_owner_role=OWNER_ROLE,
         redis_key_prefix=f"payflow-test-{vhost}:",
         rabbitmq_url=f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}",
         retry_tiers_ms=(40, 80, 120),
