@@ -171,9 +171,25 @@ class WithdrawalAccepted(BaseModel):
     status: Literal["pending"]
 
 
+UnmatchedReasonName = Literal[
+    "unknown_address",
+    "asset_mismatch",
+    "unknown_asset",
+    "unsupported",
+    "unknown_token",
+    "unknown_chain",
+    "nft",
+    "zero_value",
+    "invalid",
+    "ambiguous_id",
+    "removed",
+]
+
+
 class IngressEventResult(BaseModel):
     event_id: str
     result: Literal["recorded", "duplicate", "unmatched"]
+    reason: UnmatchedReasonName | None = None
 
 
 class IngressAccepted(BaseModel):
@@ -221,7 +237,7 @@ COMMON_PROBLEMS = (401, 413, 422, 429, 503)
 
 class UnmatchedEvent(BaseModel):
     event_id: str
-    reason: Literal["unknown_address", "asset_mismatch", "unknown_asset", "unsupported"]
+    reason: UnmatchedReasonName
     chain: str
     address: str | None
     asset: str | None
