@@ -6,12 +6,12 @@ WHERE d.chain = $1 AND d.address = $2;
 
 -- name: insert_unmatched
 -- $1 event id, $2 reason, $3 chain, $4 address, $5 asset, $6 amount text, $7 tx hash,
--- $8 payload (NUL-free copy), $9 trace id, $10 delivery body SHA-256, $11 position in
+-- $8 payload (NUL-free copy; a JSON null activity is stored as JSON null), $9 trace id, $10 delivery body SHA-256, $11 position in
 -- the delivery, $12 detail
 INSERT INTO unmatched_provider_events
     (event_id, reason, chain, address, asset, amount, tx_hash, payload, trace_id,
      delivery_sha256, position, detail)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8, 'null'::jsonb), $9, $10, $11, $12)
 ON CONFLICT (event_id) DO NOTHING;
 
 -- name: assign_address
