@@ -25,6 +25,8 @@ from payflow.ingress.payloads import CHAIN, EVM_ADDRESS, ProviderEvent, Unmatche
 from payflow.ledger.accounts import asset_scale
 
 SQL = load_queries("payflow.ingress")
+# Seeded by migration 0005 (with USDT, WBTC, DAI); named here for tools such as the bench.
+USDC_ETH_MAINNET = "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48"
 
 
 @dataclass(frozen=True, slots=True)
