@@ -245,6 +245,8 @@ class UnmatchedEvent(BaseModel):
     tx_hash: str | None
     trace_id: str | None
     created_at: str
+    detail: str | None = None
+    position: int | None = None
 
 
 class UnmatchedPage(BaseModel):

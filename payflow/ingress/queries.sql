@@ -21,7 +21,8 @@ RETURNING chain, address, account_id;
 
 -- name: list_unmatched
 -- $1 cursor (created_at, event_id) or nulls, $2 event id cursor, $3 page size
-SELECT event_id, reason, chain, address, asset, amount, tx_hash, trace_id, created_at
+SELECT event_id, reason, chain, address, asset, amount, tx_hash, trace_id, created_at,
+       detail, position
 FROM unmatched_provider_events
 WHERE reviewed_at IS NULL
   AND ($1::timestamptz IS NULL OR (created_at, event_id) > ($1, $2::text))

@@ -308,3 +308,5 @@ async def test_admin_lists_unmatched_events_with_a_cursor(
     assert sorted(ids) == ["gen:lost-0", "gen:lost-1", "gen:lost-2"] and len(set(ids)) == 3
     assert second["next_cursor"] is None
     assert first["items"][0]["reason"] == "unknown_address"
+    assert first["items"][0]["detail"] == "no account has this deposit address"
+    assert first["items"][0]["position"] == 0
