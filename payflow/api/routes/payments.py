@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 from datetime import datetime
 from typing import Annotated, Any, overload
 from uuid import UUID
@@ -46,6 +47,23 @@ IdempotencyKey = Annotated[
 ]
 
 
+def _unstorable(value: Any) -> str | None:
+    """Why a decoded JSON value cannot be stored faithfully (JSONB/TEXT), or None.
+
+    A non-finite number (`1e999` decodes to infinity) would be stored as null, and NUL
+    characters are refused by PostgreSQL: both are answered 422, never altered.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must not hold non-finite numbers such as 1e999"
+    if isinstance(value, str) and "\x00" in value:
+        return "must not hold NUL characters (\\u0000)"
+    if isinstance(value, dict):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, list):
+        return next((reason for item in value if (reason := _unstorable(item))), None)
+    return None
+
+
 def _validated(request: Request, body: PaymentCreate) -> NewPayment:
     settings = api_state(request).settings
     if body.currency not in settings.fiat_currencies:
@@ -55,6 +73,9 @@ def _validated(request: Request, body: PaymentCreate) -> NewPayment:
         amount = parse_amount(body.amount, scale_of(body.currency))
     except BadInput as error:
         raise FieldError("body.amount", str(error)) from None
+    for field_name, value in (("metadata", body.metadata), ("description", body.description)):
+        if (reason := _unstorable(value)) is not None:
+            raise FieldError(f"body.{field_name}", reason)
     try:
         metadata_size = len(orjson.dumps(body.metadata))
     except orjson.JSONEncodeError:
