@@ -166,10 +166,8 @@ def parse_generic(payload: dict[str, Any], default_chain: str) -> ProviderEvent:
     """payflow's generic event; a field that is missing or malformed keeps it for review."""
     digest = fingerprint(payload)
     raw_id = payload.get("event_id")
-    if isinstance(raw_id, str) and raw_id:
-        event_id = namespaced(GENERIC, raw_id)
-    else:
-        event_id = review_id(GENERIC, digest, "0")
+    provider_id = raw_id if isinstance(raw_id, str) and raw_id else None
+    event_id = namespaced(GENERIC, provider_id) if provider_id else review_id(GENERIC, digest, "0")
     chain_raw = payload.get("chain", default_chain)
     known: dict[str, Any] = {
         "event_id": event_id,
@@ -185,7 +183,7 @@ def parse_generic(payload: dict[str, Any], default_chain: str) -> ProviderEvent:
         "tx_hash": _text(payload.get("tx_hash")),
     }
     try:
-        if known["event_id"].startswith(f"{GENERIC}-review:"):
+        if provider_id is None:
             raise _Kept(UnmatchedReason.INVALID, "event_id is required and must be a string")
         chain = _chain(chain_raw)
         raw_type = payload.get("event_type")
