@@ -23,7 +23,7 @@ from typing import Any
 
 from payflow.errors import BadInput
 from payflow.ingress.ids import ALCHEMY, GENERIC, namespaced, review_id
-from payflow.ingress.rawjson import fingerprint, safe_json, safe_text
+from payflow.ingress.rawjson import canonical_bytes, fingerprint, safe_json, safe_text
 from payflow.ledger.records import EventType
 
 EVM_ADDRESS = re.compile(r"0x[0-9a-fA-F]{40}", re.ASCII)
@@ -123,7 +123,8 @@ def _text(raw: object) -> str | None:
     """A storable, bounded rendering of a claimed value, for review columns."""
     if raw is None:
         return None
-    return safe_text(raw if isinstance(raw, str) else str(raw), TEXT_LIMIT)
+    text = raw if isinstance(raw, str) else canonical_bytes(raw).decode("ascii")
+    return safe_text(text, TEXT_LIMIT)
 
 
 def _address(raw: object, field_path: str) -> str:

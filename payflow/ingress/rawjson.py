@@ -22,6 +22,7 @@ import orjson
 _UNSAFE_CHAR = re.compile(r"[\x00\ud800-\udfff]")
 _MAX_INT_DIGITS = 4000  # below Python's int-from-string limit (4300)
 _SAFE_INT = 2**63
+MAX_DEPTH = 64  # nesting kept in stored copies; no provider payload comes close
 
 
 class NotJson(ValueError):
@@ -67,9 +68,14 @@ def safe_text(value: str, limit: int | None = None) -> str:
     return value if limit is None else value[:limit]
 
 
-def safe_json(value: Any) -> Any:
+def safe_json(value: Any, _depth: int = 0) -> Any:
     """A JSONB-storable copy: strings and keys through `safe_text`, integers beyond
-    64 bits, `Decimal`s and non-finite floats as their decimal text."""
+    64 bits, `Decimal`s and non-finite floats as their decimal text, and anything nested
+    deeper than `MAX_DEPTH` levels as a marker string (the exact bytes are kept apart).
+
+    Deterministic, and bounded in recursion whatever the input's depth."""
+    if _depth > MAX_DEPTH and isinstance(value, dict | list):
+        return f"<nested deeper than {MAX_DEPTH} levels>"
     if isinstance(value, str):
         return safe_text(value)
     if isinstance(value, bool) or value is None:
@@ -81,17 +87,18 @@ def safe_json(value: Any) -> Any:
     if isinstance(value, Decimal):
         return str(value)
     if isinstance(value, dict):
-        return {safe_text(str(key)): safe_json(item) for key, item in value.items()}
+        return {safe_text(str(key)): safe_json(item, _depth + 1) for key, item in value.items()}
     if isinstance(value, list):
-        return [safe_json(item) for item in value]
+        return [safe_json(item, _depth + 1) for item in value]
     return safe_text(str(value))
 
 
 def canonical_bytes(value: Any) -> bytes:
-    """A deterministic ASCII serialisation (sorted keys, every odd character escaped),
-    used only to fingerprint content; equal JSON values give equal bytes."""
+    """A deterministic ASCII serialisation of `safe_json(value)` (sorted keys, every odd
+    character escaped), used to fingerprint and render content; equal JSON values give
+    equal bytes. Content deeper than `MAX_DEPTH` levels is not told apart."""
     return json.dumps(
-        value, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str
+        safe_json(value), sort_keys=True, ensure_ascii=True, separators=(",", ":")
     ).encode("ascii")
 
 

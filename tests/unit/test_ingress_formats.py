@@ -203,3 +203,21 @@ def test_bodies_json_allows_are_decoded_and_made_storable() -> None:
 def test_bytes_that_are_not_json_are_refused(body: bytes) -> None:
     with pytest.raises(NotJson):
         decode_body(body)
+
+
+def test_deeply_nested_json_is_kept_without_recursion_errors() -> None:
+    inner = b"[" * 900 + b"]" * 900
+    body = (
+        b'{"type":"ADDRESS_ACTIVITY","event":{"network":"ETH_MAINNET","activity":['
+        + inner
+        + b', {"asset":'
+        + inner
+        + b', "category":"token", "hash": "0x'
+        + b"ab" * 32
+        + b'"}]}}'
+    )
+    events = parse_payload(decode_body(body), "ETH_MAINNET")
+    assert [e.problem for e in events] == [UnmatchedReason.INVALID, UnmatchedReason.INVALID]
+    assert "nested deeper than" in orjson.dumps(events[0].payload).decode()
+    with pytest.raises(NotJson):  # beyond what any JSON decoder here accepts
+        decode_body(b"[" * 5000 + b"]" * 5000)
