@@ -188,7 +188,7 @@ def parse_generic(payload: dict[str, Any], default_chain: str) -> ProviderEvent:
             raise _Kept(UnmatchedReason.INVALID, "event_id is required and must be a string")
         chain = _chain(chain_raw)
         raw_type = payload.get("event_type")
-        if raw_type not in PROVIDER_EVENT_TYPES:
+        if not isinstance(raw_type, str) or raw_type not in PROVIDER_EVENT_TYPES:
             raise _Kept(UnmatchedReason.INVALID, "event_type must be one of: airdrop, deposit")
         to_address = _address(payload.get("to_address"), "to_address")
         asset = payload.get("asset")
@@ -261,11 +261,10 @@ def _alchemy_activity(activity: object, position: int, chain: str) -> ProviderEv
         tx_hash = activity.get("hash")
         if not isinstance(tx_hash, str) or TX_HASH.fullmatch(tx_hash) is None:
             raise _Kept(UnmatchedReason.INVALID, f"{where}.hash must be a hex string")
-        category = activity.get("category")
+        category_raw = activity.get("category")
+        category = category_raw if isinstance(category_raw, str) else ""
         log = activity.get("log")
-        known["event_id"], known["distinct"] = _alchemy_id(
-            tx_hash.lower(), category if isinstance(category, str) else "", log, activity
-        )
+        known["event_id"], known["distinct"] = _alchemy_id(tx_hash.lower(), category, log, activity)
         known["tx_hash"] = tx_hash.lower()
         known["to_address"] = _address(activity.get("toAddress"), f"{where}.toAddress")
         asset = activity.get("asset")
@@ -276,7 +275,9 @@ def _alchemy_activity(activity: object, position: int, chain: str) -> ProviderEv
         if nft or category in NFT_CATEGORIES:
             raise _Kept(UnmatchedReason.NFT, "NFT transfers are not credited")
         if category not in NATIVE_CATEGORIES | TOKEN_CATEGORIES:
-            raise _Kept(UnmatchedReason.UNSUPPORTED, f"category {_text(category)} is not credited")
+            raise _Kept(
+                UnmatchedReason.UNSUPPORTED, f"category {_text(category_raw)} is not credited"
+            )
         contract = activity.get("rawContract")
         if not isinstance(contract, dict):
             raise _Kept(UnmatchedReason.INVALID, f"{where}.rawContract must be an object")

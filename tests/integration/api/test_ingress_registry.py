@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from payflow.db.tx import transaction
@@ -216,3 +217,51 @@ async def test_a_reused_provider_id_with_other_content_is_ambiguous_not_a_duplic
     await post_all(app)
     assert await balance(app, usdc_account) == Decimal("12.5")
     assert len(await rows(app, "SELECT 1 FROM unmatched_provider_events")) == 1
+
+
+async def test_no_odd_value_in_any_generic_field_is_refused_or_changes_the_amount(
+    app: Any, anon: httpx.AsyncClient, usdc_account: str
+) -> None:
+    """Each field of a generic 12.5 USDC event replaced by each odd JSON value: always
+    202, and whatever is credited is exactly 12.5 USDC to the USDC account."""
+    odd_values = [
+        b"null",
+        b"true",
+        b"0",
+        b"1.5",
+        b"1" + b"0" * 30,
+        b"1e999",
+        b'""',
+        b'"\\u0000"',
+        b'"\\ud800"',
+        b'"' + b"x" * 1000 + b'"',
+        b"[]",
+        b'{"a": "\\u0000"}',
+        b'"0x"',
+    ]
+    fields = [
+        "event_id",
+        "event_type",
+        "to_address",
+        "asset",
+        "amount",
+        "tx_hash",
+        "chain",
+        "contract_address",
+    ]
+    results: list[str] = []
+    for field in fields:
+        for number, value in enumerate(odd_values):
+            event = {**generic(event_id=f"odd-{field}-{number}"), field: "@ODD@"}
+            body = orjson.dumps(event).replace(b'"@ODD@"', value)
+            [result] = await deliver(anon, body)
+            results.append(result["result"])
+    assert set(results) <= {"recorded", "unmatched", "duplicate"}
+    stored = await rows(app, "SELECT account_id, amount FROM payment_events")
+    assert {(str(r["account_id"]), r["amount"]) for r in stored} <= {
+        (usdc_account, Decimal("12.5"))
+    }
+    unmatched = await rows(app, "SELECT count(*) AS n FROM unmatched_provider_events")
+    assert unmatched[0]["n"] == results.count("unmatched") > 0
+    await post_all(app)
+    assert await balance(app, usdc_account) == Decimal("12.5") * len(stored)

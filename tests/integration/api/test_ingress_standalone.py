@@ -149,3 +149,82 @@ async def test_odd_activities_are_kept_and_never_refuse_the_delivery(
     ]
     await post_all(app)
     assert await balance(app, usdc_account) == Decimal("4.000001")
+
+
+ODD_VALUES: list[bytes] = [
+    b"null",
+    b"true",
+    b"0",
+    b"-1",
+    b"1.5",
+    b"1" + b"0" * 30,
+    b"1e999",
+    b'""',
+    b'"\\u0000"',
+    b'"\\ud800"',
+    b'"' + b"x" * 1000 + b'"',
+    b"[]",
+    b"{}",
+    b'{"a": "\\u0000"}',
+    b'"0x"',
+    b'"0xffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"',
+]
+FIELDS = [
+    ("hash",),
+    ("toAddress",),
+    ("asset",),
+    ("category",),
+    ("value",),
+    ("erc721TokenId",),
+    ("erc1155Metadata",),
+    ("typeTraceAddress",),
+    ("rawContract",),
+    ("rawContract", "rawValue"),
+    ("rawContract", "address"),
+    ("rawContract", "decimals"),
+    ("log",),
+    ("log", "logIndex"),
+    ("log", "removed"),
+]
+
+
+async def test_no_odd_value_in_any_field_refuses_a_delivery_or_changes_an_amount(
+    app: Any, anon: httpx.AsyncClient, usdc_account: str
+) -> None:
+    """Every field of a 5 USDC activity replaced by every odd JSON value, one delivery per
+    field with a genuine 7 USDC transfer: always 202, the genuine transfer is credited,
+    and whatever else is credited is exactly 5 USDC."""
+    index = 1000
+    recorded = unmatched = duplicates = 0
+    for delivery, path in enumerate(FIELDS):
+        parts: list[bytes] = []
+        for value in ODD_VALUES:
+            index += 1
+            activity = token_activity(USDC_ADDRESS, 5_000_000, log_index=index)
+            target = activity
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = "@ODD@"
+            parts.append(orjson.dumps(activity).replace(b'"@ODD@"', value))
+        parts.append(orjson.dumps(token_activity(USDC_ADDRESS, 7_000_000, log_index=delivery)))
+        body = (
+            b'{"type":"ADDRESS_ACTIVITY","event":{"network":"ETH_MAINNET","activity":['
+            + b",".join(parts)
+            + b"]}}"
+        )
+        events = await deliver(anon, body)
+        assert len(events) == len(parts), path
+        assert events[-1]["result"] == "recorded", path
+        recorded += sum(e["result"] == "recorded" for e in events[:-1])
+        unmatched += sum(e["result"] == "unmatched" for e in events)
+        duplicates += sum(e["result"] == "duplicate" for e in events)
+    amounts = [r["amount"] for r in await rows(app, "SELECT amount FROM payment_events")]
+    assert sorted(set(amounts)) == [Decimal(5), Decimal(7)]
+    assert amounts.count(Decimal(7)) == len(FIELDS)
+    await post_all(app)
+    assert await balance(app, usdc_account) == 7 * len(FIELDS) + 5 * recorded
+    [kept] = await rows(app, "SELECT count(*) AS n FROM unmatched_provider_events")
+    assert kept["n"] == unmatched
+    # A variant without a log index whose transfer equals one already recorded (same
+    # transaction, sender, receiver and contract value) is, by design, its duplicate.
+    assert recorded + unmatched + duplicates == len(FIELDS) * len(ODD_VALUES)
