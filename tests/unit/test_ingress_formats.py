@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from payflow.config import SettingsError, load_settings
 from payflow.ingress.ids import MAX_EVENT_ID_LENGTH, namespaced
@@ -221,3 +223,80 @@ def test_deeply_nested_json_is_kept_without_recursion_errors() -> None:
     assert "nested deeper than" in orjson.dumps(events[0].payload).decode()
     with pytest.raises(NotJson):  # beyond what any JSON decoder here accepts
         decode_body(b"[" * 5000 + b"]" * 5000)
+
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(st.characters(exclude_categories=()), max_size=20)  # NUL, lone surrogates
+    | st.sampled_from(["0x", "0x1", "token", "internal", "external", TO, USDC_CONTRACT]),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "hash",
+                    "toAddress",
+                    "asset",
+                    "category",
+                    "rawContract",
+                    "rawValue",
+                    "address",
+                    "decimals",
+                    "log",
+                    "logIndex",
+                    "removed",
+                    "erc721TokenId",
+                    "typeTraceAddress",
+                    "event_id",
+                    "event_type",
+                    "amount",
+                    "x",
+                ]
+            ),
+            children,
+            max_size=6,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+def _storable(text: str | None) -> bool:
+    """TEXT-storable: valid UTF-8 (no lone surrogates) without NUL."""
+    if text is None:
+        return True
+    text.encode("utf-8")  # raises on a lone surrogate
+    return "\x00" not in text
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(activities=st.lists(_JSON, max_size=4), generic_body=_JSON)
+def test_parsing_never_raises_and_every_field_is_storable(
+    activities: list[Any], generic_body: Any
+) -> None:
+    payloads = [
+        webhook(*activities),
+        generic_body,
+        {"event_id": "e", **(generic_body or {})}
+        if isinstance(generic_body, dict)
+        else generic_body,
+    ]
+    for payload in payloads:
+        for event in parse_payload(payload, "ETH_MAINNET"):
+            assert 1 <= len(event.event_id) <= MAX_EVENT_ID_LENGTH
+            for text in (
+                event.event_id,
+                event.chain,
+                event.to_address,
+                event.asset,
+                event.contract,
+                event.amount,
+                event.tx_hash,
+                event.detail,
+            ):
+                assert _storable(text)
+            orjson.dumps(event.payload)  # the JSONB codec accepts it
+            assert event.problem is not None or event.units is not None or event.amount
