@@ -11,11 +11,13 @@ EVM chains are data: `payflow tokens add-chain`, then `payflow tokens add`.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import cast
 
 import asyncpg
 
-from payflow.api.db import connection
 from payflow.config import Settings
 from payflow.db.pool import tool_pool
 from payflow.db.queries import load_queries
@@ -149,9 +151,16 @@ async def list_tokens(conn: asyncpg.Connection, chain: str | None = None) -> lis
     return [TokenRow(r["chain"], r["contract"], r["asset"], r["decimals"]) for r in rows]
 
 
+@asynccontextmanager
+async def _tool_connection(settings: Settings) -> AsyncIterator[asyncpg.Connection]:
+    """One connection of a small pool for one CLI command, closed afterwards."""
+    async with tool_pool(settings) as pool, pool.acquire() as proxy:
+        yield cast(asyncpg.Connection, proxy)  # the proxy forwards every Connection method
+
+
 async def add_chain_cli(settings: Settings, chain: str, asset: str, decimals: int) -> TokenRow:
     """`payflow tokens add-chain`: `add_chain` in its own transaction."""
-    async with tool_pool(settings) as pool, connection(pool) as conn, transaction(conn, settings):
+    async with _tool_connection(settings) as conn, transaction(conn, settings):
         return await add_chain(conn, chain, asset, decimals)
 
 
@@ -159,11 +168,11 @@ async def add_token_cli(
     settings: Settings, chain: str, contract: str, asset: str, decimals: int
 ) -> TokenRow:
     """`payflow tokens add`: `add_token` in its own transaction."""
-    async with tool_pool(settings) as pool, connection(pool) as conn, transaction(conn, settings):
+    async with _tool_connection(settings) as conn, transaction(conn, settings):
         return await add_token(conn, chain, contract, asset, decimals)
 
 
 async def list_tokens_cli(settings: Settings, chain: str | None) -> list[TokenRow]:
     """`payflow tokens list`: the registry, read-only."""
-    async with tool_pool(settings) as pool, connection(pool) as conn:
+    async with _tool_connection(settings) as conn:
         return await list_tokens(conn, chain)
