@@ -5,10 +5,10 @@ Every source owns a prefix, and payflow's own derived ids live elsewhere:
 | stored id | meaning |
 | --- | --- |
 | `gen:<provider id>` | generic event id, when it is plain text and short enough |
-| `gen-sha256:<64 hex>` | generic event id that is too long or holds control characters |
+| `gen-sha256:<64 hex>` | generic event id that is too long, or not printable ASCII without "/" |
 | `alchemy:<tx>:<log index>`, `…:<trace address>`, `…:external` | Alchemy activity |
 | `alchemy:<tx>:<category>:<32 hex>` | Alchemy activity without log index or trace |
-| `alchemy-sha256:<64 hex>` | Alchemy id part that is too long or holds control characters |
+| `alchemy-sha256:<64 hex>` | Alchemy id part that is too long or not plain (as above) |
 | `<source>-review:<64 hex>` | unmatched row with no usable or no unambiguous provider id |
 | `payment:<uuid>`, `wd:<hash>` | payflow's own (payment credits, withdrawals) |
 
@@ -24,7 +24,8 @@ import re
 MAX_EVENT_ID_LENGTH = 200
 GENERIC = "gen"
 ALCHEMY = "alchemy"
-_PLAIN = re.compile(r"[\x21-\x7e\u00a0-\ud7ff\ue000-\uffff\U00010000-\U0010ffff]+")
+# Printable ASCII except "/": every stored id can be read back at /api/v1/events/{id}.
+_PLAIN = re.compile(r"[\x21-\x2e\x30-\x7e]+", re.ASCII)
 
 
 def _digest(*parts: bytes) -> str:
@@ -37,7 +38,8 @@ def _digest(*parts: bytes) -> str:
 
 def namespaced(source: str, provider_id: str) -> str:
     """`<source>:<provider_id>`; or `<source>-sha256:<hex>` of the id when it would not
-    fit 200 characters or is not plain printable text (whitespace, NUL, surrogates).
+    fit 200 characters or is not plain printable ASCII without "/" (whitespace, control
+    characters, NUL, non-ASCII, lone surrogates are hashed).
 
     Deterministic: the same provider id always gives the same stored id, and two
     different provider ids never give the same one (short of a SHA-256 collision).

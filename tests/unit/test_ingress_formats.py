@@ -79,6 +79,8 @@ def test_generic_ids_live_in_their_own_namespace() -> None:
     assert len(hashed.event_id) <= MAX_EVENT_ID_LENGTH
     [nul] = parse_payload({**base, "event_id": "wd:\x00x"}, "ETH_MAINNET")
     assert nul.event_id.startswith("gen-sha256:") and "\x00" not in nul.event_id
+    for unreadable in ("a/b", "café", "a b", "\ud800"):
+        assert namespaced("gen", unreadable).startswith("gen-sha256:")
     assert namespaced("gen", "a" * 196) == "gen:" + "a" * 196
     assert namespaced("gen", "a" * 197) != namespaced("gen", "a" * 198)
     assert namespaced("gen", "a" * 197).startswith("gen-sha256:")

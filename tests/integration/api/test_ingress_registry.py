@@ -188,10 +188,22 @@ async def test_provider_id_equal_to_a_payment_credit_id_never_takes_its_place(
 
 @pytest.mark.parametrize(
     "provider_id",
-    ["wd:" + "0" * 64, "alchemy:0x" + "7a" * 32 + ":110", "gen:evt-1", "x" * 400, "a\x00b"],
+    [
+        "wd:" + "0" * 64,
+        "alchemy:0x" + "7a" * 32 + ":110",
+        "gen:evt-1",
+        "x" * 400,
+        "a\x00b",
+        "a/b?c#d",
+        "café",
+    ],
 )
 async def test_any_provider_id_is_stored_in_the_generic_namespace(
-    app: Any, anon: httpx.AsyncClient, usdc_account: str, provider_id: str
+    app: Any,
+    anon: httpx.AsyncClient,
+    client: httpx.AsyncClient,
+    usdc_account: str,
+    provider_id: str,
 ) -> None:
     [event] = await deliver(anon, generic(event_id=provider_id))
     assert event["result"] == "recorded"
@@ -199,6 +211,8 @@ async def test_any_provider_id_is_stored_in_the_generic_namespace(
     assert len(event["event_id"]) <= 200
     [row] = await rows(app, "SELECT event_id FROM payment_events")
     assert row["event_id"] == event["event_id"]
+    read = await client.get(f"/api/v1/events/{event['event_id']}")
+    assert read.status_code == 200 and read.json()["event_id"] == event["event_id"]
     assert (await deliver(anon, generic(event_id=provider_id)))[0] == {
         "event_id": event["event_id"],
         "result": "duplicate",
