@@ -238,6 +238,18 @@ def _alchemy_id(
     return namespaced(ALCHEMY, f"{tx_hash}:{_text(category)}:{moved_digest}"), False
 
 
+def _claimed_units(contract: object, known: dict[str, Any]) -> None:
+    """Best effort, for review columns only: the units and decimals a kept activity
+    claims (a removed log still shows how much it was about). Never raises."""
+    if not isinstance(contract, dict):
+        return
+    for key, name in (("units", "rawValue"), ("decimals", "decimals")):
+        try:
+            known[key] = _hex_int(contract.get(name), name)
+        except _Kept:
+            known[key] = None
+
+
 def _alchemy_activity(activity: object, position: int, chain: str) -> ProviderEvent:
     where = f"event.activity[{position}]"
     digest = fingerprint(activity)
@@ -269,6 +281,7 @@ def _alchemy_activity(activity: object, position: int, chain: str) -> ProviderEv
         known["to_address"] = _address(activity.get("toAddress"), f"{where}.toAddress")
         asset = activity.get("asset")
         known["asset"] = _text(asset.upper() if isinstance(asset, str) else asset)
+        _claimed_units(activity.get("rawContract"), known)
         if isinstance(log, dict) and log.get("removed") is True:
             raise _Kept(UnmatchedReason.REMOVED, "the log was removed by a reorganisation")
         nft = activity.get("erc721TokenId") is not None or activity.get("erc1155Metadata")
@@ -322,15 +335,18 @@ def parse_alchemy(payload: dict[str, Any]) -> list[ProviderEvent]:
 def separate_repeats(events: list[ProviderEvent]) -> list[ProviderEvent]:
     """Never let one delivery merge two activities under one id.
 
-    A later event whose id was already used in this delivery is kept for review
-    (`ambiguous_id`, under a review id) unless its id is `distinct` and its content
-    equals the first's (the provider repeated itself: it lands as a duplicate).
+    A later event whose id was already used in this delivery by an event of its kind
+    (creditable, or already kept for review) is kept for review (`ambiguous_id`, under a
+    review id) unless its id is `distinct` and its content equals the first's (the
+    provider repeated itself: it lands as a duplicate). A creditable event and a kept one
+    may share an id (a removed log and its replacement): they land in different tables,
+    and `land_event` keeps unmatched rows apart by their payload.
     """
-    first: dict[str, ProviderEvent] = {}
+    first: dict[tuple[bool, str], ProviderEvent] = {}
     seen: dict[tuple[str, str], int] = {}
     result: list[ProviderEvent] = []
     for event in events:
-        prior = first.setdefault(event.event_id, event)
+        prior = first.setdefault((event.problem is None, event.event_id), event)
         if prior is event or (event.distinct and prior.fingerprint == event.fingerprint):
             result.append(event)
             continue

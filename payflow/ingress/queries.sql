@@ -6,13 +6,19 @@ WHERE d.chain = $1 AND d.address = $2;
 
 -- name: insert_unmatched
 -- $1 event id, $2 reason, $3 chain, $4 address, $5 asset, $6 amount text, $7 tx hash,
--- $8 payload (NUL-free copy; a JSON null activity is stored as JSON null), $9 trace id, $10 delivery body SHA-256, $11 position in
--- the delivery, $12 detail
+-- $8 payload (NUL-free copy; a JSON null activity is stored as JSON null), $9 trace id,
+-- $10 delivery body SHA-256, $11 position in the delivery, $12 detail.
+-- Returns the id when inserted; nothing when the id is already kept.
 INSERT INTO unmatched_provider_events
     (event_id, reason, chain, address, asset, amount, tx_hash, payload, trace_id,
      delivery_sha256, position, detail)
 VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8, 'null'::jsonb), $9, $10, $11, $12)
-ON CONFLICT (event_id) DO NOTHING;
+ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id;
+
+-- name: unmatched_payload
+-- $1 event id: the payload an unmatched row holds, to tell a redelivery from a reuse
+SELECT payload FROM unmatched_provider_events WHERE event_id = $1;
 
 -- name: assign_address
 -- $1 chain, $2 normalised address, $3 account id

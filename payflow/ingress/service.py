@@ -116,7 +116,9 @@ async def _unmatched(
     delivery: Delivery,
     decimals: int | None = None,
 ) -> Landing:
-    await conn.execute(
+    """Keep `event` for review. An id already kept for a different payload (another
+    activity, not a redelivery) is never merged: this one is kept as `ambiguous_id`."""
+    inserted = await conn.fetchval(
         SQL["insert_unmatched"],
         event.event_id,
         reason.value,
@@ -131,6 +133,19 @@ async def _unmatched(
         event.position,
         detail,
     )
+    if inserted is None and event.problem is not UnmatchedReason.AMBIGUOUS_ID:
+        stored = await conn.fetchval(SQL["unmatched_payload"], event.event_id)
+        if stored != event.payload:
+            other = ambiguous(event, f"id {event.event_id} is kept for another activity")
+            return await _unmatched(
+                conn,
+                other,
+                UnmatchedReason.AMBIGUOUS_ID,
+                other.detail,
+                trace_id,
+                delivery,
+                decimals,
+            )
     return Landing(event.event_id, IngressResult.UNMATCHED, reason)
 
 

@@ -228,3 +228,43 @@ async def test_no_odd_value_in_any_field_refuses_a_delivery_or_changes_an_amount
     # A variant without a log index whose transfer equals one already recorded (same
     # transaction, sender, receiver and contract value) is, by design, its duplicate.
     assert recorded + unmatched + duplicates == len(FIELDS) * len(ODD_VALUES)
+
+
+async def test_kept_activities_are_never_merged_either(
+    app: Any, anon: httpx.AsyncClient, usdc_account: str
+) -> None:
+    tx = "0x" + "4d" * 32
+    nowhere = "0x" + "99" * 20
+    # A removed log and its replacement share an id: one is kept, the other credited.
+    removed = token_activity(USDC_ADDRESS, 3_000_000, tx_hash=tx, log_index=5, removed=True)
+    replacement = token_activity(USDC_ADDRESS, 3_000_000, tx_hash=tx, log_index=5)
+    events = await deliver(anon, webhook(removed, replacement))
+    assert [(e["result"], e.get("reason")) for e in events] == [
+        ("unmatched", "removed"),
+        ("recorded", None),
+    ]
+    assert events[0]["event_id"] == events[1]["event_id"] == f"alchemy:{tx}:5"
+    # Two identical internal transfers to an unknown address: two rows to review.
+    lost = internal_activity(nowhere, 10**18, tx_hash=tx, trace=None)
+    twice = await deliver(anon, webhook(lost, lost))
+    assert [e.get("reason") for e in twice] == ["unknown_address", "ambiguous_id"]
+    # A later, different activity under an id already kept: its own row.
+    first = token_activity(nowhere, 5, tx_hash=tx, log_index=9)
+    other = token_activity(nowhere, 6, tx_hash=tx, log_index=9)
+    [kept] = await deliver(anon, webhook(first))
+    [second] = await deliver(anon, webhook(other))
+    assert (kept["reason"], second["reason"]) == ("unknown_address", "ambiguous_id")
+    assert kept["event_id"] != second["event_id"]
+    # Redeliveries write nothing new.
+    for body in (webhook(first), webhook(other), webhook(lost, lost), webhook(removed)):
+        await deliver(anon, body)
+    stored = await rows(app, "SELECT event_id, reason, amount FROM unmatched_provider_events")
+    assert sorted((r["reason"], r["amount"]) for r in stored) == [
+        ("ambiguous_id", "0.000006"),
+        ("ambiguous_id", "1"),
+        ("removed", "3"),
+        ("unknown_address", "0.000005"),
+        ("unknown_address", "1"),
+    ]
+    await post_all(app)
+    assert await balance(app, usdc_account) == Decimal("3")
