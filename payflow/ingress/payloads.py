@@ -212,6 +212,10 @@ def parse_generic(payload: dict[str, Any], default_chain: str) -> ProviderEvent:
     return ProviderEvent(**known, event_type=EventType(raw_type), native=contract is None)
 
 
+def _lower(raw: object) -> object:
+    return raw.lower() if isinstance(raw, str) else raw
+
+
 def _alchemy_id(
     tx_hash: str, category: str, log: object, activity: dict[str, Any]
 ) -> tuple[str, bool]:
@@ -226,13 +230,20 @@ def _alchemy_id(
         return namespaced(ALCHEMY, f"{tx_hash}:{trace.lower()}"), True
     if category == "external":
         return namespaced(ALCHEMY, f"{tx_hash}:external"), True
-    # No distinguishing field: the id includes what was moved, so two different
-    # transfers never share it; identical ones do and the second is kept for review.
+    # No distinguishing field: the id includes what was moved, in canonical form (so a
+    # redelivery formatted differently keeps its id), and two different transfers never
+    # share it; identical ones do, and the second is kept for review.
     contract = activity.get("rawContract")
+    contract = contract if isinstance(contract, dict) else {}
+    try:
+        units: object = _hex_int(contract.get("rawValue"), "rawValue")
+    except _Kept:
+        units = contract.get("rawValue")
     moved = {
-        "from": activity.get("fromAddress"),
-        "to": activity.get("toAddress"),
-        "contract": contract if isinstance(contract, dict) else None,
+        "from": _lower(activity.get("fromAddress")),
+        "to": _lower(activity.get("toAddress")),
+        "contract": _lower(contract.get("address")),
+        "units": units,
     }
     moved_digest = fingerprint(moved)[:32]
     return namespaced(ALCHEMY, f"{tx_hash}:{_text(category)}:{moved_digest}"), False

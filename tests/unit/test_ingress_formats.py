@@ -302,3 +302,17 @@ def test_parsing_never_raises_and_every_field_is_storable(
                 assert _storable(text)
             orjson.dumps(event.payload)  # the JSONB codec accepts it
             assert event.problem is not None or event.units is not None or event.amount
+
+
+def test_an_id_without_trace_address_survives_reformatting() -> None:
+    tx = "0x" + "9c" * 32
+    plain = internal_activity(TO, 10**18, tx_hash=tx, trace=None)
+    shouted = {
+        **plain,
+        "toAddress": TO.upper().replace("0X", "0x"),
+        "fromAddress": plain["fromAddress"].upper().replace("0X", "0x"),
+        "rawContract": {"rawValue": "0x" + format(10**18, "064x"), "address": None},
+    }
+    [first] = parse_payload(webhook(plain), "ETH_MAINNET")
+    [second] = parse_payload(webhook(shouted), "ETH_MAINNET")
+    assert first.event_id == second.event_id and not first.distinct
