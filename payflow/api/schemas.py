@@ -262,9 +262,26 @@ class WithdrawalAccepted(BaseModel):
     )
 
 
+UnmatchedReasonName = Literal[
+    "unknown_address",
+    "asset_mismatch",
+    "unknown_asset",
+    "unsupported",
+    "unknown_token",
+    "unknown_chain",
+    "nft",
+    "zero_value",
+    "invalid",
+    "ambiguous_id",
+    "removed",
+    "over_limit",
+]
+
+
 class IngressEventResult(BaseModel):
     event_id: str
     result: Literal["recorded", "duplicate", "unmatched"]
+    reason: UnmatchedReasonName | None = None
 
 
 class IngressAccepted(BaseModel):
@@ -312,7 +329,7 @@ COMMON_PROBLEMS = (401, 413, 422, 429, 503)
 
 class UnmatchedEvent(BaseModel):
     event_id: str
-    reason: Literal["unknown_address", "asset_mismatch", "unknown_asset", "unsupported"]
+    reason: UnmatchedReasonName
     chain: str
     address: str | None
     asset: str | None
@@ -320,6 +337,8 @@ class UnmatchedEvent(BaseModel):
     tx_hash: str | None
     trace_id: str | None
     created_at: str
+    detail: str | None = None
+    position: int | None = None
 
 
 class UnmatchedPage(BaseModel):

@@ -47,6 +47,7 @@ from payflow.bench.submit import DirectSubmitter, Submitter
 from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.db.tx import transaction
+from payflow.ingress.registry import USDC_ETH_MAINNET as USDC_CONTRACT
 from payflow.ingress.service import assign_address
 from payflow.ledger.accounts import create_account
 from payflow.ledger.recon import reconcile
@@ -137,7 +138,8 @@ async def _wait_done(pool: asyncpg.Pool, tag: str, count: int, service: Service)
         done = await pool.fetchval(
             "SELECT (SELECT count(*) FROM payments WHERE idempotency_key LIKE $1 || '-%'"
             "        AND webhook_delivered_at IS NOT NULL)"
-            " + (SELECT count(*) FROM payment_events WHERE event_id LIKE $1 || '-dep-%'"
+            " + (SELECT count(*) FROM payment_events"
+            "        WHERE (event_id LIKE $1 || '-dep-%' OR event_id LIKE 'gen:' || $1 || '-dep-%')"
             "        AND status = 'confirmed')",
             tag,
         )
@@ -171,7 +173,8 @@ async def _measure(
                extract(epoch FROM e.updated_at) AS terminal
         FROM payment_events e
         JOIN outbox o ON o.topic = 'ledger.event' AND o.payload->>'event_id' = e.event_id
-        WHERE e.event_id LIKE $1 || '-dep-%'
+        -- the direct submitter stores the bench's ids, the API its generic namespace
+        WHERE e.event_id LIKE $1 || '-dep-%' OR e.event_id LIKE 'gen:' || $1 || '-dep-%'
         """,
         tag,
     )
@@ -227,16 +230,16 @@ class BenchTenant:
 
 
 async def _prepare(pool: asyncpg.Pool, settings: Settings) -> BenchTenant:
-    """A merchant with an API key, and 100 USD accounts each with a deposit address."""
+    """A merchant with an API key, and 100 USDC accounts each with a deposit address."""
     chain = settings.default_chain
     async with connection(pool) as conn, transaction(conn, settings):
         merchant_id, api_key, _secret = await create_merchant(conn, "bench", admin=False)
-        accounts = [(await create_account(conn, "USD")).id for _ in range(100)]
+        accounts = [(await create_account(conn, "USDC")).id for _ in range(100)]
         addresses: dict[uuid.UUID, DepositAddress] = {}
         for account_id in accounts:
             address = "0x" + account_id.hex + "0" * 8  # 40 hex digits, unique per account
             await assign_address(conn, chain, address, account_id)
-            addresses[account_id] = DepositAddress(chain, address, "USD")
+            addresses[account_id] = DepositAddress(chain, address, "USDC", USDC_CONTRACT)
     return BenchTenant(merchant_id, api_key, accounts, addresses)
 
 

@@ -36,11 +36,13 @@ class SubmitError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class DepositAddress:
-    """Where deposits for one account are sent: its (chain, address) and asset."""
+    """Where deposits for one account are sent: its (chain, address) and asset, and the
+    token contract the registry knows that asset by (None for the chain's native asset)."""
 
     chain: str
     address: str
     asset: str
+    contract: str | None = None
 
 
 class HttpSubmitter:
@@ -121,6 +123,7 @@ class HttpSubmitter:
                 "asset": target.asset,
                 "amount": amount,
                 "tx_hash": "0x" + hashlib.sha256(event_id.encode()).hexdigest(),
+                **({"contract_address": target.contract} if target.contract else {}),
             }
         )
         headers = {self._signature_header: sign(body, self._secret)}

@@ -18,6 +18,9 @@ from typing import Literal
 import orjson
 
 Endpoint = Literal["payments", "provider"]
+# The registry's USDC contract on ETH_MAINNET (migration 0005); kept literal so the
+# load-generator processes import nothing from payflow.
+USDC_ETH_MAINNET = "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,7 @@ def _provider_request(job: ClientJob, serial: str) -> bytes:
             "event_type": "deposit",
             "to_address": job.deposit_address,
             "asset": "USDC",
+            "contract_address": USDC_ETH_MAINNET,
             "amount": "1.5",
             "tx_hash": "0x" + hashlib.sha256(serial.encode()).hexdigest(),
         }

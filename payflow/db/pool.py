@@ -55,9 +55,15 @@ async def create_pool(
 
 
 @asynccontextmanager
-async def tool_pool(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
-    """A small pool for one CLI command, closed when the command is done."""
-    pool = await create_pool(settings, min_size=1, max_size=2)
+async def tool_pool(settings: Settings, *, operator: bool = False) -> AsyncIterator[asyncpg.Pool]:
+    """A small pool for one CLI command, closed when the command is done.
+
+    `operator=True` logs in with the migration login (`MIGRATION_DATABASE_URL`) instead of
+    the service's role: for commands that change reference data the service may only read
+    (the token registry, per-asset limits).
+    """
+    dsn = settings.migration_url() if operator else None
+    pool = await create_pool(settings, dsn=dsn, min_size=1, max_size=2)
     try:
         yield pool
     finally:

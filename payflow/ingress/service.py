@@ -1,33 +1,66 @@
-"""Landing provider events: address mapping, pending payment events and outbox rows.
+"""Landing provider events: registry checks, address mapping, pending payment events,
+outbox rows, and everything else kept for review.
 
 The caller owns the transaction: every event of one delivery, its outbox row and any
-unmatched record commit together, or nothing does.
+unmatched record commit together, or nothing does. Nothing here raises on what a
+provider sent: an event is either recorded, a duplicate, or kept as unmatched.
 """
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation, localcontext
 from enum import StrEnum
 from uuid import UUID
 
 import asyncpg
 
 from payflow.db.queries import load_queries
-from payflow.errors import BadInput, Conflict
-from payflow.ingress.payloads import ProviderEvent
+from payflow.errors import Conflict
+from payflow.ingress.payloads import ProviderEvent, UnmatchedReason, ambiguous
+from payflow.ingress.registry import RegisteredAsset, UnknownToken, resolve_asset
 from payflow.ledger.accounts import asset_scale, record_event
+from payflow.ledger.limits import LimitExceeded, LimitKind, check_limit
 from payflow.ledger.records import EventType
-from payflow.money import InvalidAmount
+from payflow.money import EXACT, InvalidAmount, format_amount, from_base_units, parse_amount
 from payflow.outbox.writer import enqueue
 
 SQL = load_queries("payflow.ingress")
 LEDGER_EVENT_TOPIC = "ledger.event"
-RESERVED_PREFIXES = ("wd:", "alchemy:")
 
 
 class IngressResult(StrEnum):
     RECORDED = "recorded"
     DUPLICATE = "duplicate"
     UNMATCHED = "unmatched"
+
+
+@dataclass(frozen=True, slots=True)
+class Landing:
+    """The outcome of one event: the id it is stored under (a payment event's, or the
+    unmatched row's), the result, and the unmatched reason when there is one."""
+
+    event_id: str
+    result: IngressResult
+    reason: UnmatchedReason | None = None
+
+
+class Delivery:
+    """The exact bytes of one signed delivery, stored (once per digest) only when one of
+    its events is kept for review; unmatched rows point at it with their position."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.sha256 = hashlib.sha256(body).digest()
+        self._kept = False
+
+    async def keep(self, conn: asyncpg.Connection) -> bytes:
+        """Store the body in `provider_deliveries` (first call only); its digest."""
+        if not self._kept:
+            await conn.execute(SQL["keep_delivery"], self.sha256, self.body)
+            self._kept = True
+        return self.sha256
 
 
 async def record_and_announce(
@@ -58,61 +91,140 @@ async def record_and_announce(
     return inserted
 
 
+def _amount_text(event: ProviderEvent, decimals: int | None) -> str | None:
+    """The event's amount as decimal text, for crediting or for review."""
+    if event.units is None:
+        return event.amount
+    if decimals is None or not 0 <= decimals <= 77:
+        return None
+    return format_amount(from_base_units(event.units, decimals))
+
+
+def _is_zero(text: str) -> bool:
+    with localcontext(EXACT):
+        try:
+            return Decimal(text) == 0
+        except (InvalidOperation, ValueError):
+            return False
+
+
 async def _unmatched(
-    conn: asyncpg.Connection, event: ProviderEvent, reason: str, trace_id: str
-) -> IngressResult:
-    await conn.execute(
+    conn: asyncpg.Connection,
+    event: ProviderEvent,
+    reason: UnmatchedReason,
+    detail: str | None,
+    trace_id: str,
+    delivery: Delivery,
+    decimals: int | None = None,
+) -> Landing:
+    """Keep `event` for review. An id already kept for a different payload (another
+    activity, not a redelivery) is never merged: this one is kept as `ambiguous_id`."""
+    inserted = await conn.fetchval(
         SQL["insert_unmatched"],
         event.event_id,
-        reason,
+        reason.value,
         event.chain,
         event.to_address,
         event.asset,
-        event.amount,
+        _amount_text(event, decimals if decimals is not None else event.decimals),
         event.tx_hash,
-        event.raw,
+        event.payload,
         trace_id,
+        await delivery.keep(conn),
+        event.position,
+        detail,
     )
-    return IngressResult.UNMATCHED
+    if inserted is None and event.problem is not UnmatchedReason.AMBIGUOUS_ID:
+        stored = await conn.fetchval(SQL["unmatched_payload"], event.event_id)
+        if stored != event.payload:
+            other = ambiguous(event, f"id {event.event_id} is kept for another activity")
+            return await _unmatched(
+                conn,
+                other,
+                UnmatchedReason.AMBIGUOUS_ID,
+                other.detail,
+                trace_id,
+                delivery,
+                decimals,
+            )
+    return Landing(event.event_id, IngressResult.UNMATCHED, reason)
 
 
 async def land_event(
-    conn: asyncpg.Connection, event: ProviderEvent, trace_id: str, *, strict_amount: bool
-) -> IngressResult:
-    """Map one provider event to its account and record it, or keep it as unmatched.
+    conn: asyncpg.Connection, event: ProviderEvent, trace_id: str, *, delivery: Delivery
+) -> Landing:
+    """Credit one provider event to the account behind its deposit address, or keep it.
 
-    `strict_amount` makes an amount the asset cannot hold an error (the generic format);
-    otherwise such an event is kept for review (a provider must not retry forever).
+    The asset and decimals come from the registry (`resolve_asset`), the account from
+    `deposit_addresses`; the account's asset must equal the registry's. A new event is
+    stored `pending` with its `ledger.event` outbox row. An existing event with the same
+    id is a duplicate only when it moved the same amount of the same type to the same
+    account; otherwise this one is kept as `ambiguous_id` (an id never merges two
+    different movements). Never raises on the event's content.
     """
-    if event.unsupported is not None or event.amount is None:
-        return await _unmatched(conn, event, event.unsupported or "unsupported", trace_id)
+    if event.problem is not None:
+        return await _unmatched(conn, event, event.problem, event.detail, trace_id, delivery)
+    try:
+        registered: RegisteredAsset = await resolve_asset(conn, event)
+    except UnknownToken as unknown:
+        return await _unmatched(conn, event, unknown.reason, unknown.detail, trace_id, delivery)
+    amount = _amount_text(event, registered.decimals)
+    assert amount is not None  # every creditable event has units or an amount
+
+    async def keep(reason: UnmatchedReason, detail: str) -> Landing:
+        return await _unmatched(
+            conn, event, reason, detail, trace_id, delivery, registered.decimals
+        )
+
     row = await conn.fetchrow(SQL["resolve_address"], event.chain, event.to_address)
     if row is None:
-        return await _unmatched(conn, event, "unknown_address", trace_id)
-    if event.asset != row["asset"]:
-        return await _unmatched(conn, event, "asset_mismatch", trace_id)
-    scale = await asset_scale(conn, row["asset"])
-    try:
-        inserted = await record_and_announce(
-            conn,
-            event_id=event.event_id,
-            account_id=row["account_id"],
-            amount=event.amount,
-            event_type=event.event_type,
-            scale=scale,
-            trace_id=trace_id,
+        return await keep(UnmatchedReason.UNKNOWN_ADDRESS, "no account has this deposit address")
+    if row["asset"] != registered.asset:
+        return await keep(
+            UnmatchedReason.ASSET_MISMATCH,
+            f"the address holds {row['asset']}, the transfer moved {registered.asset}",
         )
-    except InvalidAmount:
-        if strict_amount:
-            raise
-        return await _unmatched(conn, event, "unsupported", trace_id)
-    return IngressResult.RECORDED if inserted else IngressResult.DUPLICATE
-
-
-def check_event_id(event_id: str) -> None:
-    """Generic event ids may not squat on the namespaces payflow derives ids in."""
-    if event_id.startswith(RESERVED_PREFIXES):
-        raise BadInput("event_id must not start with a reserved prefix (wd:, alchemy:)")
+    scale = min(await asset_scale(conn, row["asset"]), registered.decimals)
+    try:
+        value = parse_amount(amount, scale)
+    except InvalidAmount as error:
+        if _is_zero(amount):
+            return await keep(UnmatchedReason.ZERO_VALUE, "nothing was transferred")
+        return await keep(UnmatchedReason.INVALID, f"amount: {error}")
+    try:
+        await check_limit(conn, row["asset"], LimitKind.DEPOSIT, value)
+    except LimitExceeded as error:
+        return await keep(UnmatchedReason.OVER_LIMIT, str(error))
+    inserted = await record_and_announce(
+        conn,
+        event_id=event.event_id,
+        account_id=row["account_id"],
+        amount=amount,
+        event_type=event.event_type,
+        scale=scale,
+        trace_id=trace_id,
+    )
+    if inserted:
+        return Landing(event.event_id, IngressResult.RECORDED)
+    stored = await conn.fetchrow(SQL["stored_event"], event.event_id)
+    assert stored is not None  # rows of payment_events are never deleted
+    same = (stored["account_id"], stored["amount"], stored["event_type"]) == (
+        row["account_id"],
+        value,
+        event.event_type.value,
+    )
+    if same:
+        return Landing(event.event_id, IngressResult.DUPLICATE)
+    other = ambiguous(event, f"id {event.event_id} already names a different movement")
+    return await _unmatched(
+        conn,
+        other,
+        UnmatchedReason.AMBIGUOUS_ID,
+        other.detail,
+        trace_id,
+        delivery,
+        registered.decimals,
+    )
 
 
 async def assign_address(

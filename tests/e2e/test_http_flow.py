@@ -31,6 +31,7 @@ from payflow.bench.http_submit import DepositAddress, HttpSubmitter
 from payflow.bench.services import free_port
 from payflow.bench.sink import WebhookSink
 from payflow.config import Settings
+from payflow.ingress.registry import USDC_ETH_MAINNET
 from payflow.ingress.service import assign_address
 from payflow.ingress.signature import sign
 from payflow.ledger.accounts import create_account
@@ -249,6 +250,7 @@ async def test_signed_deposit_delivered_twice_is_credited_once(
             "asset": "USDC",
             "amount": "25.000001",
             "tx_hash": "0x" + hashlib.sha256(b"dep-e2e-1").hexdigest(),
+            "contract_address": "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48",  # USDC
         }
     )
     headers = {
@@ -260,7 +262,7 @@ async def test_signed_deposit_delivered_twice_is_credited_once(
         response = await up.client.post("/api/v1/webhooks/provider", content=body, headers=headers)
         assert response.status_code == 202, response.text
         [event] = response.json()["events"]
-        assert event["event_id"] == "dep-e2e-1"
+        assert event["event_id"] == "gen:dep-e2e-1"  # the provider's id, namespaced
         result: str = event["result"]
         return result
 
@@ -268,7 +270,7 @@ async def test_signed_deposit_delivered_twice_is_credited_once(
     assert await deliver() == "duplicate"
     event = await _poll_json(
         up.client,
-        "/api/v1/events/dep-e2e-1",
+        "/api/v1/events/gen:dep-e2e-1",
         lambda e: e["status"] == "confirmed",
         "the deposit to be confirmed",
     )
@@ -281,7 +283,7 @@ async def test_signed_deposit_delivered_twice_is_credited_once(
     assert event["account_id"] == account_id
     assert event["amount"] == "25.000001"
     assert account["balance"] == "25.000001"
-    assert [e["event_id"] for e in entries["items"]] == ["dep-e2e-1"]
+    assert [e["event_id"] for e in entries["items"]] == ["gen:dep-e2e-1"]
     balance = await pool.fetchval(
         "SELECT balance FROM accounts WHERE id = $1", uuid.UUID(account_id)
     )
@@ -297,9 +299,9 @@ async def test_the_bench_http_submitter_lands_payments_and_deposits_once(
     """`payflow bench e2e`'s default submitter, against the real API; retries are no-ops."""
     address = "0x" + "cd" * 20
     async with pool.acquire() as conn:
-        account = await create_account(conn, "USD")
+        account = await create_account(conn, "USDC")
         await assign_address(conn, "ETH_MAINNET", address, account.id)
-    target = {account.id: DepositAddress("ETH_MAINNET", address, "USD")}
+    target = {account.id: DepositAddress("ETH_MAINNET", address, "USDC", USDC_ETH_MAINNET)}
     async with HttpSubmitter(
         "127.0.0.1",
         up.port,

@@ -55,6 +55,8 @@ async def unmatched_events(
             "tx_hash": row["tx_hash"],
             "trace_id": row["trace_id"],
             "created_at": iso(row["created_at"]),
+            "detail": row["detail"],
+            "position": row["position"],
         }
         for row in page
     ]

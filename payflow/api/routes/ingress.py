@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import orjson
 from fastapi import APIRouter, Request
 
 from payflow.api.db import connection
@@ -14,7 +13,8 @@ from payflow.api.state import api_state
 from payflow.db.tx import transaction
 from payflow.ingress import signature
 from payflow.ingress.payloads import InvalidPayload, parse_payload
-from payflow.ingress.service import check_event_id, land_event
+from payflow.ingress.rawjson import NotJson, decode_body
+from payflow.ingress.service import Delivery, land_event
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["provider webhooks"])
 
@@ -27,8 +27,10 @@ REQUEST_BODY_DOC = {
                     "type": "object",
                     "description": (
                         "Either payflow's generic event {event_id, event_type, to_address,"
-                        " asset, amount (string), tx_hash, chain?} or an Alchemy"
-                        " ADDRESS_ACTIVITY webhook."
+                        " asset, amount (string), tx_hash, chain?, contract_address?} or an"
+                        " Alchemy ADDRESS_ACTIVITY webhook. Only a bad signature (401) or a"
+                        " body that is not JSON (422) is refused; anything payflow cannot"
+                        " credit is kept for review and answered `unmatched` with a reason."
                     ),
                 }
             }
@@ -57,8 +59,12 @@ REQUEST_BODY_DOC = {
 async def provider_webhook(request: Request) -> JsonResponse:
     """Verify the signature over the raw bytes, then land every event in one transaction.
 
-    Unknown addresses are kept as unmatched and still answered 202, and a duplicate
-    delivery writes nothing new, so a provider never needs to retry forever.
+    Each activity stands alone: what cannot be credited (unknown address or token, NFT,
+    zero value, malformed fields, NUL characters, an ambiguous id) is kept in
+    `unmatched_provider_events` with its reason and answered 202 `unmatched`, while the
+    rest of the delivery is credited. A duplicate delivery writes nothing new, so a
+    provider never needs to retry forever. `events[].event_id` is the stored id, in the
+    provider's namespace (`gen:`, `alchemy:`).
     """
     state = api_state(request)
     settings = state.settings
@@ -71,22 +77,20 @@ async def provider_webhook(request: Request) -> JsonResponse:
     if not signature.verify(body, header, state.provider_secret):
         raise ApiProblem(401, "Unauthorized", "missing or invalid signature", slug="bad-signature")
     try:
-        payload = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        payload = decode_body(body)
+    except NotJson:
         raise InvalidPayload("body", "is not valid JSON") from None
     events = parse_payload(payload, settings.default_chain)
-    generic = not (isinstance(payload, dict) and payload.get("type") == "ADDRESS_ACTIVITY")
-    if generic:
-        check_event_id(events[0].event_id)
+    delivery = Delivery(body)
     trace_id: str = request.state.trace_id
+    results: list[dict[str, str]] = []
     async with connection(state.pool) as conn, transaction(conn, settings):
-        results = [
-            {
-                "event_id": event.event_id,
-                "result": (await land_event(conn, event, trace_id, strict_amount=generic)).value,
-            }
-            for event in events
-        ]
+        for event in events:
+            landing = await land_event(conn, event, trace_id, delivery=delivery)
+            result = {"event_id": landing.event_id, "result": landing.result.value}
+            if landing.reason is not None:
+                result["reason"] = landing.reason.value
+            results.append(result)
     return JsonResponse(
         {"status": "accepted", "trace_id": trace_id, "events": results}, status_code=202
     )

@@ -69,6 +69,8 @@ async def _validated(request: Request, body: PaymentCreate) -> NewPayment:
             "body.metadata",
             "numbers in metadata must be stored exactly; send this value as a string",
         )
+    if body.description is not None and "\x00" in body.description:
+        raise FieldError("body.description", "must not hold NUL characters (\\u0000)")
     try:
         metadata_size = len(orjson.dumps(body.metadata))
     except orjson.JSONEncodeError:

@@ -10,6 +10,7 @@ import orjson
 
 from payflow.ledger.posting import post_event
 
+from .alchemy import USDC_CONTRACT
 from .conftest import signed
 
 
@@ -40,6 +41,7 @@ async def _deposit(
             "asset": "USDC",
             "amount": amount,
             "tx_hash": "0x" + "ab" * 32,
+            "contract_address": USDC_CONTRACT,
         }
     )
     response = await anon.post("/api/v1/webhooks/provider", content=body, headers=signed(body))

@@ -1,5 +1,7 @@
 """POST /api/v1/webhooks/provider: HMAC over the raw body, both payload formats,
-address mapping, unmatched events, duplicates and the outbox contract."""
+address mapping, unmatched events, duplicates and the outbox contract.
+
+Registry, namespace and standing-alone cases live in `test_ingress_registry.py`."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from .alchemy import eth_activity, token_activity, webhook
+from .alchemy import USDC_CONTRACT, eth_activity, token_activity, webhook
 from .conftest import PROVIDER_SECRET, signed
 
 URL = "/api/v1/webhooks/provider"
@@ -40,6 +42,7 @@ def generic(**overrides: Any) -> bytes:
         "asset": "USDC",
         "amount": "12.5",
         "tx_hash": "0x" + "cd" * 32,
+        "contract_address": USDC_CONTRACT,
     }
     body.update(overrides)
     return orjson.dumps(body)
@@ -59,7 +62,7 @@ async def test_generic_event_lands_pending_with_outbox_row(
     assert response.json() == {
         "status": "accepted",
         "trace_id": "t-1",
-        "events": [{"event_id": "evt-1", "result": "recorded"}],
+        "events": [{"event_id": "gen:evt-1", "result": "recorded"}],
     }
     events = await rows(
         app, "SELECT event_id, account_id, amount, status, trace_id FROM payment_events"
@@ -67,10 +70,10 @@ async def test_generic_event_lands_pending_with_outbox_row(
     assert [
         (e["event_id"], str(e["account_id"]), e["amount"], e["status"], e["trace_id"])
         for e in events
-    ] == [("evt-1", usdc_account, Decimal("12.5"), "pending", "t-1")]
+    ] == [("gen:evt-1", usdc_account, Decimal("12.5"), "pending", "t-1")]
     outbox = await rows(app, "SELECT topic, payload FROM outbox")
     assert [(o["topic"], o["payload"]) for o in outbox] == [
-        ("ledger.event", {"version": 1, "event_id": "evt-1"})
+        ("ledger.event", {"version": 1, "event_id": "gen:evt-1"})
     ]
 
 
@@ -81,7 +84,7 @@ async def test_duplicate_delivery_writes_nothing_new(
     first = await anon.post(URL, content=body, headers=signed(body))
     second = await anon.post(URL, content=body, headers=signed(body))
     assert first.status_code == second.status_code == 202
-    assert second.json()["events"] == [{"event_id": "evt-1", "result": "duplicate"}]
+    assert second.json()["events"] == [{"event_id": "gen:evt-1", "result": "duplicate"}]
     assert len(await rows(app, "SELECT 1 FROM payment_events")) == 1
     assert len(await rows(app, "SELECT 1 FROM outbox")) == 1
 
@@ -137,7 +140,8 @@ async def test_signature_is_over_raw_bytes_not_reparsed_json(
     body = (
         b'{ "event_id":"evt-raw", "event_type":"deposit", "to_address":"'
         + ADDRESS.encode()
-        + (b'", "asset":"USDC", "amount":"1", "tx_hash":"0x' + b"ef" * 32 + b'" }')
+        + (b'", "asset":"USDC", "amount":"1", "tx_hash":"0x' + b"ef" * 32 + b'",')
+        + (b' "contract_address": "' + USDC_CONTRACT.encode() + b'" }')
     )
     response = await anon.post(URL, content=body, headers=signed(body))
     assert response.status_code == 202
@@ -150,10 +154,12 @@ async def test_unknown_address_is_kept_unmatched_and_answered_202(
     for _ in range(2):
         response = await anon.post(URL, content=body, headers=signed(body))
         assert response.status_code == 202
-        assert response.json()["events"] == [{"event_id": "evt-lost", "result": "unmatched"}]
+        assert response.json()["events"] == [
+            {"event_id": "gen:evt-lost", "result": "unmatched", "reason": "unknown_address"}
+        ]
     unmatched = await rows(app, "SELECT event_id, reason, address FROM unmatched_provider_events")
     assert [(u["event_id"], u["reason"], u["address"]) for u in unmatched] == [
-        ("evt-lost", "unknown_address", "0x" + "99" * 20)
+        ("gen:evt-lost", "unknown_address", "0x" + "99" * 20)
     ]
     assert await rows(app, "SELECT 1 FROM payment_events") == []
     assert await rows(app, "SELECT 1 FROM outbox") == []
@@ -162,7 +168,8 @@ async def test_unknown_address_is_kept_unmatched_and_answered_202(
 async def test_asset_mismatch_is_unmatched(
     app: Any, anon: httpx.AsyncClient, usdc_account: str
 ) -> None:
-    body = generic(event_id="evt-dai", asset="DAI")
+    dai = "0x6b175474e89094c44da98b954eedeac495271d0f"
+    body = generic(event_id="evt-dai", asset="DAI", contract_address=dai)
     response = await anon.post(URL, content=body, headers=signed(body))
     assert response.json()["events"][0]["result"] == "unmatched"
     assert (await rows(app, "SELECT reason FROM unmatched_provider_events"))[0][
@@ -171,35 +178,57 @@ async def test_asset_mismatch_is_unmatched(
 
 
 @pytest.mark.parametrize(
-    ("overrides", "field"),
+    "overrides",
     [
-        ({"amount": 12.5}, "amount"),
-        ({"amount": "1.0000001"}, None),
-        ({"event_type": "withdrawal"}, "event_type"),
-        ({"to_address": "not-an-address!"}, "to_address"),
-        ({"event_id": "wd:forged"}, None),
-        ({"event_id": ""}, "event_id"),
+        pytest.param({"amount": 12.5}, id="json-number-amount"),
+        pytest.param({"amount": "1.0000001"}, id="finer-than-the-token"),
+        pytest.param({"amount": "-1"}, id="negative"),
+        pytest.param({"amount": "1e30"}, id="too-large"),
+        pytest.param({"event_type": "withdrawal"}, id="event-type"),
+        pytest.param({"to_address": "not-an-address!"}, id="address"),
+        pytest.param({"event_id": ""}, id="empty-id"),
+        pytest.param({"event_id": None}, id="null-id"),
+        pytest.param({"tx_hash": 5}, id="tx-hash"),
+        pytest.param({"chain": "eth"}, id="chain"),
+        pytest.param({"asset": "usdc\u0000"}, id="nul-asset"),
     ],
 )
-async def test_invalid_generic_payloads_are_422(
-    app: Any,
-    anon: httpx.AsyncClient,
-    usdc_account: str,
-    overrides: dict[str, Any],
-    field: str | None,
+async def test_invalid_generic_payloads_are_kept_for_review_not_refused(
+    app: Any, anon: httpx.AsyncClient, usdc_account: str, overrides: dict[str, Any]
 ) -> None:
     body = generic(**overrides)
+    for _ in range(2):  # a redelivery maps onto the same unmatched row
+        response = await anon.post(URL, content=body, headers=signed(body))
+        assert response.status_code == 202, response.text
+        [event] = response.json()["events"]
+        assert (event["result"], event["reason"]) == ("unmatched", "invalid")
+    unmatched = await rows(app, "SELECT event_id, reason, detail FROM unmatched_provider_events")
+    assert [(u["event_id"], u["reason"]) for u in unmatched] == [(event["event_id"], "invalid")]
+    assert unmatched[0]["detail"]
+    assert await rows(app, "SELECT 1 FROM payment_events") == []
+    assert await rows(app, "SELECT 1 FROM outbox") == []
+    [kept] = await rows(app, "SELECT body FROM provider_deliveries")
+    assert kept["body"] == body
+
+
+async def test_zero_generic_amount_is_kept_as_zero_value(
+    app: Any, anon: httpx.AsyncClient, usdc_account: str
+) -> None:
+    body = generic(amount="0.00")
     response = await anon.post(URL, content=body, headers=signed(body))
-    assert response.status_code == 422, response.text
-    if field is not None:
-        assert response.json()["errors"][0]["field"] == field
+    assert response.json()["events"][0]["reason"] == "zero_value"
     assert await rows(app, "SELECT 1 FROM payment_events") == []
 
 
-async def test_non_json_signed_body_is_422(anon: httpx.AsyncClient) -> None:
-    body = b"not json"
+@pytest.mark.parametrize("body", [b"not json", b'{"a": NaN}', b"\xff{}", b'{"event_id": "x"'])
+async def test_signed_bytes_that_are_not_json_are_422(
+    app: Any, anon: httpx.AsyncClient, body: bytes
+) -> None:
     response = await anon.post(URL, content=body, headers=signed(body))
     assert response.status_code == 422
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["errors"][0]["field"] == "body"
+    assert await rows(app, "SELECT 1 FROM unmatched_provider_events") == []
 
 
 async def test_alchemy_address_activity_becomes_one_event_per_activity(
@@ -228,8 +257,9 @@ async def test_alchemy_address_activity_becomes_one_event_per_activity(
     tx = "0x" + "7a" * 32
     assert response.json()["events"] == [
         {"event_id": f"alchemy:{tx}:110", "result": "recorded"},
+        {"event_id": f"alchemy:{tx}:111", "result": "unmatched", "reason": "removed"},
         {"event_id": "alchemy:0x" + "5b" * 32 + ":external", "result": "recorded"},
-        {"event_id": f"alchemy:{tx}:112", "result": "unmatched"},
+        {"event_id": f"alchemy:{tx}:112", "result": "unmatched", "reason": "unknown_address"},
     ]
     events = {
         e["event_id"]: e["amount"]
@@ -241,7 +271,12 @@ async def test_alchemy_address_activity_becomes_one_event_per_activity(
     }
     assert len(await rows(app, "SELECT 1 FROM outbox WHERE topic = 'ledger.event'")) == 2
     again = await anon.post(URL, content=body, headers=signed(body))
-    assert [e["result"] for e in again.json()["events"]] == ["duplicate", "duplicate", "unmatched"]
+    assert [e["result"] for e in again.json()["events"]] == [
+        "duplicate",
+        "unmatched",
+        "duplicate",
+        "unmatched",
+    ]
     assert len(await rows(app, "SELECT 1 FROM outbox")) == 2
 
 
@@ -270,6 +305,8 @@ async def test_admin_lists_unmatched_events_with_a_cursor(
         )
     ).json()
     ids = [item["event_id"] for item in first["items"] + second["items"]]
-    assert sorted(ids) == ["lost-0", "lost-1", "lost-2"] and len(set(ids)) == 3
+    assert sorted(ids) == ["gen:lost-0", "gen:lost-1", "gen:lost-2"] and len(set(ids)) == 3
     assert second["next_cursor"] is None
     assert first["items"][0]["reason"] == "unknown_address"
+    assert first["items"][0]["detail"] == "no account has this deposit address"
+    assert first["items"][0]["position"] == 0

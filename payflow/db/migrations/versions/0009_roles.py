@@ -93,6 +93,13 @@ UPGRADE: list[str] = [
         -- Reference data and the migration history: read only / nothing.
         EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON public.assets FROM %I', app);
         EXECUTE format('REVOKE ALL ON public.alembic_version FROM %I', app);
+        -- Registries decide which asset and how much: operators change them with the
+        -- migration login (`payflow tokens add`, `payflow assets set-limit`), never the service.
+        EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON public.chains, public.chain_tokens'
+                       ' FROM %I', app);
+        -- Evidence: kept raw deliveries and charge attempts are appended and updated only.
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.provider_deliveries FROM %I', app);
+        EXECUTE format('REVOKE DELETE ON public.charge_attempts FROM %I', app);
         -- Rows that are never deleted by the service.
         EXECUTE format('REVOKE DELETE ON public.accounts, public.payment_events,'
                        ' public.payments, public.dead_letter_queue,'
