@@ -16,6 +16,7 @@ from payflow.db import migrate
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, Conflict
 from payflow.ingress.registry import add_chain, add_token, list_tokens
+from tests.conftest import OWNER_ROLE
 
 CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
 SEEDED = [
@@ -38,9 +39,9 @@ async def test_seeded_registry(pool: asyncpg.Pool) -> None:
 
 
 async def test_add_token_is_validated_and_idempotent(
-    pool: asyncpg.Pool, settings: Settings
+    owner_pool: asyncpg.Pool, settings: Settings
 ) -> None:
-    async with pool.acquire() as conn, transaction(conn, settings):
+    async with owner_pool.acquire() as conn, transaction(conn, settings):
         row = await add_token(conn, "ETH_MAINNET", NEW_CONTRACT, "USDC", 6)
         assert (row.contract, row.created) == (NEW_CONTRACT.lower(), True)
         again = await add_token(conn, "ETH_MAINNET", NEW_CONTRACT.lower(), "USDC", 6)
@@ -55,14 +56,14 @@ async def test_add_token_is_validated_and_idempotent(
         (("ETH_MAINNET", NEW_CONTRACT, "USDC", 4), Conflict, "registered as USDC"),
     ]
     for args, error, message in cases:
-        async with pool.acquire() as conn, transaction(conn, settings):
+        async with owner_pool.acquire() as conn, transaction(conn, settings):
             with pytest.raises(error, match=message):
                 await add_token(conn, *args)
-    assert len(await _registry(pool)) == len(SEEDED) + 1
+    assert len(await _registry(owner_pool)) == len(SEEDED) + 1
 
 
-async def test_more_chains_are_data(pool: asyncpg.Pool, settings: Settings) -> None:
-    async with pool.acquire() as conn, transaction(conn, settings):
+async def test_more_chains_are_data(owner_pool: asyncpg.Pool, settings: Settings) -> None:
+    async with owner_pool.acquire() as conn, transaction(conn, settings):
         await add_chain(conn, "BASE_MAINNET", "ETH", 18)
         await add_token(
             conn, "BASE_MAINNET", "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913", "USDC", 6
@@ -71,13 +72,18 @@ async def test_more_chains_are_data(pool: asyncpg.Pool, settings: Settings) -> N
             await add_chain(conn, "BASE_MAINNET", "ETH", 9)
         with pytest.raises(BadInput):
             await add_chain(conn, "base", "ETH", 18)
-    registry = await _registry(pool)
+    registry = await _registry(owner_pool)
     assert ("BASE_MAINNET", None, "ETH", 18) in registry
     assert ("BASE_MAINNET", "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913", "USDC", 6) in registry
 
 
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DATABASE_URL": settings.database_url, "LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": settings.database_url,
+        "MIGRATION_DATABASE_URL": settings.migration_url(),
+        "LOG_LEVEL": "WARNING",
+    }
     return subprocess.run(
         [*CLI, "tokens", *args], env=env, capture_output=True, text=True, timeout=60
     )
@@ -123,17 +129,18 @@ async def _fetch(url: str, sql: str) -> list[asyncpg.Record]:
 
 
 @pytest.mark.slow
-async def test_migration_0005_walks_down_and_up_over_data(database_url: str) -> None:
+async def test_migration_0005_walks_down_and_up_over_data(migration_url: str) -> None:
+    database_url = migration_url  # the schema changes as the migration login, as the owner
     old_row = (
         "INSERT INTO unmatched_provider_events (event_id, reason, chain, payload)"
         " VALUES ('gen:lost', 'unknown_address', 'ETH_MAINNET', '{}')"
     )
     await _execute(database_url, old_row)
     # Only rows the old schema can hold: the downgrade keeps them and runs.
-    await asyncio.to_thread(migrate.downgrade, database_url, "0004_pipeline")
+    await asyncio.to_thread(migrate.downgrade, database_url, "0004_pipeline", owner_role=OWNER_ROLE)
     tables = {r["tablename"] for r in await _fetch(database_url, "SELECT tablename FROM pg_tables")}
     assert not {"chains", "chain_tokens", "provider_deliveries"} & tables
-    await asyncio.to_thread(migrate.upgrade, database_url)
+    await asyncio.to_thread(migrate.upgrade, database_url, owner_role=OWNER_ROLE)
     kept = await _fetch(database_url, "SELECT event_id, reason FROM unmatched_provider_events")
     assert [(r["event_id"], r["reason"]) for r in kept] == [("gen:lost", "unknown_address")]
     assert len(await _fetch(database_url, "SELECT 1 FROM chain_tokens")) == 4
@@ -148,10 +155,12 @@ async def test_migration_0005_walks_down_and_up_over_data(database_url: str) -> 
         f"INSERT INTO chain_tokens VALUES ('ETH_MAINNET', '{NEW_CONTRACT.lower()}', 'DAI', 18)",
     )
     with pytest.raises(RuntimeError, match="downgrade refused"):
-        await asyncio.to_thread(migrate.downgrade, database_url, "0004_pipeline")
+        await asyncio.to_thread(
+            migrate.downgrade, database_url, "0004_pipeline", owner_role=OWNER_ROLE
+        )
     assert len(await _fetch(database_url, "SELECT 1 FROM chain_tokens")) == 5
     await asyncio.to_thread(migrate.downgrade, database_url, "0004_pipeline", force=True)
-    await asyncio.to_thread(migrate.upgrade, database_url)
+    await asyncio.to_thread(migrate.upgrade, database_url, owner_role=OWNER_ROLE)
     kept = await _fetch(database_url, "SELECT event_id FROM unmatched_provider_events")
     assert [r["event_id"] for r in kept] == ["gen:lost"]
     assert len(await _fetch(database_url, "SELECT 1 FROM chain_tokens")) == 4

@@ -23,6 +23,11 @@ from payflow.webhooks.sender import webhook_body
 from .conftest import signed
 from .server import server_env
 
+# The registry's contracts (migration 0005): a token deposit must name its contract.
+TOKEN_CONTRACTS = {
+    "DAI": "0x6b175474e89094c44da98b954eedeac495271d0f",
+    "USDC": "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48",
+}
 CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
 
 
@@ -63,6 +68,7 @@ async def _deposit(
             "asset": asset,
             "amount": amount,
             "tx_hash": "0x" + "ab" * 32,
+            **({"contract_address": TOKEN_CONTRACTS[asset]} if asset in TOKEN_CONTRACTS else {}),
         }
     )
     response = await anon.post("/api/v1/webhooks/provider", content=body, headers=signed(body))
@@ -79,9 +85,16 @@ async def _count(app: Any, sql: str) -> int:
 
 
 async def test_ten_billion_eth_deposit_reads_back_exactly(
-    app: Any, client: httpx.AsyncClient, anon: httpx.AsyncClient, admin: httpx.AsyncClient
+    app: Any,
+    client: httpx.AsyncClient,
+    anon: httpx.AsyncClient,
+    admin: httpx.AsyncClient,
+    owner_pool: Any,
 ) -> None:
-    """The named input: GET on the event, the account and its entries answered 500."""
+    """The named input: GET on the event, the account and its entries answered 500.
+    (Above ETH's default max_deposit of 1,000,000: an operator raised it first.)"""
+    async with owner_pool.acquire() as conn, transaction(conn, app.state.api.settings):
+        await set_limits(conn, "ETH", deposit="10000000000")
     account_id = await _account(client, "ETH")
     event_id = await _deposit(app, anon, admin, account_id, "ETH", "10000000000")
     exact = "10000000000.000000000000000000"
@@ -99,11 +112,15 @@ async def test_ten_billion_eth_deposit_reads_back_exactly(
 
 
 async def test_balances_beyond_ten_to_the_twenty_read_back_exactly(
-    app: Any, client: httpx.AsyncClient, anon: httpx.AsyncClient, admin: httpx.AsyncClient
+    app: Any,
+    client: httpx.AsyncClient,
+    anon: httpx.AsyncClient,
+    admin: httpx.AsyncClient,
+    owner_pool: Any,
 ) -> None:
     """Two 38-digit amounts: the balance needs 39 digits and still renders at scale 18."""
     account_id = await _account(client, "DAI")
-    async with app.state.api.pool.acquire() as conn, transaction(conn, app.state.api.settings):
+    async with owner_pool.acquire() as conn, transaction(conn, app.state.api.settings):
         await set_limits(conn, "DAI", deposit="99999999999999999999.999999999999999999")
     amount = "99999999999999999999.999999999999999999"
     await _deposit(app, anon, admin, account_id, "DAI", amount)
@@ -186,8 +203,10 @@ async def test_withdrawal_above_the_limit_is_422_and_at_the_limit_is_accepted(
     assert await _count(app, "SELECT count(*) FROM payment_events") == 1
 
 
-async def test_an_operator_limit_applies_at_the_edge(app: Any, client: httpx.AsyncClient) -> None:
-    async with app.state.api.pool.acquire() as conn, transaction(conn, app.state.api.settings):
+async def test_an_operator_limit_applies_at_the_edge(
+    app: Any, client: httpx.AsyncClient, owner_pool: Any
+) -> None:
+    async with owner_pool.acquire() as conn, transaction(conn, app.state.api.settings):
         await set_limits(conn, "USD", payment="100.00")
     ok = await client.post("/api/v1/payments", json=payment("100", "USD"), headers=key())
     assert ok.status_code == 202, ok.text

@@ -20,6 +20,7 @@ from payflow.ledger.recon import reconcile
 from payflow.ledger.records import EventType, Outcome
 from payflow.ledger.worker import notify_refusal
 from payflow.money import InvalidAmount
+from tests.conftest import OWNER_ROLE
 from tests.integration.ledger.helpers import balance, count, new_account, new_event
 
 SIXTY_E18 = "60000000000000000000"  # 6 * 10^19: two of them overflowed NUMERIC(38,18)
@@ -135,8 +136,10 @@ async def test_check_limit_names_the_limit_and_the_asset(
     assert refused.value.limit == Decimal(10**6)
 
 
-async def test_an_operator_changes_a_limit(pool: asyncpg.Pool, settings: Settings) -> None:
-    async with pool.acquire() as conn, transaction(conn, settings):
+async def test_an_operator_changes_a_limit(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
+) -> None:
+    async with owner_pool.acquire() as conn, transaction(conn, settings):
         stored = await set_limits(conn, "RUB", payment="500.50")
     assert stored.max_payment == Decimal("500.50")
     assert stored.max_withdrawal == Decimal(10**9)  # untouched
@@ -144,6 +147,7 @@ async def test_an_operator_changes_a_limit(pool: asyncpg.Pool, settings: Setting
         await check_limit(conn, "RUB", LimitKind.PAYMENT, Decimal("500.50"))
         with pytest.raises(LimitExceeded, match=r"max_payment of RUB \(500\.50\)"):
             await check_limit(conn, "RUB", LimitKind.PAYMENT, Decimal("500.51"))
+    async with owner_pool.acquire() as conn:
         with pytest.raises(InvalidAmount, match="--deposit"):
             await set_limits(conn, "RUB", deposit="0.001")
         with pytest.raises(InvalidAmount, match="--withdrawal"):
@@ -152,7 +156,7 @@ async def test_an_operator_changes_a_limit(pool: asyncpg.Pool, settings: Setting
 
 @pytest.mark.slow
 async def test_migration_0008_keeps_data_down_and_up(
-    pool: asyncpg.Pool, settings: Settings, database_url: str
+    pool: asyncpg.Pool, settings: Settings, migration_url: str
 ) -> None:
     """Down to 0007 and back keeps balances and limits' defaults; a balance of 10^20 or
     more refuses the downgrade (it would not fit NUMERIC(38,18))."""
@@ -161,8 +165,11 @@ async def test_migration_0008_keeps_data_down_and_up(
     await post_event(pool, settings, "dep-wide")
     await pool.close()  # alembic needs the tables without our pooled sessions
 
+    database_url = migration_url  # schema changes and tampering: the migration login
     with pytest.raises(RuntimeError, match="10\\^20"):
-        await asyncio.to_thread(migrate.downgrade, database_url, "0007_pipeline_sweeps")
+        await asyncio.to_thread(
+            migrate.downgrade, database_url, "0007_pipeline_sweeps", owner_role=OWNER_ROLE
+        )
 
     conn = await asyncpg.connect(database_url)
     try:
@@ -172,8 +179,10 @@ async def test_migration_0008_keeps_data_down_and_up(
         await conn.execute("UPDATE accounts SET balance = 12.5, initial_balance = 12.5")
     finally:
         await conn.close()
-    await asyncio.to_thread(migrate.downgrade, database_url, "0007_pipeline_sweeps")
-    await asyncio.to_thread(migrate.upgrade, database_url)
+    await asyncio.to_thread(
+        migrate.downgrade, database_url, "0007_pipeline_sweeps", owner_role=OWNER_ROLE
+    )
+    await asyncio.to_thread(migrate.upgrade, database_url, owner_role=OWNER_ROLE)
 
     conn = await asyncpg.connect(database_url)
     try:
