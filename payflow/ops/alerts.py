@@ -1,0 +1,69 @@
+"""Alerts: one sink interface every job and role raises alerts through (issue 9).
+
+The interface is fixed here so that jobs can raise alerts while the sink grows
+(cooldown per key, bounded memory, the `alerts` table, pluggable delivery). An
+alert sink NEVER raises into the job that called it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, Protocol
+
+import structlog
+
+log = structlog.get_logger("payflow.alerts")
+
+
+class Severity(StrEnum):
+    """How urgent an alert is; mirrored by a CHECK in the `alerts` table."""
+
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class AlertSink(Protocol):
+    """Where alerts go. Implementations swallow and log their own failures."""
+
+    async def fire(
+        self,
+        key: str,
+        severity: Severity,
+        message: str,
+        *,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Raise (or refresh) the alert `key`, e.g. ``recon.mismatch:hot``; never raises."""
+        ...
+
+    async def resolve(self, key: str) -> None:
+        """Mark the alert `key` resolved (the condition cleared); never raises."""
+        ...
+
+
+class LogAlertSink:
+    """The simplest sink: one structured log line per alert (`payflow.alert`)."""
+
+    async def fire(
+        self,
+        key: str,
+        severity: Severity,
+        message: str,
+        *,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Log the alert at warning (info) or error (warning, critical) level."""
+        emit = log.error if severity is not Severity.INFO else log.warning
+        emit(
+            "payflow.alert",
+            key=key,
+            severity=severity.value,
+            message=message,
+            **dict(details or {}),
+        )
+
+    async def resolve(self, key: str) -> None:
+        """Log the resolution."""
+        log.info("payflow.alert.resolved", key=key)
