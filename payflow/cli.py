@@ -60,6 +60,9 @@ def migrate(
     and grant the service's role its privileges (idempotent); or, with --downgrade REV,
     step down to REV, refusing any step that would drop data unless --force (exit 1 with
     a one-line error)."""
+    import asyncpg
+    from sqlalchemy.exc import SQLAlchemyError
+
     from payflow.db import migrate as migrations
 
     settings = _settings()
@@ -69,6 +72,10 @@ def migrate(
             migrations.downgrade(url, downgrade, force=force, owner_role=owner)
         except (migrations.DataLossRefused, migrations.CommandError) as error:
             console.print(f"[red]payflow: {error}[/red]")
+            raise typer.Exit(1) from None
+        except (SQLAlchemyError, asyncpg.PostgresError, OSError) as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            console.print(f"[red]payflow: downgrade failed: {type(error).__name__}: {first}[/red]")
             raise typer.Exit(1) from None
         console.print(f"migrations downgraded: schema at {downgrade}")
         return

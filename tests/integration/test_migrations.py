@@ -17,7 +17,7 @@ import asyncpg
 import pytest
 
 from payflow.db import migrate
-from tests.conftest import SERVER_URL
+from tests.conftest import APP_ROLE, OWNER_ROLE, SERVER_URL
 
 CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
 
@@ -284,9 +284,16 @@ def test_downgrades_that_drop_data_refuse_unless_forced(empty_database_url: str)
 
 def test_cli_downgrade_refuses_in_one_line_and_forces(empty_database_url: str) -> None:
     url = empty_database_url
-    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    # The way `payflow migrate` sets a database up: the run's roles, the owner owns it all.
+    asyncio.run(migrate.prepare_database(url, owner=OWNER_ROLE, app=APP_ROLE))
+    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE, owner_role=OWNER_ROLE)
     _insert_data(url)
-    env = {**os.environ, "DATABASE_URL": url}
+    env = {
+        **os.environ,
+        "DATABASE_URL": url.replace("://postgres@", f"://{APP_ROLE}@", 1),
+        "MIGRATION_DATABASE_URL": url,
+        "DB_OWNER_ROLE": OWNER_ROLE,
+    }
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

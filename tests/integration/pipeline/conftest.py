@@ -55,6 +55,7 @@ def pipe_settings(database_url: str, migration_url: str, vhost: str) -> Settings
         redis_key_prefix=f"payflow-test-{vhost}:",
         rabbitmq_url=f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}",
         retry_tiers_ms=(40, 80, 120),
+        charge_lease_s=0.1,  # shorter than the tiers: a dead worker's claim is taken over
         gateway_delay_min_s=0.0,
         gateway_delay_max_s=0.0,
         gateway_failure_rate=0.0,

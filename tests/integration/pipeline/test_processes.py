@@ -22,8 +22,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _spawn_worker(
-    settings: Settings, log_path: Path, gateway_delay_s: float
+    settings: Settings, log_path: Path, gateway_delay_s: float, charge_lease_s: float
 ) -> subprocess.Popen[bytes]:
+    """A worker process; its charge lease must outlast its gateway delay (the gateway call
+    is bounded by the lease), and a redelivery's retry tiers must outlast the lease."""
     env = dict(os.environ)
     env.update(
         DATABASE_URL=settings.database_url,
@@ -33,6 +35,7 @@ def _spawn_worker(
         GATEWAY_DELAY_MIN_S=str(gateway_delay_s),
         GATEWAY_DELAY_MAX_S=str(gateway_delay_s),
         GATEWAY_FAILURE_RATE="0",
+        CHARGE_LEASE_S=str(charge_lease_s),
         WEBHOOK_ALLOW_HOSTS="127.0.0.1",
         LOG_JSON="false",
         LOG_LEVEL="DEBUG",
@@ -70,14 +73,19 @@ async def test_worker_killed_mid_flight_is_redelivered_and_applied_once(
     relay = await start_roles(("relay",))
     payment_id = await submitter.submit_payment(merchant[0], "4.00", "USD", "k-kill", sink.url)
     log_path = tmp_path / "worker.log"
-    proc = _spawn_worker(pipe_settings, log_path, gateway_delay_s=30)
+    # Killed while the gateway holds its charge: the claim's 2 s lease keeps the
+    # redelivery away until it expires, then the redelivery asks the gateway and finishes.
+    proc = _spawn_worker(pipe_settings, log_path, gateway_delay_s=30, charge_lease_s=2)
     try:
         await _wait_in_flight(log_path, proc)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
-    worker = await start_roles(("worker",))
+    patient = pipe_settings.model_copy(
+        update={"retry_tiers_ms": (1000, 2000, 4000), "charge_lease_s": 2.0}
+    )
+    worker = await start_roles(("worker",), settings=patient)
     await wait_until(
         lambda: pool.fetchval(
             "SELECT webhook_delivered_at IS NOT NULL FROM payments WHERE id = $1", payment_id
@@ -106,7 +114,7 @@ async def test_sigterm_finishes_in_flight_work_and_exits_zero(
     relay = await start_roles(("relay",))
     payment_id = await submitter.submit_payment(merchant[0], "4.00", "USD", "k-term", sink.url)
     log_path = tmp_path / "worker.log"
-    proc = _spawn_worker(pipe_settings, log_path, gateway_delay_s=3)
+    proc = _spawn_worker(pipe_settings, log_path, gateway_delay_s=3, charge_lease_s=10)
     try:
         await _wait_in_flight(log_path, proc)
         proc.send_signal(signal.SIGTERM)
