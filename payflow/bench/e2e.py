@@ -167,7 +167,8 @@ async def _measure(
     )
     deposits = await pool.fetch(
         """
-        SELECT e.event_id AS key,
+        SELECT CASE WHEN e.event_id LIKE 'gen:%' THEN substr(e.event_id, 5)
+                    ELSE e.event_id END AS key,
                extract(epoch FROM o.created_at) AS accepted,
                extract(epoch FROM o.published_at) AS published,
                extract(epoch FROM e.updated_at) AS terminal
