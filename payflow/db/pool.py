@@ -1,4 +1,13 @@
-"""Connection pools. Built by the caller (lifespan or CLI), never at import time."""
+"""Connection pools. Built by the caller (lifespan or CLI), never at import time.
+
+Every pool works behind PgBouncer in transaction pooling: nothing session-level is set
+on a connection (timeouts are `SET LOCAL`, advisory locks are transaction-scoped,
+isolation comes with `BEGIN ISOLATION LEVEL …`), and `DB_STATEMENT_CACHE_SIZE=0`
+turns asyncpg's named prepared statements off (with the cache off, asyncpg 0.28+ uses
+the unnamed statement and parses it again in the Bind/Execute/Sync that runs it, so
+no statement outlives the server round trip). The relay's LISTEN needs a real
+session: it connects with `Settings.direct_url()` (DATABASE_DIRECT_URL).
+"""
 
 from __future__ import annotations
 
@@ -49,6 +58,7 @@ async def create_pool(
         max_size=max_size or settings.db_pool_max,
         init=_init_connection,
         reset=None if reset_session else _keep_session,
+        statement_cache_size=settings.db_statement_cache_size,
     )
     assert pool is not None
     return pool
