@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from payflow.config import Settings
+from payflow.db.pool import create_pool
 from payflow.db.tx import transaction
 from payflow.errors import AlreadyProcessed
 from payflow.ledger.posting import post_event
@@ -204,17 +205,19 @@ async def test_statement_cache_must_be_off_behind_pgbouncer_1_18(
     cache on, the named statement prepared on the first server is missing there; with
     DB_STATEMENT_CACHE_SIZE=0 nothing outlives the round trip and the query runs."""
     query = "SELECT count(*) FROM accounts WHERE id <> $1"
-    client = await asyncpg.connect(settings.database_url, statement_cache_size=cache_size)
+    configured = settings.model_copy(update={"db_statement_cache_size": cache_size})
+    client = await create_pool(configured, min_size=1, max_size=1)
     other = await asyncpg.connect(settings.database_url, statement_cache_size=0)
     try:
-        assert await client.fetchval(query, uuid.uuid4()) == 0
-        async with other.transaction():  # holds the server the first run used
-            await other.execute("SELECT 1")
-            if cache_size:
-                with pytest.raises(asyncpg.InvalidSQLStatementNameError):
-                    await client.fetchval(query, uuid.uuid4())
-            else:
-                assert await client.fetchval(query, uuid.uuid4()) == 0
+        async with client.acquire() as conn:
+            assert await conn.fetchval(query, uuid.uuid4()) == 0
+            async with other.transaction():  # holds the server the first run used
+                await other.execute("SELECT 1")
+                if cache_size:
+                    with pytest.raises(asyncpg.InvalidSQLStatementNameError):
+                        await conn.fetchval(query, uuid.uuid4())
+                else:
+                    assert await conn.fetchval(query, uuid.uuid4()) == 0
     finally:
         await client.close()
         await other.close()
