@@ -3,12 +3,16 @@ config and auth file in a temporary directory. Never touches a system PgBouncer.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +20,7 @@ from pathlib import Path
 # test really shares server connections between transactions.
 POOL_SIZE = 4
 START_TIMEOUT_S = 15.0
+PR_SET_PDEATHSIG = 1
 
 
 def find_pgbouncer() -> str:
@@ -30,6 +35,19 @@ def find_pgbouncer() -> str:
     return found
 
 
+def _die_with_parent_hook() -> Callable[[], None]:
+    """A `preexec_fn` that, in the child after the user switch, asks Linux to SIGTERM it
+    when the test run dies (`prctl(PR_SET_PDEATHSIG)`), so a killed pytest leaves no
+    pgbouncer behind. libc is loaded here, in the parent: the child only calls it."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    prctl = libc.prctl
+
+    def hook() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    return hook
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 nobody listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -38,7 +56,7 @@ def free_port() -> int:
         return port
 
 
-def _config(port: int, auth_file: Path, server_port: int, run_as: str | None) -> str:
+def _config(port: int, auth_file: Path, server_port: int) -> str:
     lines = [
         "[databases]",
         # Every database name maps to the same-named database on the shared server, so
@@ -62,8 +80,6 @@ def _config(port: int, auth_file: Path, server_port: int, run_as: str | None) ->
         "log_connections = 0",
         "log_disconnections = 0",
     ]
-    if run_as:
-        lines.append(f"user = {run_as}")  # pgbouncer refuses to run as root
     return "\n".join(lines) + "\n"
 
 
@@ -95,14 +111,23 @@ class PgBouncer:
         for _ in range(5):  # a free port can be taken between probe and bind
             port = free_port()
             ini = workdir / "pgbouncer.ini"
-            ini.write_text(_config(port, auth_file, server_port, run_as))
+            ini.write_text(_config(port, auth_file, server_port))
             if run_as:
                 uid = pwd.getpwnam(run_as).pw_uid
                 for path in (workdir, ini, auth_file):
                     os.chown(path, uid, -1)
             log_path = workdir / f"pgbouncer-{port}.log"
             with log_path.open("wb") as log:
-                process = subprocess.Popen([binary, str(ini)], stdout=log, stderr=subprocess.STDOUT)
+                process = subprocess.Popen(
+                    [binary, str(ini)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    # pgbouncer refuses to run as root: start it as `postgres` then.
+                    user=run_as,
+                    group=pwd.getpwnam(run_as).pw_gid if run_as else None,
+                    extra_groups=[] if run_as else None,
+                    preexec_fn=_die_with_parent_hook(),
+                )
             bouncer = cls(workdir, port, process)
             if bouncer._wait_ready():
                 return bouncer
