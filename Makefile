@@ -34,3 +34,15 @@ bench: install
 	uv run payflow bench ledger --mode spread --events 20000 --concurrency 16 --dup 3
 	uv run payflow bench api
 	uv run payflow bench e2e --payments 2000 --rate 200 --split
+
+# The PgBouncer tests (tests/integration/pgbouncer) start their own private pgbouncer;
+# this only installs the binary (Debian's package; it lands in /usr/sbin) when missing.
+# payflow never uses the package's own pgbouncer service. Idempotent: a no-op once installed.
+.PHONY: pgbouncer
+test: pgbouncer
+pgbouncer:
+	@if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null; \
+	fi

@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     # The service logs in as the APP role (least privilege, see docs/architecture.md);
     # migrations connect with MIGRATION_DATABASE_URL and run as DB_OWNER_ROLE.
     database_url: str = "postgresql://payflow_app@127.0.0.1:5432/payflow"
+    # Behind PgBouncer in transaction pooling, DATABASE_URL points at PgBouncer and
+    # DATABASE_DIRECT_URL at PostgreSQL itself, for the relay's LISTEN (a session).
+    database_direct_url: str | None = None
     migration_database_url: str | None = None
     db_owner_role: str = Field(default="payflow_owner", pattern=r"^[a-z_][a-z0-9_]{0,62}$")
     processed_events_retention_days: int = Field(default=90, ge=0)
@@ -37,6 +40,9 @@ class Settings(BaseSettings):
 
     db_pool_min: int = Field(default=2, ge=1)
     db_pool_max: int = Field(default=20, ge=1)
+    # asyncpg's per-connection prepared-statement cache; 0 behind PgBouncer in
+    # transaction pooling (named statements would land on another server connection).
+    db_statement_cache_size: int = Field(default=100, ge=0)
     lock_timeout_ms: int = Field(default=2000, ge=1)
     statement_timeout_ms: int = Field(default=5000, ge=1)
     posting_max_attempts: int = Field(default=5, ge=1)
@@ -152,6 +158,11 @@ class Settings(BaseSettings):
         if parts.port:
             netloc += f":{parts.port}"
         return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+    def direct_url(self) -> str:
+        """The URL of a session the relay may LISTEN on: DATABASE_DIRECT_URL, or by
+        default DATABASE_URL (right when DATABASE_URL reaches PostgreSQL directly)."""
+        return self.database_direct_url or self.database_url
 
     def require(self, *names: str) -> None:
         """Raise `SettingsError` naming the first of `names` that is unset."""

@@ -73,10 +73,13 @@ def default_gateway(settings: Settings, redis: Redis) -> Gateway:
 async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
     """Outbox -> RabbitMQ."""
     # Its own connections (LISTEN + batches): a busy worker in the same process must
-    # never make the relay queue for a pooled connection. The LISTEN connection's pool
-    # resets sessions on release (UNLISTEN); the batch pool only runs transactions with
-    # SET LOCAL, so it skips that round trip per pass.
-    listen_pool = await create_pool(runtime.settings, min_size=1, max_size=1)
+    # never make the relay queue for a pooled connection. The LISTEN connection needs a
+    # session, so it goes to DATABASE_DIRECT_URL (PostgreSQL itself, past any PgBouncer
+    # in transaction pooling) and its pool resets sessions on release (UNLISTEN); the
+    # batch pool only runs transactions with SET LOCAL, so it skips that round trip.
+    listen_pool = await create_pool(
+        runtime.settings, dsn=runtime.settings.direct_url(), min_size=1, max_size=1
+    )
     pool = await create_pool(runtime.settings, min_size=1, max_size=1, reset_session=False)
     channel = await confirm_channel(runtime.connection)
     try:

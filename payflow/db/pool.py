@@ -1,4 +1,13 @@
-"""Connection pools. Built by the caller (lifespan or CLI), never at import time."""
+"""Connection pools. Built by the caller (lifespan or CLI), never at import time.
+
+Every pool works behind PgBouncer in transaction pooling: nothing session-level is set
+on a connection (timeouts are `SET LOCAL`, advisory locks are transaction-scoped,
+isolation comes with `BEGIN ISOLATION LEVEL …`), and `DB_STATEMENT_CACHE_SIZE=0`
+turns asyncpg's named prepared statements off (with the cache off, asyncpg 0.29+ uses
+the unnamed statement and parses it again in the Bind/Execute/Sync that runs it, so
+no statement outlives the server round trip). The relay's LISTEN needs a real
+session: it connects with `Settings.direct_url()` (DATABASE_DIRECT_URL).
+"""
 
 from __future__ import annotations
 
@@ -37,7 +46,10 @@ async def create_pool(
     max_size: int | None = None,
     reset_session: bool = True,
 ) -> asyncpg.Pool:
-    """Open a pool. Nothing session-level is set, so PgBouncer transaction pooling works.
+    """Open a pool on `dsn` (default DATABASE_URL), `min_size`..`max_size` connections
+    (default DB_POOL_MIN..DB_POOL_MAX), asyncpg's statement cache sized by
+    DB_STATEMENT_CACHE_SIZE (0 behind PgBouncer in transaction pooling). Nothing
+    session-level is set, so PgBouncer transaction pooling works.
 
     `reset_session=False` skips the per-release reset query (one round trip per
     acquire); only for callers that never change session state (LISTEN, SET, session
@@ -49,6 +61,7 @@ async def create_pool(
         max_size=max_size or settings.db_pool_max,
         init=_init_connection,
         reset=None if reset_session else _keep_session,
+        statement_cache_size=settings.db_statement_cache_size,
     )
     assert pool is not None
     return pool

@@ -1,7 +1,10 @@
 """Reconciliation: balance = initial_balance + sum(ledger), and no duplicate effects.
 
 Both checks are read-only and run in one REPEATABLE READ snapshot, so concurrent
-postings cannot make a consistent ledger look dirty.
+postings cannot make a consistent ledger look dirty. The snapshot is opened by
+`transaction()` with `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`, never with
+`SET SESSION CHARACTERISTICS`: behind PgBouncer in transaction pooling the whole check
+then runs on one server connection and leaves no session state behind.
 """
 
 from __future__ import annotations

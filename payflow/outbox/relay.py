@@ -216,7 +216,10 @@ async def run_relay(
 
     Invariant: unpublished rows are eventually published as long as the broker and
     the database come back; failures are logged and retried, never dropped. The LISTEN
-    connection comes from `listen_pool` (default `pool`), which must reset sessions.
+    connection comes from `listen_pool` (default `pool`), which must reset sessions and
+    reach PostgreSQL itself (`Settings.direct_url()`, DATABASE_DIRECT_URL): through
+    PgBouncer in transaction pooling a LISTEN hears nothing, and only the poll every
+    `RELAY_POLL_INTERVAL_S` finds new rows (slower, never lost).
     """
     listener = _Listener(listen_pool or pool)
     log.info("payflow.outbox.relay_started")
@@ -239,7 +242,11 @@ async def run_relay(
 
 
 class _Listener:
-    """A dedicated pooled connection that LISTENs and sets `wake` on every NOTIFY."""
+    """A dedicated pooled connection that LISTENs and sets `wake` on every NOTIFY.
+
+    LISTEN is session state: the pool must hand out a real PostgreSQL session
+    (DATABASE_DIRECT_URL), never a transaction-pooled PgBouncer connection.
+    """
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool

@@ -1,0 +1,37 @@
+"""Run in spawned OS processes by the pgbouncer tests: post events through pgbouncer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from payflow.config import load_settings
+from payflow.db.pool import create_pool
+from payflow.errors import AlreadyProcessed
+from payflow.ledger.posting import post_event
+
+
+def post_after_barrier(database_url: str, event_ids: list[str], barrier: Any) -> list[str]:
+    """Wait for every process, then post each event through `database_url` (pgbouncer,
+    statement cache off); return one outcome word per event."""
+
+    async def run() -> list[str]:
+        settings = load_settings(
+            database_url=database_url, lock_timeout_ms=5000, db_statement_cache_size=0
+        )
+        pool = await create_pool(settings, min_size=1, max_size=2)
+        try:
+            barrier.wait(timeout=60)
+            outcomes = []
+            for event_id in event_ids:
+                try:
+                    result = await post_event(pool, settings, event_id)
+                except AlreadyProcessed:
+                    outcomes.append("already_processed")
+                    continue
+                outcomes.append("replayed" if result.replayed else result.outcome.value)
+            return outcomes
+        finally:
+            await pool.close()
+
+    return asyncio.run(run())
