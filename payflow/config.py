@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
@@ -95,6 +95,17 @@ class Settings(BaseSettings):
     api_auth_cache_seconds: float = Field(default=30.0, ge=0)
     api_ready_timeout_seconds: float = Field(default=2.0, gt=0)
     default_chain: str = "ETH_MAINNET"
+
+    # --- alerts (payflow/ops/alerting): cooldown per key, bounded memory, delivery
+    alert_cooldown_s: float = Field(default=300.0, ge=0)
+    alert_max_keys: int = Field(default=1000, ge=1, le=1_000_000)
+    alert_delivery: Literal["log", "webhook", "pagerduty"] = "log"
+    alert_webhook_url: str | None = Field(default=None, pattern=r"^https?://")
+    alert_pagerduty_routing_key: SecretStr | None = None
+    alert_pagerduty_url: str = Field(
+        default="https://events.pagerduty.com/v2/enqueue", pattern=r"^https?://"
+    )
+    alert_timeout_s: float = Field(default=5.0, gt=0, le=60)
 
     @field_validator("provider_webhook_secret")
     @classmethod
