@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -17,6 +18,7 @@ import orjson
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
+from payflow.money import format_amount
 from payflow.ops.alerts import Severity
 
 SQL = load_queries("payflow.ops.alerting")
@@ -57,12 +59,20 @@ class AlertRow:
         )
 
 
+def _json_default(value: object) -> str:
+    """An amount in plain notation (``0.000000000000000001``, never ``1E-18``); anything
+    else JSON cannot hold (UUID, Enum, ...) as its `str`. NaN/infinity as their `str`."""
+    if isinstance(value, Decimal):
+        return format_amount(value) if value.is_finite() else str(value)
+    return str(value)
+
+
 def plain_details(details: Mapping[str, Any] | None) -> dict[str, Any]:
-    """`details` as a JSON object: values JSON cannot hold (Decimal, UUID, datetime, ...)
-    become strings, so an amount stays exact and never turns into a float."""
+    """`details` as a JSON object: values JSON cannot hold (Decimal, UUID, ...) become
+    strings, so an amount stays exact and never turns into a float."""
     if not details:
         return {}
-    encoded = orjson.dumps(dict(details), default=str, option=orjson.OPT_NON_STR_KEYS)
+    encoded = orjson.dumps(dict(details), default=_json_default, option=orjson.OPT_NON_STR_KEYS)
     decoded: dict[str, Any] = orjson.loads(encoded)
     return decoded
 
