@@ -12,7 +12,7 @@ import sys
 from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
@@ -100,8 +100,10 @@ class Settings(BaseSettings):
     alert_cooldown_s: float = Field(default=300.0, ge=0)
     alert_max_keys: int = Field(default=1000, ge=1, le=1_000_000)
     alert_delivery: Literal["log", "webhook", "pagerduty"] = "log"
-    alert_webhook_url: str | None = Field(default=None, pattern=r"^https?://")
-    alert_pagerduty_routing_key: SecretStr | None = None
+    alert_webhook_url: str | None = Field(
+        default=None, pattern=r"^https?://", validate_default=True
+    )
+    alert_pagerduty_routing_key: SecretStr | None = Field(default=None, validate_default=True)
     alert_pagerduty_url: str = Field(
         default="https://events.pagerduty.com/v2/enqueue", pattern=r"^https?://"
     )
@@ -136,6 +138,18 @@ class Settings(BaseSettings):
         from payflow.webhooks.ssrf import parse_nat64_prefixes
 
         parse_nat64_prefixes(value)  # ValueError names the bad prefix
+        return value
+
+    @field_validator("alert_webhook_url", "alert_pagerduty_routing_key")
+    @classmethod
+    def _alert_delivery_configured(
+        cls, value: str | SecretStr | None, info: ValidationInfo
+    ) -> str | SecretStr | None:
+        """The delivery ALERT_DELIVERY names has what it needs (checked at start-up)."""
+        needs = {"alert_webhook_url": "webhook", "alert_pagerduty_routing_key": "pagerduty"}
+        secret = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if info.data.get("alert_delivery") == needs[str(info.field_name)] and not secret:
+            raise ValueError(f"required when ALERT_DELIVERY={needs[str(info.field_name)]}")
         return value
 
     @field_validator("retry_tiers_ms", mode="before")
