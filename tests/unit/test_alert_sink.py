@@ -157,13 +157,20 @@ async def test_bad_input_is_logged_never_raised() -> None:
         await sink.fire("", Severity.INFO, "no key")
         await sink.fire("k" * 201, Severity.INFO, "key too long")
         await sink.fire("odd", "loud", "unknown severity")  # type: ignore[arg-type]
-    assert [e["event"] for e in logs][:3] == [
+        cycle: dict[str, object] = {}
+        cycle["self"] = cycle
+        await sink.fire("cyclic", Severity.WARNING, "details with a cycle", details=cycle)
+    assert [e["event"] for e in logs][:4] == [
         "payflow.alerts.invalid_key",
         "payflow.alerts.invalid_key",
         "payflow.alerts.invalid_severity",
+        "payflow.alerts.invalid_details",
     ]
-    # An unknown severity is never dropped: it is delivered as critical.
-    assert [(n.key, n.severity) for n in recorder.notices] == [("odd", Severity.CRITICAL)]
+    # An unknown severity or unusable details never drop the alert.
+    assert [(n.key, n.severity, n.details) for n in recorder.notices] == [
+        ("odd", Severity.CRITICAL, {}),
+        ("cyclic", Severity.WARNING, {"details_error": "TypeError"}),
+    ]
 
 
 def test_delivery_follows_the_setting() -> None:

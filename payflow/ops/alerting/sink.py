@@ -96,18 +96,16 @@ class CooldownAlertSink:
     ) -> None:
         """Record and (cooldown, acknowledgement and memory allowing) deliver the alert
         `key`; never raises (see the module docstring)."""
-        try:
-            severity = _severity(severity)
-            if not key or len(key) > MAX_KEY_LENGTH:
-                log.error("payflow.alerts.invalid_key", key=key[:MAX_KEY_LENGTH], message=message)
-                return
-            plain = plain_details(details)
-            message = str(message)[:MAX_MESSAGE_LENGTH]
-        except Exception as error:
-            log.error(
-                "payflow.alerts.invalid_alert", key=str(key)[:MAX_KEY_LENGTH], error=repr(error)
-            )
+        if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH:
+            log.error("payflow.alerts.invalid_key", key=str(key)[:MAX_KEY_LENGTH])
             return
+        severity = _severity(severity)
+        message = str(message)[:MAX_MESSAGE_LENGTH]
+        try:
+            plain = plain_details(details)
+        except Exception as error:  # e.g. a cycle: keep the alert, drop the details
+            log.error("payflow.alerts.invalid_details", key=key, error=type(error).__name__)
+            plain = {"details_error": type(error).__name__}
         row = await self._record_fire(key, severity, message, plain)
         notice = self._decide(key, severity, message, plain, row)
         if notice is not None:

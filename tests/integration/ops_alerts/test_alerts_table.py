@@ -136,6 +136,20 @@ async def test_an_acknowledged_incident_sends_no_reminders(
     assert await pool.fetchval("SELECT count FROM alerts") == 3
 
 
+async def test_a_suppressed_key_is_still_recorded(pool: asyncpg.Pool, settings: Settings) -> None:
+    recorder = Recorder()
+    sink = CooldownAlertSink(
+        store=AlertStore(pool, settings), delivery=recorder, max_keys=1, clock=Clock()
+    )
+    await sink.fire("a", Severity.WARNING, "a")
+    await sink.fire("b", Severity.CRITICAL, "b")  # memory full, a not stale: suppressed
+    assert [n.key for n in recorder.notices] == ["a"]
+    assert [tuple(r) for r in await pool.fetch(OPEN_ROWS)] == [
+        ("a", 1, "a", "warning"),
+        ("b", 1, "b", "critical"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("sql", "error"),
     [
