@@ -120,7 +120,9 @@ class CooldownAlertSink:
             try:
                 row = await self._store.resolve(key)
             except Exception as error:
-                log.error("payflow.alerts.store_failed", key=key, op="resolve", error=repr(error))
+                log.error(
+                    "payflow.alerts.store_failed", key=key, op="resolve", error=_describe(error)
+                )
         if row is not None:
             notice = AlertNotice(
                 key, row.severity, row.message, row.details, row.first_seen, row.count, "resolved"
@@ -147,7 +149,7 @@ class CooldownAlertSink:
         try:
             return await self._store.fire(key, severity, message, details)
         except Exception as error:
-            log.error("payflow.alerts.store_failed", key=key, op="fire", error=repr(error))
+            log.error("payflow.alerts.store_failed", key=key, op="fire", error=_describe(error))
             return None
 
     def _decide(
@@ -178,6 +180,8 @@ class CooldownAlertSink:
             first_seen = row.first_seen if row is not None else datetime.now(UTC)
             count = row.count if row is not None else 1
             self._keys[key] = _KeyState(now, severity, message, first_seen, count)
+            if row is not None and row.acknowledged_at is not None:
+                return None  # acknowledged before this process knew the key (a restart)
             return AlertNotice(key, severity, message, details, first_seen, count, "firing")
         state.count = row.count if row is not None else state.count + 1
         state.message = message
@@ -216,3 +220,8 @@ def _severity(value: object) -> Severity:
     except ValueError:
         log.error("payflow.alerts.invalid_severity", severity=str(value)[:50])
         return Severity.CRITICAL
+
+
+def _describe(error: BaseException) -> str:
+    """`Type: text` of a table failure (driver text names no secret; no DSN is logged)."""
+    return f"{type(error).__name__}: {error}"[:300]

@@ -134,6 +134,11 @@ async def test_an_acknowledged_incident_sends_no_reminders(
     await sink.fire("stuck_claims", Severity.CRITICAL, "20 pending")  # a rise still pages
     assert [n.count for n in recorder.notices] == [1, 3]
     assert await pool.fetchval("SELECT count FROM alerts") == 3
+    # A restarted process (a fresh sink) respects the acknowledgement too.
+    restarted = Recorder()
+    await _sink(pool, settings, restarted, Clock()).fire("stuck_claims", Severity.CRITICAL, "x")
+    assert restarted.notices == []
+    assert await pool.fetchval("SELECT count FROM alerts") == 4
 
 
 async def test_a_suppressed_key_is_still_recorded(pool: asyncpg.Pool, settings: Settings) -> None:
