@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
@@ -102,6 +102,19 @@ class Settings(BaseSettings):
     api_ready_timeout_seconds: float = Field(default=2.0, gt=0)
     default_chain: str = "ETH_MAINNET"
 
+    # --- alerts (payflow/ops/alerting): cooldown per key, bounded memory, delivery
+    alert_cooldown_s: float = Field(default=300.0, ge=0)
+    alert_max_keys: int = Field(default=1000, ge=1, le=1_000_000)
+    alert_delivery: Literal["log", "webhook", "pagerduty"] = "log"
+    alert_webhook_url: str | None = Field(
+        default=None, pattern=r"^https?://", validate_default=True
+    )
+    alert_pagerduty_routing_key: SecretStr | None = Field(default=None, validate_default=True)
+    alert_pagerduty_url: str = Field(
+        default="https://events.pagerduty.com/v2/enqueue", pattern=r"^https?://"
+    )
+    alert_timeout_s: float = Field(default=5.0, gt=0, le=60)
+
     @field_validator("provider_webhook_secret")
     @classmethod
     def _secret_long_enough(cls, value: str | None) -> str | None:
@@ -131,6 +144,18 @@ class Settings(BaseSettings):
         from payflow.webhooks.ssrf import parse_nat64_prefixes
 
         parse_nat64_prefixes(value)  # ValueError names the bad prefix
+        return value
+
+    @field_validator("alert_webhook_url", "alert_pagerduty_routing_key")
+    @classmethod
+    def _alert_delivery_configured(
+        cls, value: str | SecretStr | None, info: ValidationInfo
+    ) -> str | SecretStr | None:
+        """The delivery ALERT_DELIVERY names has what it needs (checked at start-up)."""
+        needs = {"alert_webhook_url": "webhook", "alert_pagerduty_routing_key": "pagerduty"}
+        secret = value.get_secret_value() if isinstance(value, SecretStr) else value
+        if info.data.get("alert_delivery") == needs[str(info.field_name)] and not secret:
+            raise ValueError(f"required when ALERT_DELIVERY={needs[str(info.field_name)]}")
         return value
 
     @field_validator("retry_tiers_ms", mode="before")

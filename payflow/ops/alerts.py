@@ -1,8 +1,9 @@
 """Alerts: one sink interface every job and role raises alerts through (issue 9).
 
-The interface is fixed here so that jobs can raise alerts while the sink grows
-(cooldown per key, bounded memory, the `alerts` table, pluggable delivery). An
-alert sink NEVER raises into the job that called it.
+The interface is fixed here so that jobs depend on it alone. The real sink (cooldown
+per key, bounded memory, the `alerts` table, pluggable delivery) lives in
+`payflow.ops.alerting` and is built by `build_alert_sink(settings, pool)`. An alert sink
+NEVER raises into the job that called it.
 """
 
 from __future__ import annotations

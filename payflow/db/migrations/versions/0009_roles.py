@@ -100,6 +100,11 @@ UPGRADE: list[str] = [
         -- Evidence: kept raw deliveries and charge attempts are appended and updated only.
         EXECUTE format('REVOKE UPDATE, DELETE ON public.provider_deliveries FROM %I', app);
         EXECUTE format('REVOKE DELETE ON public.charge_attempts FROM %I', app);
+        -- Operations' records (migrations 0010, 0011), when present: alerts are resolved,
+        -- never deleted.
+        IF to_regclass('public.alerts') IS NOT NULL THEN
+            EXECUTE format('REVOKE DELETE ON public.alerts FROM %I', app);
+        END IF;
         -- Rows that are never deleted by the service.
         EXECUTE format('REVOKE DELETE ON public.accounts, public.payment_events,'
                        ' public.payments, public.dead_letter_queue,'
