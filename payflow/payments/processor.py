@@ -217,6 +217,8 @@ class PaymentProcessor:
         trace_id = envelope.trace_id or None
         async with self._pool.acquire() as conn:
             payment = await load_payment(conn, payment_id)
+        if payment["trace_id"]:  # the row's trace, also for a message without one
+            structlog.contextvars.bind_contextvars(trace_id=payment["trace_id"])
         if payment["status"] != "pending":
             log.info("payflow.payments.duplicate", status=payment["status"])
             return

@@ -110,6 +110,8 @@ class WebhookSender:
                 if await conn.fetchval(SQL["payment_exists"], payment_id):
                     raise RetryableError("another worker is sending this webhook right now")
                 raise NotFound(f"payment {payment_id} does not exist")
+            if payment["trace_id"]:  # the row's trace, also for a message without one
+                structlog.contextvars.bind_contextvars(trace_id=payment["trace_id"])
             if payment["status"] == "pending":
                 raise RetryableError("payment is not final yet")  # finalize makes this rare
             if payment["webhook_delivered_at"] is not None:
