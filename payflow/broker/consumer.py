@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import aio_pika
 import structlog
 
-from payflow.broker.messages import Envelope, decode
+from payflow.broker.messages import Envelope, decode, trace_id_of
 from payflow.broker.publisher import publish
 from payflow.broker.topology import Names
 from payflow.config import Settings
@@ -111,15 +111,23 @@ class Consumer:
         try:
             envelope = decode(message)
         except BadInput as exc:
-            log.error("payflow.consumer.undecodable", queue=route.queue, error=str(exc))
+            log.error(
+                "payflow.consumer.undecodable",
+                queue=route.queue,
+                trace_id=trace_id_of(dict(message.headers or {})),
+                error=str(exc),
+            )
             await message.reject(requeue=False)  # the queue's DLX parks it
             return
+        # Every line logged while handling this message (handler, retry, DLQ) carries
+        # the message's trace id; unbound in `finally`, so it never leaks to the next one.
         structlog.contextvars.bind_contextvars(
-            trace_id=envelope.trace_id, message_id=envelope.message_id
+            trace_id=envelope.trace_id, message_id=envelope.message_id, queue=route.queue
         )
         try:
             try:
                 await route.handler(envelope)
+                log.debug("payflow.consumer.handled", attempt=envelope.attempt)
             except Exception as exc:
                 await self._on_failure(route, envelope, classify(exc))
             await message.ack()
@@ -134,7 +142,9 @@ class Consumer:
                 except Exception as nack_error:
                     log.warning("payflow.consumer.nack_failed", error=str(nack_error))
         finally:
-            structlog.contextvars.unbind_contextvars("trace_id", "message_id")
+            structlog.contextvars.unbind_contextvars(
+                "trace_id", "message_id", "queue", "payment_id", "event_id"
+            )
 
     async def _on_failure(self, route: Route, envelope: Envelope, error: PayflowError) -> None:
         tiers = self._settings.retry_tiers_ms

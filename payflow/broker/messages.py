@@ -1,7 +1,10 @@
 """Message format: versioned JSON bodies (amounts as strings) and the headers we rely on.
 
 Headers: ``message-id`` (AMQP property) is the outbox id, ``trace-id`` and ``attempt``
-(1 for the first delivery, +1 per retry tier) are AMQP headers.
+(1 for the first delivery, +1 per retry tier) are AMQP headers. A message whose trace id
+is a W3C trace id also carries ``traceparent`` (``00-<trace id>-<new span id>-01``, the
+W3C AMQP binding); a consumer takes the trace id from a valid ``traceparent`` first,
+then from ``trace-id`` (messages published before traceparent existed).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import aio_pika
 import orjson
 
 from payflow.errors import BadInput
+from payflow.observability import outbound_traceparent, parse_traceparent
 
 MESSAGE_VERSION = 1
 
@@ -32,14 +36,32 @@ class Envelope:
 def build_message(
     body: bytes, *, message_id: str, trace_id: str | None, attempt: int
 ) -> aio_pika.Message:
-    """A persistent message carrying our headers."""
+    """A persistent message carrying our headers (`traceparent` when `trace_id` is W3C)."""
+    headers: dict[str, Any] = {"trace-id": trace_id or "", "attempt": attempt}
+    traceparent = outbound_traceparent(trace_id)
+    if traceparent is not None:
+        headers["traceparent"] = traceparent
     return aio_pika.Message(
         body=body,
         message_id=message_id,
         content_type="application/json",
         delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        headers={"trace-id": trace_id or "", "attempt": attempt},
+        headers=headers,
     )
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value if isinstance(value, str) else ""
+
+
+def trace_id_of(headers: dict[str, Any]) -> str:
+    """The trace id a delivery carries: a valid `traceparent`'s, else `trace-id`, else ""."""
+    parent = parse_traceparent(_text(headers.get("traceparent")))
+    if parent is not None:
+        return parent.trace_id
+    return _text(headers.get("trace-id"))[:128]
 
 
 def encode_payload(payload: dict[str, Any]) -> bytes:
@@ -58,14 +80,11 @@ def decode(message: aio_pika.abc.AbstractIncomingMessage) -> Envelope:
     headers = message.headers or {}
     raw_attempt = headers.get("attempt", 1)
     attempt = raw_attempt if isinstance(raw_attempt, int) and raw_attempt >= 1 else 1
-    trace = headers.get("trace-id")
-    if isinstance(trace, bytes):
-        trace = trace.decode()
     return Envelope(
         message_id=message.message_id or "",
         routing_key=message.routing_key or "",
         payload=payload,
-        trace_id=str(trace or ""),
+        trace_id=trace_id_of(dict(headers)),
         attempt=attempt,
         body=message.body,
     )

@@ -60,7 +60,7 @@ async def recover_stale_events(pool: asyncpg.Pool, settings: Settings) -> Recove
     and its outbox row commit together; posting stays exactly-once (`processed_events`).
     """
     recovered = 0
-    waiting: list[tuple[str, int]] = []
+    waiting: list[tuple[str, int, str | None]] = []
     async with pool.acquire() as conn, transaction(conn, settings):
         if not await job_lock(conn, "recover_stale_events"):
             return RecoveryReport(skipped=True)
@@ -73,19 +73,21 @@ async def recover_stale_events(pool: asyncpg.Pool, settings: Settings) -> Recove
                 count = await _reannounce(conn, row, "not finished while enqueued; re-announced")
                 recovered += 1
                 if count >= settings.max_event_retries:
-                    waiting.append((row["event_id"], count))
+                    waiting.append((row["event_id"], count, row["trace_id"]))
         for row in await conn.fetch(SQL["orphaned_pending_events"], *args):
             count = await _reannounce(conn, row, "pending with no announcement; re-announced")
             recovered += 1
             if count >= settings.max_event_retries:
-                waiting.append((row["event_id"], count))
+                waiting.append((row["event_id"], count, row["trace_id"]))
         unfinished = await conn.fetch(
             SQL["stale_unfinished_events"], settings.stale_event_timeout_s
         )
     for row in unfinished:
         log.warning("payflow.events.stale", status=row["status"], count=row["stale"])
-    for event_id, count in waiting:
-        log.warning("payflow.events.waiting", event_id=event_id, announcements=count)
+    for event_id, count, trace_id in waiting:
+        log.warning(
+            "payflow.events.waiting", event_id=event_id, trace_id=trace_id, announcements=count
+        )
     if recovered:
         log.warning("payflow.recovery.done", recovered=recovered, waiting=len(waiting))
     return RecoveryReport(recovered=recovered, waiting=len(waiting))

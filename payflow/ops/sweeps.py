@@ -97,7 +97,7 @@ async def _sweep(
     alert: str,
 ) -> SweepReport:
     announced = 0
-    waiting: list[tuple[UUID, int]] = []
+    waiting: list[tuple[UUID, int, str | None]] = []
     async with pool.acquire() as conn, transaction(conn, settings):
         if not await job_lock(conn, job):
             return SweepReport(skipped=True)
@@ -112,9 +112,9 @@ async def _sweep(
             )
             announced += 1
             if sweeps >= settings.max_event_retries:
-                waiting.append((payment_id, int(sweeps)))
-    for payment_id, sweeps in waiting:
-        log.warning(alert, payment_id=str(payment_id), announcements=sweeps)
+                waiting.append((payment_id, int(sweeps), row["trace_id"]))
+    for payment_id, sweeps, trace_id in waiting:
+        log.warning(alert, payment_id=str(payment_id), trace_id=trace_id, announcements=sweeps)
     if announced:
         log.warning("payflow.sweep.done", job=job, announced=announced, waiting=len(waiting))
     return SweepReport(announced=announced, waiting=len(waiting))

@@ -41,7 +41,7 @@ SET publish_attempts = o.publish_attempts + 1,
         + make_interval(secs => least($4::float8, $3::float8 * power(2, least(o.publish_attempts, 40))))
 FROM unnest($1::bigint[], $2::text[]) AS f(id, error)
 WHERE o.id = f.id
-RETURNING o.id, o.topic, o.publish_attempts, o.next_attempt_at;
+RETURNING o.id, o.topic, o.trace_id, o.publish_attempts, o.next_attempt_at;
 
 -- name: delete_published_before
 -- $1 retention in seconds, $2 max rows per call. Never touches unpublished rows.

@@ -70,7 +70,10 @@ def _error_text(exc: BaseException) -> str:
 
 
 async def _publish_row(exchange: aio_pika.abc.AbstractExchange, row: asyncpg.Record) -> int:
+    """Publish one row; runs as its own task (gather), so the row's trace id bound here
+    is on this row's log lines only."""
     payload: dict[str, Any] = row["payload"]
+    structlog.contextvars.bind_contextvars(trace_id=row["trace_id"], outbox_id=int(row["id"]))
     await publish(
         exchange,
         row["topic"],
@@ -79,6 +82,7 @@ async def _publish_row(exchange: aio_pika.abc.AbstractExchange, row: asyncpg.Rec
         trace_id=row["trace_id"],
         attempt=1,
     )
+    log.debug("payflow.outbox.relayed", topic=row["topic"])
     return int(row["id"])
 
 
@@ -189,6 +193,7 @@ async def relay_once(
         log.error(
             "payflow.outbox.unpublishable",
             outbox_id=alert["id"],
+            trace_id=alert["trace_id"],
             topic=alert["topic"],
             attempts=alert["publish_attempts"],
             next_attempt_at=alert["next_attempt_at"].isoformat(),

@@ -104,7 +104,8 @@ async def finalize(
     was already final. Runs inside the caller's transaction.
 
     Invariant: the status, the credit event with its `ledger.event` job (successes) and
-    the `webhook.deliver` job (when a URL is set) are written together or not at all:
+    the `webhook.deliver` job (when a URL is set) are written together or not at all,
+    under the payment's trace id (`trace_id` only when the payment has none):
     one statement normally, plus the account opening on a merchant's first success in
     a currency, all in the caller's transaction.
 
@@ -114,6 +115,9 @@ async def finalize(
     """
     if not conn.is_in_transaction():
         raise RuntimeError("finalize must run inside the caller's transaction")
+    # Derived rows inherit the payment's own trace id; the message's only stands in
+    # for a payment stored without one.
+    trace_id = payment["trace_id"] or trace_id
     payment_id: UUID = payment["id"]
     event_id = credit_event_id(payment_id) if status == SUCCEEDED else None
     amount: Decimal = payment["amount"]
@@ -213,6 +217,8 @@ class PaymentProcessor:
         trace_id = envelope.trace_id or None
         async with self._pool.acquire() as conn:
             payment = await load_payment(conn, payment_id)
+        if payment["trace_id"]:  # the row's trace, also for a message without one
+            structlog.contextvars.bind_contextvars(trace_id=payment["trace_id"])
         if payment["status"] != "pending":
             log.info("payflow.payments.duplicate", status=payment["status"])
             return

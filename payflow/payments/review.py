@@ -85,6 +85,7 @@ async def resolve_charge(
     log.warning(
         "payflow.payments.resolved_by_operator",
         payment_id=str(payment_id),
+        trace_id=payment["trace_id"],
         status=status,
         operator=operator,
         reference=reference,

@@ -26,6 +26,7 @@ from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound, PayflowError, RetryableError, WebhookHTTPStatus
 from payflow.money import format_at_scale
+from payflow.observability import outbound_traceparent
 from payflow.ops.dlq import record_dead_letter
 from payflow.ops.sweeps import mark_webhook_dead
 from payflow.payments.processor import load_payment, payment_id_of
@@ -109,6 +110,8 @@ class WebhookSender:
                 if await conn.fetchval(SQL["payment_exists"], payment_id):
                     raise RetryableError("another worker is sending this webhook right now")
                 raise NotFound(f"payment {payment_id} does not exist")
+            if payment["trace_id"]:  # the row's trace, also for a message without one
+                structlog.contextvars.bind_contextvars(trace_id=payment["trace_id"])
             if payment["status"] == "pending":
                 raise RetryableError("payment is not final yet")  # finalize makes this rare
             if payment["webhook_delivered_at"] is not None:
@@ -138,11 +141,19 @@ class WebhookSender:
         self, payment: asyncpg.Record, url: str, approved: list[str]
     ) -> Exception | None:
         """One signed POST to one of the `approved` addresses (never a fresh DNS answer);
-        returns the failure (None for a 2xx) instead of raising it."""
+        returns the failure (None for a 2xx) instead of raising it.
+
+        Headers: the Standard Webhooks three, and `traceparent: 00-<payment's trace id>-
+        <new span id>-01` so the merchant can join its logs to ours (omitted for a payment
+        whose stored trace id is not a W3C trace id). The signature does not cover it.
+        """
         body = webhook_body(payment)
         headers = signature_headers(
             payment["webhook_secret"], webhook_id(payment["id"]), int(time.time()), body
         )
+        traceparent = outbound_traceparent(payment["trace_id"])
+        if traceparent is not None:
+            headers["traceparent"] = traceparent
         try:
             response = await self._client.post(
                 url, content=body, headers=headers, extensions=pinned(approved)

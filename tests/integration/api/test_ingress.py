@@ -57,11 +57,13 @@ async def test_generic_event_lands_pending_with_outbox_row(
     app: Any, anon: httpx.AsyncClient, usdc_account: str
 ) -> None:
     body = generic()
-    response = await anon.post(URL, content=body, headers={**signed(body), "X-Request-ID": "t-1"})
+    trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+    parent = f"00-{trace}-00f067aa0ba902b7-01"
+    response = await anon.post(URL, content=body, headers={**signed(body), "traceparent": parent})
     assert response.status_code == 202, response.text
     assert response.json() == {
         "status": "accepted",
-        "trace_id": "t-1",
+        "trace_id": trace,
         "events": [{"event_id": "gen:evt-1", "result": "recorded"}],
     }
     events = await rows(
@@ -70,7 +72,7 @@ async def test_generic_event_lands_pending_with_outbox_row(
     assert [
         (e["event_id"], str(e["account_id"]), e["amount"], e["status"], e["trace_id"])
         for e in events
-    ] == [("gen:evt-1", usdc_account, Decimal("12.5"), "pending", "t-1")]
+    ] == [("gen:evt-1", usdc_account, Decimal("12.5"), "pending", trace)]
     outbox = await rows(app, "SELECT topic, payload FROM outbox")
     assert [(o["topic"], o["payload"]) for o in outbox] == [
         ("ledger.event", {"version": 1, "event_id": "gen:evt-1"})

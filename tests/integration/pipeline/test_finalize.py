@@ -64,7 +64,7 @@ async def test_success_writes_status_credit_and_jobs_once_first_and_later_paymen
             Decimal("12.34"),
             "payment_credit",
             "pending",
-            "trace-1",
+            payment["trace_id"],  # the payment's own trace, not the caller's "trace-1"
         )
         accounts.append(event["account_id"])
         assert await _jobs(pool, payment["id"]) == [
