@@ -10,9 +10,10 @@ import pytest
 from redis.asyncio import Redis
 
 from payflow.config import Settings
+from payflow.db.tx import transaction
 from payflow.errors import RetryableError
 from payflow.ledger.worker import LedgerWorker
-from payflow.ops.dlq_drain import drain_redis_dlq, move_entry
+from payflow.ops.dlq_drain import PAYMENT_NOTE, drain_redis_dlq, move_entry
 from payflow.ops.dlq_fallback import (
     DlqFallback,
     FallbackEntry,
@@ -21,6 +22,7 @@ from payflow.ops.dlq_fallback import (
     processing_key,
 )
 from payflow.ops.jobs import JobContext
+from payflow.payments.charges import Claim, claim_charge
 from payflow.payments.processor import PaymentProcessor
 from payflow.webhooks.sender import WebhookSender
 from tests.integration.dlq_fallback.conftest import (
@@ -237,3 +239,35 @@ def test_entry_document_round_trips() -> None:
     }
     assert doc["version"] == 1
     assert FallbackEntry.from_json(entry.to_json()) == entry
+
+
+async def test_drained_payment_with_an_unanswered_charge_is_parked_for_review_not_failed(
+    pool: asyncpg.Pool, dead_pool: asyncpg.Pool, fb_settings: Settings, redis: Redis
+) -> None:
+    """The drain asks no gateway: a payment whose charge was claimed and never answered
+    may have been charged, so it stays pending with its attempt `needs_review`."""
+    payment_id = await pending_payment(pool, fb_settings)
+    async with pool.acquire() as conn, transaction(conn, fb_settings):
+        claim = await claim_charge(conn, payment_id, "worker-that-died", 10.0)
+    assert isinstance(claim, Claim)
+    processor = PaymentProcessor(
+        dead_pool,
+        fb_settings,
+        NoGateway(),  # type: ignore[arg-type]
+        DlqFallback(redis, fb_settings),
+    )
+    await processor.on_dead(
+        envelope({"version": 1, "payment_id": str(payment_id)}), RetryableError("gateway down")
+    )
+
+    result = await drain_redis_dlq(JobContext(pool, fb_settings, RecordingAlerts(), redis))
+
+    assert result.summary.startswith("moved 1")
+    status = await pool.fetchval("SELECT status FROM payments WHERE id = $1", payment_id)
+    assert status == "pending"
+    attempt = await pool.fetchrow(
+        "SELECT state, reason FROM charge_attempts WHERE payment_id = $1", payment_id
+    )
+    assert attempt["state"] == "needs_review"
+    assert attempt["reason"].startswith(PAYMENT_NOTE)
+    assert [r["source"] for r in await _dead_letters(pool, str(payment_id))] == ["payment"]
