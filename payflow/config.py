@@ -95,6 +95,11 @@ class Settings(BaseSettings):
     webhook_ca_bundle: str | None = None
     webhook_nat64_prefixes: Annotated[tuple[str, ...], NoDecode] = ()
     shutdown_grace_s: float = Field(default=30.0, gt=0)
+    # Redis DLQ fallback (issue 9): where on_dead hooks park entries while PostgreSQL is
+    # unreachable, and how the scheduler's drain moves them back.
+    dlq_fallback_ttl_s: int = Field(default=7 * 24 * 3600, ge=60)
+    dlq_drain_batch: int = Field(default=100, ge=1, le=10000)
+    dlq_drain_max_failures: int = Field(default=3, ge=1)
 
     # --- api
     redis_key_prefix: str = "payflow:"

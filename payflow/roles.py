@@ -29,6 +29,7 @@ from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.ledger.worker import LedgerWorker
 from payflow.observability import configure_logging
+from payflow.ops.dlq_fallback import DlqFallback
 from payflow.ops.scheduler import run_scheduler
 from payflow.outbox.relay import run_relay
 from payflow.payments.gateway import EmulatedGateway, Gateway
@@ -52,6 +53,7 @@ class Runtime:
     http: httpx.AsyncClient
     gateway: Gateway
     worker_queues: tuple[str, ...] = WORKER_QUEUES
+    redis: Redis | None = None  # the DLQ fallback (and the emulator's memory)
 
 
 Role = Callable[[Runtime, asyncio.Event], Coroutine[Any, Any, None]]
@@ -94,9 +96,10 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
 
 def worker_routes(runtime: Runtime) -> list[Route]:
     """The routes a worker consumes, restricted to `runtime.worker_queues`."""
-    payments = PaymentProcessor(runtime.pool, runtime.settings, runtime.gateway)
-    ledger = LedgerWorker(runtime.pool, runtime.settings)
-    webhooks = WebhookSender(runtime.pool, runtime.settings, runtime.http)
+    fallback = DlqFallback(runtime.redis, runtime.settings)
+    payments = PaymentProcessor(runtime.pool, runtime.settings, runtime.gateway, fallback)
+    ledger = LedgerWorker(runtime.pool, runtime.settings, fallback)
+    webhooks = WebhookSender(runtime.pool, runtime.settings, runtime.http, fallback)
     every = {
         "payments": Route("payments", payments.handle, payments.on_dead),
         "ledger": Route("ledger", ledger.handle, ledger.on_dead),
@@ -173,9 +176,9 @@ async def run_roles(
     # advisory locks only; the relay LISTENs on its own pool), so releases skip the reset.
     pool = await create_pool(settings, reset_session=False)
     http = build_http_client(settings)
-    redis: Redis | None = None
-    if gateway is None:  # the emulator, on its own Redis client (connects lazily)
-        redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
+    # One Redis client (connects lazily): the DLQ fallback, and the emulator's memory.
+    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
+    if gateway is None:
         gateway = default_gateway(settings, redis)
     connection = None
     try:
@@ -193,6 +196,7 @@ async def run_roles(
             http=http,
             gateway=gateway,
             worker_queues=worker_queues,
+            redis=redis,
         )
         tasks: list[asyncio.Task[None]] = [
             asyncio.create_task(ROLES[name](runtime, stop), name=name) for name in roles
@@ -213,8 +217,7 @@ async def run_roles(
             with contextlib.suppress(Exception):
                 await connection.close()
         await http.aclose()
-        if redis is not None:
-            await redis.aclose()
+        await redis.aclose()
         await pool.close()
         log.info("payflow.roles.stopped", roles=list(roles))
 

@@ -169,8 +169,9 @@ class Consumer:
                 error=str(error),
             )
             return
-        # Record first: if the DB is down this raises, the message is not acked and
-        # comes back, so the DLQ row is never lost.
+        # Record first: with the DB unreachable the hook parks the dead letter in Redis
+        # (ops/dlq_fallback.py); if that fails too it raises, the message is not acked
+        # and comes back, so the DLQ row is never lost.
         await route.on_dead(envelope, error)
         await publish(
             self._dlx,

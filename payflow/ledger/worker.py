@@ -7,6 +7,7 @@ deliveries of one event never notify N times.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
@@ -23,6 +24,7 @@ from payflow.ledger.records import Outcome, PostingResult
 from payflow.ledger.states import SQL, EventStatus, TransitionKind, transition
 from payflow.money import format_amount
 from payflow.ops.dlq import record_dead_letter
+from payflow.ops.dlq_fallback import DlqFallback
 from payflow.outbox.writer import enqueue
 
 log = structlog.get_logger("payflow.ledger")
@@ -56,12 +58,45 @@ async def notify_refusal(conn: Connection, result: PostingResult) -> None:
     )
 
 
+async def dead_letter_event(
+    conn: Connection,
+    payload: dict[str, Any],
+    error: str,
+    attempt: int,
+    *,
+    fallback: Mapping[str, str] | None = None,
+) -> int | None:
+    """Inside the caller's transaction: fail the event (if not final) and record the DLQ
+    row; returns its id, or None when the event finished after all (nothing to
+    dead-letter). Shared by `on_dead` and the Redis DLQ drain (`fallback` set)."""
+    event_id = str(payload.get("event_id"))
+    if isinstance(payload.get("event_id"), str):
+        try:
+            moved = await transition(conn, event_id, EventStatus.FAILED)
+        except PayflowError:
+            moved = None
+        if moved is not None and moved.kind is TransitionKind.ALREADY_TERMINAL:
+            return None
+    return await record_dead_letter(
+        conn,
+        source="payment_event",
+        subject_id=event_id,
+        payload=payload,
+        error=error,
+        attempt=attempt,
+        fallback=fallback,
+    )
+
+
 class LedgerWorker:
     """Handles `ledger.event` messages."""
 
-    def __init__(self, pool: asyncpg.Pool, settings: Settings) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, settings: Settings, fallback: DlqFallback | None = None
+    ) -> None:
         self._pool = pool
         self._settings = settings
+        self._fallback = fallback or DlqFallback(None, settings)
 
     async def handle(self, envelope: Envelope) -> None:
         """Post the event; a replayed or already-final event is a quiet no-op."""
@@ -77,22 +112,21 @@ class LedgerWorker:
         log.info("payflow.ledger.posted", outcome=result.outcome.value, replayed=result.replayed)
 
     async def on_dead(self, envelope: Envelope, error: PayflowError) -> None:
-        """Retries exhausted: fail the event (if not final) and record the DLQ row."""
+        """Retries exhausted: fail the event (if not final) and record the DLQ row; with
+        PostgreSQL unreachable, park the dead letter in Redis (`DlqFallback`)."""
         payload: dict[str, Any] = dict(envelope.payload)
-        event_id = str(payload.get("event_id"))
-        async with self._pool.acquire() as conn, transaction(conn, self._settings):
-            if isinstance(payload.get("event_id"), str):
-                try:
-                    moved = await transition(conn, event_id, EventStatus.FAILED)
-                except PayflowError:
-                    moved = None
-                if moved is not None and moved.kind is TransitionKind.ALREADY_TERMINAL:
-                    return  # it finished after all; nothing to dead-letter
-            await record_dead_letter(
-                conn,
-                source="payment_event",
-                subject_id=event_id,
-                payload=payload,
-                error=f"{type(error).__name__}: {error}",
-                attempt=envelope.attempt,
-            )
+        text = f"{type(error).__name__}: {error}"
+
+        async def write() -> None:
+            async with self._pool.acquire() as conn, transaction(conn, self._settings):
+                await dead_letter_event(conn, payload, text, envelope.attempt)
+
+        await self._fallback.record(
+            write,
+            source="payment_event",
+            subject_id=str(payload.get("event_id")),
+            payload=payload,
+            error=text,
+            attempt=envelope.attempt,
+            trace_id=envelope.trace_id,
+        )

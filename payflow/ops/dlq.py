@@ -7,6 +7,7 @@ never apply anything twice; each replay records who, when and what happened.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -27,6 +28,8 @@ from payflow.outbox.writer import enqueue
 
 SQL = load_queries("payflow.ops")
 SOURCES = ("payment_event", "payment", "webhook")
+# The payload key under which a row moved from the Redis fallback keeps its entry id.
+FALLBACK_MARK = "_dlq_fallback"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +60,30 @@ async def record_dead_letter(
     payload: dict[str, Any],
     error: str,
     attempt: int,
+    fallback: Mapping[str, str] | None = None,
 ) -> int:
-    """Insert one DLQ row inside the caller's transaction; every attempt keeps its own row."""
+    """Insert one DLQ row inside the caller's transaction; every attempt keeps its own row.
+
+    `fallback` (``{"entry_id", "failed_at"}``) is set only by the Redis DLQ drain: it is
+    stored in the row's payload under `FALLBACK_MARK`, so the drain can tell an entry it
+    already moved (`fallback_entry_recorded`) and an operator sees when it really failed.
+    """
     if source not in SOURCES:
         raise BadInput(f"unknown DLQ source {source!r}")
+    if fallback is not None:
+        payload = {**payload, FALLBACK_MARK: dict(fallback)}
     dlq_id: int = await conn.fetchval(
         SQL["insert_dead_letter"], source, subject_id, payload, error[:2000], max(attempt, 1)
+    )
+    return dlq_id
+
+
+async def fallback_entry_recorded(
+    conn: Connection, source: str, subject_id: str, entry_id: str
+) -> int | None:
+    """The id of the DLQ row a Redis fallback entry became, if the drain moved it already."""
+    dlq_id: int | None = await conn.fetchval(
+        SQL["dead_letter_of_fallback_entry"], source, subject_id, entry_id
     )
     return dlq_id
 

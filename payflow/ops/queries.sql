@@ -4,6 +4,17 @@ INSERT INTO dead_letter_queue (source, subject_id, payload, error, attempt)
 VALUES ($1, $2, $3, $4, $5)
 RETURNING id;
 
+-- name: dead_letter_of_fallback_entry
+-- $1 source, $2 subject id, $3 Redis fallback entry id: the row the drain already made of
+-- that entry (served by dead_letter_queue_subject_idx)
+SELECT id FROM dead_letter_queue
+WHERE source = $1 AND subject_id = $2 AND payload -> '_dlq_fallback' ->> 'entry_id' = $3
+LIMIT 1;
+
+-- name: lock_fallback_entry
+-- $1 Redis fallback entry id: serializes two drains moving the same entry
+SELECT pg_advisory_xact_lock(hashtextextended('payflow.dlq.fallback:' || $1, 0));
+
 -- name: list_dead_letters
 -- $1 include resolved?, $2 limit
 SELECT id, source, subject_id, payload, error, attempt, created_at,

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import os
 import socket
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 from uuid import UUID, uuid4
@@ -47,6 +48,7 @@ from payflow.ledger.accounts import record_event
 from payflow.ledger.records import EventType
 from payflow.money import format_amount, parse_amount
 from payflow.ops.dlq import record_dead_letter
+from payflow.ops.dlq_fallback import DlqFallback
 from payflow.outbox.writer import enqueue
 from payflow.payments.charges import (
     OPEN_STATES,
@@ -197,8 +199,15 @@ def _status_of(result: ChargeResult) -> str:
 class PaymentProcessor:
     """Handles `payment.created` messages (and their dead-lettering)."""
 
-    def __init__(self, pool: asyncpg.Pool, settings: Settings, gateway: Gateway) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: Settings,
+        gateway: Gateway,
+        fallback: DlqFallback | None = None,
+    ) -> None:
         self._pool = pool
+        self._fallback = fallback or DlqFallback(None, settings)
         self._settings = settings
         self._gateway = gateway
         self._worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -292,7 +301,8 @@ class PaymentProcessor:
 
     async def on_dead(self, envelope: Envelope, error: PayflowError) -> None:
         """Retries exhausted: settle what is known and record the DLQ row, in one
-        transaction.
+        transaction (`dead_letter_payment`); with PostgreSQL unreachable, park the dead
+        letter in Redis (`DlqFallback`; the drain runs `dead_letter_payment` later).
 
         Invariant: a payment is marked failed only when the gateway's answer is known
         (a recorded or freshly asked decline) or the gateway was never asked (no charge
@@ -301,43 +311,54 @@ class PaymentProcessor:
         pending with its attempt `needs_review` (alert `payflow.payments.needs_review`).
         """
         payload: dict[str, Any] = dict(envelope.payload)
-        subject = str(payload.get("payment_id"))
-        trace_id = envelope.trace_id or None
-        payment: asyncpg.Record | None = None
-        known: ChargeResult | None = None
-        note = ""
-        try:
-            async with self._pool.acquire() as conn:
-                payment = await load_payment(conn, payment_id_of(envelope))
-                pending = payment["status"] == "pending"
-                seen = await latest_attempt(conn, payment["id"]) if pending else None
-        except (BadInput, NotFound):
-            payment = None
-        else:
-            if seen is not None and seen.state in OPEN_STATES:
-                known, note = await self._ask_status(payment["id"])
-        async with self._pool.acquire() as conn, transaction(conn, self._settings):
-            if payment is not None and await lock_payment(conn, payment["id"]) == "pending":
-                await self._settle_dead(conn, payment, known, note, error, trace_id)
-            await record_dead_letter(
-                conn,
-                source="payment",
-                subject_id=subject,
-                payload=payload,
-                error=f"{type(error).__name__}: {error}",
-                attempt=envelope.attempt,
-            )
+        text = f"{type(error).__name__}: {error}"
 
-    async def _settle_dead(
-        self,
+        async def write() -> None:
+            payment: asyncpg.Record | None = None
+            known: ChargeResult | None = None
+            note = ""
+            try:
+                async with self._pool.acquire() as conn:
+                    payment = await load_payment(conn, payment_id_of(envelope))
+                    pending = payment["status"] == "pending"
+                    seen = await latest_attempt(conn, payment["id"]) if pending else None
+            except (BadInput, NotFound):
+                payment = None
+            else:
+                if seen is not None and seen.state in OPEN_STATES:
+                    known, note = await self._ask_status(payment["id"])
+            async with self._pool.acquire() as conn, transaction(conn, self._settings):
+                await dead_letter_payment(
+                    conn,
+                    payload,
+                    text,
+                    envelope.attempt,
+                    known=known,
+                    note=note,
+                    trace_id=envelope.trace_id or None,
+                )
+
+        await self._fallback.record(
+            write,
+            source="payment",
+            subject_id=str(payload.get("payment_id")),
+            payload=payload,
+            error=text,
+            attempt=envelope.attempt,
+            trace_id=envelope.trace_id,
+        )
+
+    @staticmethod
+    async def settle_dead(
         conn: Connection,
         payment: asyncpg.Record,
         known: ChargeResult | None,
         note: str,
-        error: PayflowError,
+        error: str,
         trace_id: str | None,
     ) -> None:
-        """`on_dead`'s decision for a locked pending payment (see `on_dead`)."""
+        """`on_dead`'s decision for a locked pending payment (see `PaymentProcessor.on_dead`);
+        `error` is the dead-lettering error's text."""
         latest = await latest_attempt(conn, payment["id"])
         if latest is None:  # the gateway was never asked: failing is safe
             await finalize(conn, payment, FAILED, trace_id)
@@ -368,5 +389,39 @@ class PaymentProcessor:
             "payflow.payments.needs_review",
             attempt=attempt,
             reason=note,
-            error=f"{type(error).__name__}: {error}",
+            error=error,
         )
+
+
+async def dead_letter_payment(
+    conn: Connection,
+    payload: dict[str, Any],
+    error: str,
+    attempt: int,
+    *,
+    known: ChargeResult | None,
+    note: str,
+    trace_id: str | None,
+    fallback: Mapping[str, str] | None = None,
+) -> int:
+    """Inside the caller's transaction: under the payment's row lock, settle a still
+    pending payment (`PaymentProcessor.settle_dead`, with the gateway answer `known` if
+    one was asked outside the transaction) and record the DLQ row; returns its id.
+    Shared by `on_dead` and the Redis DLQ drain (which asks no gateway: `known` None)."""
+    raw = payload.get("payment_id")
+    try:
+        payment_id: UUID | None = UUID(str(raw))
+    except ValueError:
+        payment_id = None
+    if payment_id is not None and await lock_payment(conn, payment_id) == "pending":
+        payment = await load_payment(conn, payment_id)
+        await PaymentProcessor.settle_dead(conn, payment, known, note, error, trace_id)
+    return await record_dead_letter(
+        conn,
+        source="payment",
+        subject_id=str(raw),
+        payload=payload,
+        error=error,
+        attempt=attempt,
+        fallback=fallback,
+    )

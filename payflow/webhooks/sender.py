@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
+from collections.abc import Mapping
+from typing import Any
 from uuid import UUID
 
 import asyncpg
@@ -22,12 +24,14 @@ import structlog
 
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
+from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
-from payflow.errors import BadInput, NotFound, PayflowError, RetryableError, WebhookHTTPStatus
+from payflow.errors import NotFound, PayflowError, RetryableError, WebhookHTTPStatus
 from payflow.money import format_at_scale
 from payflow.observability import outbound_traceparent
 from payflow.ops.dlq import record_dead_letter
+from payflow.ops.dlq_fallback import DlqFallback
 from payflow.ops.sweeps import mark_webhook_dead
 from payflow.payments.processor import load_payment, payment_id_of
 from payflow.webhooks.pinning import PinnedTransport, pinned
@@ -82,8 +86,15 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
 class WebhookSender:
     """Handles `webhook.deliver` messages."""
 
-    def __init__(self, pool: asyncpg.Pool, settings: Settings, client: httpx.AsyncClient) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: Settings,
+        client: httpx.AsyncClient,
+        fallback: DlqFallback | None = None,
+    ) -> None:
         self._pool = pool
+        self._fallback = fallback or DlqFallback(None, settings)
         self._settings = settings
         self._client = client
         # A send holds a pooled connection (and the payment's row lock) for the whole
@@ -165,27 +176,56 @@ class WebhookSender:
         return WebhookHTTPStatus(response.status_code)
 
     async def on_dead(self, envelope: Envelope, error: PayflowError) -> None:
-        """Retries exhausted (or a refused URL / answer): record the DLQ row and mark the
-        webhook dead-lettered (`webhook_dead_at`) in ONE transaction, so the webhook sweep
-        never re-sends it; the payment keeps its terminal status and
-        `webhook_delivered_at` stays null. A webhook delivered meanwhile (a duplicate
-        job gave up) records nothing: delivered or dead-lettered, never both."""
-        subject = str(envelope.payload.get("payment_id"))
-        async with self._pool.acquire() as conn, transaction(conn, self._settings):
-            attempts = envelope.attempt
-            try:
-                payment = await load_payment(conn, payment_id_of(envelope))
-            except (BadInput, NotFound):
-                payment = None
-            if payment is not None:
-                if not await mark_webhook_dead(conn, payment["id"]):
-                    return  # delivered: a duplicate job gave up, but the webhook arrived
-                attempts = max(int(payment["webhook_attempts"]), 1)
-            await record_dead_letter(
-                conn,
-                source="webhook",
-                subject_id=subject,
-                payload=dict(envelope.payload),
-                error=f"{type(error).__name__}: {error}",
-                attempt=attempts,
-            )
+        """Retries exhausted (or a refused URL / answer): `dead_letter_webhook` in ONE
+        transaction; with PostgreSQL unreachable, park the dead letter in Redis
+        (`DlqFallback`; the drain runs `dead_letter_webhook` later)."""
+        payload = dict(envelope.payload)
+        text = f"{type(error).__name__}: {error}"
+
+        async def write() -> None:
+            async with self._pool.acquire() as conn, transaction(conn, self._settings):
+                await dead_letter_webhook(conn, payload, text, envelope.attempt)
+
+        await self._fallback.record(
+            write,
+            source="webhook",
+            subject_id=str(payload.get("payment_id")),
+            payload=payload,
+            error=text,
+            attempt=envelope.attempt,
+            trace_id=envelope.trace_id,
+        )
+
+
+async def dead_letter_webhook(
+    conn: Connection,
+    payload: dict[str, Any],
+    error: str,
+    attempt: int,
+    *,
+    fallback: Mapping[str, str] | None = None,
+) -> int | None:
+    """Inside the caller's transaction: record the DLQ row and mark the webhook
+    dead-lettered (`webhook_dead_at`), so the webhook sweep never re-sends it; the payment
+    keeps its terminal status and `webhook_delivered_at` stays null. A webhook delivered
+    meanwhile (a duplicate job gave up) records nothing and returns None: delivered or
+    dead-lettered, never both. Shared by `on_dead` and the Redis DLQ drain."""
+    subject = str(payload.get("payment_id"))
+    attempts = attempt
+    try:
+        payment = await load_payment(conn, UUID(subject))
+    except (ValueError, NotFound):
+        payment = None
+    if payment is not None:
+        if not await mark_webhook_dead(conn, payment["id"]):
+            return None  # delivered: a duplicate job gave up, but the webhook arrived
+        attempts = max(int(payment["webhook_attempts"]), 1)
+    return await record_dead_letter(
+        conn,
+        source="webhook",
+        subject_id=subject,
+        payload=payload,
+        error=error,
+        attempt=attempts,
+        fallback=fallback,
+    )
