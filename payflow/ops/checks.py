@@ -18,6 +18,7 @@ from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.ledger.recon import ReconReport, reconcile
 from payflow.metrics import RECON_LAST_SUCCESS, RECON_MISMATCHES, RECON_RUNS
+from payflow.money import format_amount
 from payflow.ops.alerts import Severity
 from payflow.ops.jobs import JobContext, JobResult, Outcome
 from payflow.ops.recovery import job_lock
@@ -71,8 +72,8 @@ async def _reconcile_job(ctx: JobContext, kind: ReconKind) -> JobResult:
     details = {
         "accounts": [m.account_id for m in report.mismatches[:EXAMPLES]],
         # balances as strings: amounts never travel as floats
-        "balances": [str(m.balance) for m in report.mismatches[:EXAMPLES]],
-        "expected": [str(m.expected) for m in report.mismatches[:EXAMPLES]],
+        "balances": [format_amount(m.balance) for m in report.mismatches[:EXAMPLES]],
+        "expected": [format_amount(m.expected) for m in report.mismatches[:EXAMPLES]],
         "duplicate_ledger_events": report.duplicate_ledger_events[:EXAMPLES],
         "confirmed_without_ledger": report.confirmed_without_ledger[:EXAMPLES],
         "ledger_without_confirmation": report.ledger_without_confirmation[:EXAMPLES],
