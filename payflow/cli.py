@@ -157,11 +157,14 @@ def scheduler(
     if not once:
         _serve(["scheduler"])
         return
+    from payflow.observability import configure_logging
     from payflow.ops.jobs_cli import run_by_hand
     from payflow.ops.scheduler import JOBS
 
+    settings = _settings()
+    configure_logging(settings)  # logs to stderr: stdout carries the results
+
     async def run_once() -> bool:
-        settings = _settings()
         out = Console(soft_wrap=True)
         return all([await run_by_hand(settings, name, out) for name in JOBS])
 
@@ -187,13 +190,16 @@ def jobs_run(
     name: Annotated[str, typer.Argument(help="Job name (see `payflow jobs list`)")],
 ) -> None:
     """Run one job now (recorded in job_runs); exit 1 when it fails."""
+    from payflow.observability import configure_logging
     from payflow.ops.jobs_cli import run_by_hand
     from payflow.ops.scheduler import JOBS, UnknownJob
 
     if name not in JOBS:
         console.print(f"[red]payflow: {UnknownJob(name)}[/red]")
         raise typer.Exit(2)
-    if not _run(run_by_hand(_settings(), name, Console(soft_wrap=True))):
+    settings = _settings()
+    configure_logging(settings)  # logs to stderr: stdout carries the result
+    if not _run(run_by_hand(settings, name, Console(soft_wrap=True))):
         raise typer.Exit(1)
 
 
@@ -202,9 +208,12 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Machine output (JSON)")] = False,
 ) -> None:
     """Is the money right, and is it flowing? Exit 1 when something is wrong."""
+    from payflow.observability import configure_logging
     from payflow.ops.status import print_status
 
-    if not _run(print_status(_settings(), as_json=as_json)):
+    settings = _settings()
+    configure_logging(settings)  # logs to stderr: stdout carries the status
+    if not _run(print_status(settings, as_json=as_json)):
         raise typer.Exit(1)
 
 

@@ -65,7 +65,7 @@ async def print_jobs(settings: Settings, console: Console) -> None:
         overview = await job_overview(pool, settings)
     table = Table(title="payflow jobs")
     for column in ("job", "interval", "last run", "outcome", "summary", "next due"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column != "summary")
     for job in overview:
         outcome = job.outcome or ("running" if job.started_at else "never")
         table.add_row(

@@ -173,7 +173,7 @@ def render(status: Status, console: Console) -> None:
     """The one screen: a table of checks, the queues and the open alerts."""
     table = Table(title="payflow status: is the money right, and is it flowing?")
     for column in ("check", "value", "state"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column != "value")
 
     def row(check: str, value: str, bad: bool) -> None:
         table.add_row(check, value, "[red]WRONG[/red]" if bad else "[green]ok[/green]")
