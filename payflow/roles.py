@@ -111,7 +111,7 @@ async def worker_role(runtime: Runtime, stop: asyncio.Event) -> None:
 
 
 async def scheduler_role(runtime: Runtime, stop: asyncio.Event) -> None:
-    """Recovery, stale-outbox alerts and outbox retention."""
+    """The maintenance jobs (`payflow.ops.scheduler.JOBS`), each when due."""
     await run_scheduler(runtime.pool, runtime.settings, stop)
 
 

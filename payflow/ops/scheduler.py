@@ -46,6 +46,10 @@ from payflow.outbox.maintenance import alert_stale_outbox_job, cleanup_outbox_jo
 SQL = load_queries("payflow.ops")
 log = structlog.get_logger("payflow.scheduler")
 
+# Jobs of one replica running at once: they share the role's pool (with the workers in
+# `payflow up`), so a burst of due jobs must not take every connection.
+MAX_CONCURRENT_JOBS = 4
+
 
 def _tick(settings: Settings) -> float:
     return settings.scheduler_interval_s
@@ -185,9 +189,14 @@ class Scheduler:
     """Starts due jobs each tick, one task per job; a job still running in this process
     is not started again (across replicas the claim in `job_runs` decides)."""
 
-    def __init__(self, ctx: JobContext) -> None:
+    def __init__(self, ctx: JobContext, *, concurrency: int = MAX_CONCURRENT_JOBS) -> None:
         self.ctx = ctx
         self.running: dict[str, asyncio.Task[JobResult]] = {}
+        self._slots = asyncio.Semaphore(concurrency)
+
+    async def _execute(self, spec: JobSpec, run_id: int) -> JobResult:
+        async with self._slots:
+            return await execute_job(self.ctx, spec, run_id)
 
     async def tick(self) -> list[str]:
         """Claim and start every due job not already running here; returns their names."""
@@ -203,7 +212,7 @@ class Scheduler:
                 continue
             if claimed is not None:
                 self.running[name] = asyncio.create_task(
-                    execute_job(self.ctx, spec, claimed[0]), name=f"job:{name}"
+                    self._execute(spec, claimed[0]), name=f"job:{name}"
                 )
                 started.append(name)
         return started

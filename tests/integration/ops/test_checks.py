@@ -11,7 +11,7 @@ from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.ledger.posting import post_event, posting_key
 from payflow.ledger.records import EventType
-from payflow.metrics import RECON_MISMATCHES, REGISTRY
+from payflow.metrics import REGISTRY
 from payflow.ops.alerts import Severity
 from payflow.ops.jobs import JobContext, Outcome
 from payflow.ops.scheduler import run_job
@@ -47,7 +47,7 @@ async def test_recon_hot_fires_on_a_tampered_balance_and_resolves_when_fixed(
     assert (key, severity) == ("recon.mismatch:hot", Severity.CRITICAL)
     assert details["accounts"] == [str(account)]
     assert (details["balances"], details["expected"]) == (["2.5"], ["1.5"])
-    assert RECON_MISMATCHES.labels("hot")._value.get() == 1
+    assert _metric("payflow_recon_mismatches", "hot") == 1
     stamped = _metric("payflow_recon_last_success_timestamp_seconds", "hot")
 
     await owner_pool.execute("UPDATE accounts SET balance = balance - 1 WHERE id = $1", account)

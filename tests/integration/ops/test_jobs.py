@@ -8,7 +8,14 @@ import asyncpg
 
 from payflow.config import Settings
 from payflow.ops.jobs import JobContext, JobResult, JobSpec, Outcome
-from payflow.ops.scheduler import JOBS, Scheduler, claim_run, execute_job, run_job
+from payflow.ops.scheduler import (
+    JOBS,
+    Scheduler,
+    claim_run,
+    execute_job,
+    run_job,
+    run_scheduler,
+)
 from tests.integration.ops.conftest import RecordingSink
 
 
@@ -79,3 +86,25 @@ async def test_job_runs_retention_keeps_the_last_week(ctx: JobContext, pool: asy
     assert run is not None and run.result == JobResult(Outcome.OK, "deleted=4")
     ages = [r[0] for r in await pool.fetch("SELECT started_at FROM job_runs WHERE job = 'x'")]
     assert len(ages) == 6  # days 1..6 kept; 7..10 past JOB_RUNS_RETENTION_DAYS=7
+
+
+async def test_the_scheduler_role_runs_due_jobs_and_finishes_them_on_stop(
+    pool: asyncpg.Pool, settings: Settings
+) -> None:
+    fast = settings.model_copy(update={"scheduler_interval_s": 0.2})
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_scheduler(pool, fast, stop, alerts=RecordingSink()))
+    deadline = asyncio.get_running_loop().time() + 30
+    while (
+        await pool.fetchval("SELECT count(*) FROM job_runs WHERE job = 'recover_stale_events'") < 2
+    ):
+        assert asyncio.get_running_loop().time() < deadline, "the scheduler did not tick twice"
+        await asyncio.sleep(0.1)
+    stop.set()
+    await asyncio.wait_for(task, timeout=30)
+    counts = dict(await pool.fetch("SELECT job, count(*) FROM job_runs GROUP BY job"))
+    assert set(counts) == set(JOBS)
+    assert counts["recon_full"] == counts["recon_hot"] == counts["cleanup_job_runs"] == 1
+    # Every run the scheduler started has finished and was recorded before it returned.
+    assert await pool.fetchval("SELECT count(*) FROM job_runs WHERE finished_at IS NULL") == 0
+    assert {r[0] for r in await pool.fetch("SELECT DISTINCT outcome FROM job_runs")} == {"ok"}
