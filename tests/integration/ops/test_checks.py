@@ -13,7 +13,7 @@ from payflow.ledger.posting import post_event, posting_key
 from payflow.ledger.records import EventType
 from payflow.metrics import REGISTRY
 from payflow.ops.alerts import Severity
-from payflow.ops.jobs import JobContext, Outcome
+from payflow.ops.jobs import JobContext, JobResult, Outcome
 from payflow.ops.scheduler import run_job
 from tests.integration.ledger.helpers import balance, new_account, new_event
 from tests.integration.ops.conftest import RecordingSink
@@ -232,3 +232,35 @@ async def test_claim_retention_runs_in_batches_and_never_deletes_a_pending_claim
     run = await run_job(JobContext(pool, one, RecordingSink()), "cleanup_processed_events")
     assert run is not None and run.result.summary == "deleted=1 batches=1"
     assert await owner_pool.fetchval("SELECT count(*) FROM processed_events") == 2
+
+
+async def test_the_pipeline_jobs_report_their_findings_as_alerts(
+    ctx: JobContext, pool: asyncpg.Pool, owner_pool: asyncpg.Pool, sink: RecordingSink
+) -> None:
+    account = await new_account(pool, ctx.settings)
+    await new_event(pool, ctx.settings, account, "ev-long-waiting", "1", EventType.DEPOSIT)
+    await owner_pool.execute(
+        "UPDATE payment_events SET status = 'enqueued', retry_count = $1,"
+        " updated_at = now() - interval '1 day'",
+        ctx.settings.max_event_retries,
+    )
+    await owner_pool.execute(
+        "INSERT INTO outbox (topic, payload, created_at, published_at) VALUES"
+        " ('t', '{}', now() - interval '3 days', now() - interval '2 days')"
+    )
+    run = await run_job(ctx, "recover_stale_events")
+    assert run is not None
+    assert (run.result.outcome, run.result.summary) == (Outcome.ALERT, "recovered=1 waiting=1")
+    assert (
+        await pool.fetchval(
+            "SELECT count(*) FROM outbox WHERE published_at IS NULL AND topic = 'ledger.event'"
+        )
+        == 1
+    )
+    stale = ctx.settings.model_copy(update={"outbox_stale_alert_s": 0.001})
+    run = await run_job(JobContext(pool, stale, sink), "alert_stale_outbox")
+    assert run is not None and run.result == JobResult(Outcome.ALERT, "stale=1")
+    assert sink.keys() == ["events.waiting", "outbox.stale"]
+    run = await run_job(ctx, "cleanup_outbox")
+    assert run is not None and run.result == JobResult(Outcome.OK, "deleted=1")
+    assert await pool.fetchval("SELECT count(*) FROM outbox") == 1  # the unpublished row stays
