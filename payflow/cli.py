@@ -156,23 +156,72 @@ def worker(
 
 @app.command()
 def scheduler(
-    once: Annotated[bool, typer.Option("--once", help="Run every job once and exit")] = False,
+    once: Annotated[
+        bool, typer.Option("--once", help="Run every job once now (recorded) and exit")
+    ] = False,
 ) -> None:
-    """Run the scheduler (a singleton per job through advisory locks)."""
+    """Run the scheduler: each job when due, a singleton per job across replicas."""
     if not once:
         _serve(["scheduler"])
         return
+    from payflow.observability import configure_logging
+    from payflow.ops.jobs_cli import run_by_hand
     from payflow.ops.scheduler import JOBS
 
-    async def run_once() -> None:
-        from payflow.db.pool import tool_pool
+    settings = _settings()
+    configure_logging(settings)  # logs to stderr: stdout carries the results
 
-        settings = _settings()
-        async with tool_pool(settings) as pool:
-            for name, job in JOBS.items():
-                console.print(f"{name}: {await job(pool, settings)}")
+    async def run_once() -> bool:
+        out = Console(soft_wrap=True)
+        return all([await run_by_hand(settings, name, out) for name in JOBS])
 
-    _run(run_once())
+    if not _run(run_once()):
+        raise typer.Exit(1)
+
+
+# --- jobs and status (issue 9, docs/operations.md)
+jobs_app = typer.Typer(no_args_is_help=True, help="Maintenance jobs and their last runs.")
+app.add_typer(jobs_app, name="jobs")
+
+
+@jobs_app.command("list")
+def jobs_list() -> None:
+    """Every job: interval, last run (start, outcome, summary) and when it is next due."""
+    from payflow.ops.jobs_cli import print_jobs
+
+    _run(print_jobs(_settings(), Console(soft_wrap=True)))
+
+
+@jobs_app.command("run")
+def jobs_run(
+    name: Annotated[str, typer.Argument(help="Job name (see `payflow jobs list`)")],
+) -> None:
+    """Run one job now (recorded in job_runs); exit 1 when it fails."""
+    from payflow.observability import configure_logging
+    from payflow.ops.jobs_cli import run_by_hand
+    from payflow.ops.scheduler import JOBS, UnknownJob
+
+    if name not in JOBS:
+        console.print(f"[red]payflow: {UnknownJob(name)}[/red]")
+        raise typer.Exit(2)
+    settings = _settings()
+    configure_logging(settings)  # logs to stderr: stdout carries the result
+    if not _run(run_by_hand(settings, name, Console(soft_wrap=True))):
+        raise typer.Exit(1)
+
+
+@app.command()
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine output (JSON)")] = False,
+) -> None:
+    """Is the money right, and is it flowing? Exit 1 when something is wrong."""
+    from payflow.observability import configure_logging
+    from payflow.ops.status import print_status
+
+    settings = _settings()
+    configure_logging(settings)  # logs to stderr: stdout carries the status
+    if not _run(print_status(settings, as_json=as_json)):
+        raise typer.Exit(1)
 
 
 @dlq_app.command("list")

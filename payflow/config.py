@@ -101,6 +101,26 @@ class Settings(BaseSettings):
     dlq_drain_batch: int = Field(default=100, ge=1, le=10000)
     dlq_drain_max_failures: int = Field(default=3, ge=1)
 
+    # --- operations: scheduled jobs and `payflow status` (issue 9, docs/operations.md)
+    recon_hot_interval_s: float = Field(default=60.0, gt=0)
+    recon_full_interval_s: float = Field(default=86400.0, gt=0)
+    checks_interval_s: float = Field(default=60.0, gt=0)
+    zombie_processing_s: float = Field(default=300.0, gt=0)
+    zombie_pending_s: float = Field(default=900.0, gt=0)
+    zombie_payment_pending_s: float = Field(default=1800.0, gt=0)
+    zombie_webhook_s: float = Field(default=3600.0, gt=0)
+    dlq_growth_window_s: float = Field(default=3600.0, gt=0)
+    dlq_growth_threshold: int = Field(default=10, ge=0)
+    stuck_claim_after_s: float = Field(default=600.0, gt=0)
+    processed_events_cleanup_batch: int = Field(default=5000, ge=1, le=10000)
+    processed_events_cleanup_max_batches: int = Field(default=20, ge=1)
+    processed_events_cleanup_pause_s: float = Field(default=0.2, ge=0)
+    job_runs_retention_days: float = Field(default=7.0, gt=0)
+    status_dlq_max_unresolved: int = Field(default=0, ge=0)
+    status_outbox_max_lag_s: float = Field(default=60.0, gt=0)
+    status_outbox_max_unpublished: int = Field(default=10000, ge=0)
+    status_broker_timeout_s: float = Field(default=3.0, gt=0)
+
     # --- api
     redis_key_prefix: str = "payflow:"
     api_auth_cache_seconds: float = Field(default=30.0, ge=0)

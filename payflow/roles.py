@@ -29,6 +29,7 @@ from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.ledger.worker import LedgerWorker
 from payflow.observability import configure_logging
+from payflow.ops.alerting import build_alert_sink
 from payflow.ops.dlq_fallback import DlqFallback
 from payflow.ops.scheduler import run_scheduler
 from payflow.outbox.relay import run_relay
@@ -117,8 +118,9 @@ async def worker_role(runtime: Runtime, stop: asyncio.Event) -> None:
 
 
 async def scheduler_role(runtime: Runtime, stop: asyncio.Event) -> None:
-    """Recovery, stale-outbox alerts and outbox retention."""
-    await run_scheduler(runtime.pool, runtime.settings, stop)
+    """The maintenance jobs (`payflow.ops.scheduler.JOBS`), each when due."""
+    alerts = build_alert_sink(runtime.settings, runtime.pool)  # one per process: cooldowns
+    await run_scheduler(runtime.pool, runtime.settings, stop, alerts=alerts, redis=runtime.redis)
 
 
 async def api_role(runtime: Runtime, stop: asyncio.Event) -> None:

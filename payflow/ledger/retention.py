@@ -8,33 +8,73 @@ terminal events older than at least 14 days, in a bounded batch with SKIP LOCKED
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
+
 import asyncpg
 import structlog
 
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
+from payflow.ops.jobs import JobContext, JobResult, Outcome
 from payflow.ops.recovery import job_lock
 
 SQL = load_queries("payflow.ledger")
 log = structlog.get_logger("payflow.ledger")
 
-RETENTION_BATCH = 5000
+JOB_NAME = "cleanup_processed_events"
 
 
-async def cleanup_processed_events(pool: asyncpg.Pool, settings: Settings) -> int:
-    """One bounded batch of claim retention (a scheduler job, also callable by hand).
+@dataclass(frozen=True, slots=True)
+class ClaimRetentionReport:
+    """What one run of claim retention did: claims deleted, batches run, and whether it
+    did not run at all (`skipped`: disabled, or another replica holds the lock)."""
 
-    Deletes claims older than PROCESSED_EVENTS_RETENTION_DAYS (the function never goes
-    below 14 days); 0 disables it. Returns the number of claims deleted.
+    deleted: int = 0
+    batches: int = 0
+    skipped: bool = False
+
+
+async def purge_processed_events(pool: asyncpg.Pool, settings: Settings) -> ClaimRetentionReport:
+    """Delete old posting claims through `cleanup_processed_events(days, batch)`.
+
+    Batches of PROCESSED_EVENTS_CLEANUP_BATCH claims (default 5,000), each in its own short
+    transaction under the job's advisory lock, with PROCESSED_EVENTS_CLEANUP_PAUSE_S
+    between two batches, at most PROCESSED_EVENTS_CLEANUP_MAX_BATCHES per run (the next
+    run continues); it stops early at a short batch. Claims older than
+    PROCESSED_EVENTS_RETENTION_DAYS go (the function never goes below 14 days, never
+    deletes a `pending` claim or the claim of an unfinished event); 0 disables it.
     """
     days = settings.processed_events_retention_days
     if days <= 0:
-        return 0
-    async with pool.acquire() as conn, transaction(conn, settings):
-        if not await job_lock(conn, "cleanup_processed_events"):
-            return 0
-        deleted = int(await conn.fetchval(SQL["cleanup_processed_events"], days, RETENTION_BATCH))
+        return ClaimRetentionReport(skipped=True)
+    batch_size = settings.processed_events_cleanup_batch
+    deleted = batches = 0
+    for index in range(settings.processed_events_cleanup_max_batches):
+        if index and settings.processed_events_cleanup_pause_s:
+            await asyncio.sleep(settings.processed_events_cleanup_pause_s)
+        async with pool.acquire() as conn, transaction(conn, settings):
+            if not await job_lock(conn, JOB_NAME):
+                return ClaimRetentionReport(deleted, batches, skipped=batches == 0)
+            batch = int(await conn.fetchval(SQL["cleanup_processed_events"], days, batch_size))
+        deleted += batch
+        batches += 1
+        if batch < batch_size:
+            break
     if deleted:
         log.info("payflow.ledger.claims_cleaned", deleted=deleted, retention_days=days)
-    return deleted
+    return ClaimRetentionReport(deleted, batches)
+
+
+async def cleanup_processed_events(pool: asyncpg.Pool, settings: Settings) -> int:
+    """Claim retention by hand (`purge_processed_events`); returns the claims deleted."""
+    return (await purge_processed_events(pool, settings)).deleted
+
+
+async def cleanup_processed_events_job(ctx: JobContext) -> JobResult:
+    """The scheduler job `cleanup_processed_events` (`purge_processed_events`)."""
+    report = await purge_processed_events(ctx.pool, ctx.settings)
+    if report.skipped:
+        return JobResult(Outcome.SKIPPED, "disabled or another replica holds the lock")
+    return JobResult(Outcome.OK, f"deleted={report.deleted} batches={report.batches}")

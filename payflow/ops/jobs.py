@@ -1,16 +1,32 @@
-"""What every maintenance job receives (issue 9): a plain async function
-`async def job(ctx: JobContext) -> JobResult` that the scheduler runs (a singleton per
-job across replicas) and `payflow jobs run NAME` runs by hand."""
+"""What every maintenance job receives and returns (issue 9).
+
+A job is a plain async function `async def job(ctx: JobContext) -> JobResult` that the
+scheduler runs when it is due (a singleton per job across replicas, every run recorded
+in `job_runs`) and `payflow jobs run NAME` runs by hand. A job never raises for a
+finding: it returns `Outcome.ALERT` (and fires an alert through `ctx.alerts`); an
+exception is recorded as `Outcome.FAILED` by whoever ran it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import asyncpg
 from redis.asyncio import Redis
 
 from payflow.config import Settings
 from payflow.ops.alerts import AlertSink, LogAlertSink
+
+
+class Outcome(StrEnum):
+    """How one run ended; mirrored by the `job_runs_outcome_valid` CHECK."""
+
+    OK = "ok"  # ran, nothing to report
+    ALERT = "alert"  # ran and found something an operator must see (an alert fired)
+    SKIPPED = "skipped"  # did not run: another replica holds the job's lock, or disabled
+    FAILED = "failed"  # raised; the summary names the error
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,3 +45,21 @@ class JobResult:
 
     outcome: str
     summary: str = ""
+
+
+JobFn = Callable[[JobContext], Awaitable[JobResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One registered job: its function, its interval in seconds (read from settings
+    so that every interval is configurable) and a one-line description."""
+
+    name: str
+    run: JobFn
+    interval: Callable[[Settings], float]
+    description: str
+
+    def interval_s(self, settings: Settings) -> float:
+        """Seconds between two runs under `settings` (> 0)."""
+        return float(self.interval(settings))

@@ -22,6 +22,8 @@ from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.ledger.states import EventStatus, transition
+from payflow.ops.alerts import Severity
+from payflow.ops.jobs import JobContext, JobResult, Outcome
 from payflow.outbox.writer import enqueue
 
 SQL = load_queries("payflow.ops")
@@ -99,3 +101,27 @@ async def _reannounce(conn: Connection, row: asyncpg.Record, reason: str) -> int
     count: int = await conn.fetchval(SQL["bump_retry_count"], event_id, reason)
     await enqueue(conn, TOPIC_LEDGER_EVENT, {"version": 1, "event_id": event_id}, row["trace_id"])
     return count
+
+
+async def recover_stale_events_job(ctx: JobContext) -> JobResult:
+    """The scheduler job `recover_stale_events`: one pass of `recover_stale_events`.
+
+    Outcome `skipped` when another replica holds the job's lock, `alert` (and the
+    warning `events.waiting`) when events were re-announced `MAX_EVENT_RETRIES` times or
+    more, else `ok` (and `events.waiting` resolved).
+    """
+    report = await recover_stale_events(ctx.pool, ctx.settings)
+    if report.skipped:
+        return JobResult(Outcome.SKIPPED, "another replica holds the lock")
+    summary = f"recovered={report.recovered} waiting={report.waiting}"
+    if report.waiting:
+        await ctx.alerts.fire(
+            "events.waiting",
+            Severity.WARNING,
+            f"{report.waiting} ledger event(s) re-announced"
+            f" {ctx.settings.max_event_retries}+ times",
+            details={"waiting": report.waiting},
+        )
+        return JobResult(Outcome.ALERT, summary)
+    await ctx.alerts.resolve("events.waiting")
+    return JobResult(Outcome.OK, summary)

@@ -17,6 +17,7 @@ import structlog
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
+from payflow.ops.jobs import JobContext, JobResult, Outcome
 from payflow.ops.recovery import job_lock
 
 SQL = load_queries("payflow.ops")
@@ -60,3 +61,11 @@ async def cleanup_idempotency_keys(
     if deleted:
         log.info("payflow.idempotency.cleaned", deleted=deleted)
     return RetentionReport(deleted=deleted)
+
+
+async def cleanup_idempotency_keys_job(ctx: JobContext) -> JobResult:
+    """The scheduler job `cleanup_idempotency_keys`: one bounded retention pass."""
+    report = await cleanup_idempotency_keys(ctx.pool, ctx.settings)
+    if report.skipped:
+        return JobResult(Outcome.SKIPPED, "another replica holds the lock")
+    return JobResult(Outcome.OK, f"deleted={report.deleted}")

@@ -1,55 +1,241 @@
-"""The scheduler role: runs the maintenance jobs every tick until stopped.
+"""The scheduler role and the job registry (issue 9).
 
-Every replica may run it; each job takes a transaction-scoped advisory lock, so one
-replica does the work per tick and the others skip (no session state, PgBouncer-safe).
+`JOBS` maps each job's name to its `JobSpec` (function, interval from settings, one-line
+description). Every `SCHEDULER_INTERVAL_S` the scheduler starts each job that is due and
+not still running in this process. Due-ness is decided in PostgreSQL, across replicas:
+under a transaction-scoped advisory lock (PgBouncer-safe, no session state) a run is
+claimed by inserting its `job_runs` row only when no run of the job started less than
+its interval ago; the run's end, outcome and summary are written to the same row.
+Jobs that write also take their own transaction-scoped job lock, so even a run by hand
+(`payflow jobs run`) never overlaps a scheduled one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime
 
 import asyncpg
 import structlog
+from redis.asyncio import Redis
 
 from payflow.config import Settings
-from payflow.ledger.retention import cleanup_processed_events
-from payflow.ops.recovery import recover_stale_events
-from payflow.ops.retention import cleanup_idempotency_keys
-from payflow.ops.sweeps import sweep_pending_payments, sweep_undelivered_webhooks
-from payflow.outbox.maintenance import alert_stale_outbox, cleanup_outbox
+from payflow.db.queries import load_queries
+from payflow.db.tx import transaction
+from payflow.ledger.retention import cleanup_processed_events_job
+from payflow.metrics import JOB_RUNS
+from payflow.ops.alerts import AlertSink, LogAlertSink
+from payflow.ops.checks import (
+    check_dlq_growth,
+    check_stuck_claims,
+    check_zombies,
+    cleanup_job_runs,
+    recon_full,
+    recon_hot,
+)
+from payflow.ops.dlq_drain import drain_redis_dlq
+from payflow.ops.jobs import JobContext, JobResult, JobSpec, Outcome
+from payflow.ops.recovery import recover_stale_events_job
+from payflow.ops.retention import cleanup_idempotency_keys_job
+from payflow.ops.sweeps import sweep_pending_payments_job, sweep_undelivered_webhooks_job
+from payflow.outbox.maintenance import alert_stale_outbox_job, cleanup_outbox_job
 
+SQL = load_queries("payflow.ops")
 log = structlog.get_logger("payflow.scheduler")
 
-Job = Callable[[asyncpg.Pool, Settings], Awaitable[object]]
-JOBS: dict[str, Job] = {
-    "recover_stale_events": recover_stale_events,
-    "sweep_pending_payments": sweep_pending_payments,
-    "sweep_undelivered_webhooks": sweep_undelivered_webhooks,
-    "alert_stale_outbox": alert_stale_outbox,
-    "cleanup_outbox": cleanup_outbox,
-    "cleanup_idempotency_keys": cleanup_idempotency_keys,
-    "cleanup_processed_events": cleanup_processed_events,
-}
+# Jobs of one replica running at once: they share the role's pool (with the workers in
+# `payflow up`), so a burst of due jobs must not take every connection.
+MAX_CONCURRENT_JOBS = 4
 
 
-async def run_tick(pool: asyncpg.Pool, settings: Settings) -> None:
-    """Run every job once; one failing job does not stop the others."""
-    for name, job in JOBS.items():
-        try:
-            await job(pool, settings)
-        except Exception as exc:
-            log.error(
-                "payflow.scheduler.job_failed", job=name, error=f"{type(exc).__name__}: {exc}"
-            )
+def _tick(settings: Settings) -> float:
+    return settings.scheduler_interval_s
 
 
-async def run_scheduler(pool: asyncpg.Pool, settings: Settings, stop: asyncio.Event) -> None:
-    """Tick every `scheduler_interval_s` until `stop` is set."""
-    log.info("payflow.scheduler.started")
+def _checks(settings: Settings) -> float:
+    return settings.checks_interval_s
+
+
+_SPECS: tuple[JobSpec, ...] = (
+    JobSpec(
+        "recon_hot",
+        recon_hot,
+        lambda s: s.recon_hot_interval_s,
+        "balances of recently touched accounts = initial + Σ ledger",
+    ),
+    JobSpec(
+        "recon_full",
+        recon_full,
+        lambda s: s.recon_full_interval_s,
+        "every account, duplicate ledger rows, confirmed events without a ledger row",
+    ),
+    JobSpec("check_zombies", check_zombies, _checks, "events, payments, webhooks stuck too long"),
+    JobSpec("check_dlq_growth", check_dlq_growth, _checks, "too many new dead letters"),
+    JobSpec("check_stuck_claims", check_stuck_claims, _checks, "posting claims left pending"),
+    JobSpec(
+        "recover_stale_events",
+        recover_stale_events_job,
+        _tick,
+        "re-announce ledger events nothing finishes",
+    ),
+    JobSpec(
+        "sweep_pending_payments",
+        sweep_pending_payments_job,
+        _tick,
+        "re-announce payments still pending",
+    ),
+    JobSpec(
+        "sweep_undelivered_webhooks",
+        sweep_undelivered_webhooks_job,
+        _tick,
+        "re-announce undelivered webhooks",
+    ),
+    JobSpec("alert_stale_outbox", alert_stale_outbox_job, _tick, "outbox rows left unpublished"),
+    JobSpec("cleanup_outbox", cleanup_outbox_job, _tick, "retention of published outbox rows"),
+    JobSpec(
+        "cleanup_idempotency_keys",
+        cleanup_idempotency_keys_job,
+        _tick,
+        "retention of api_idempotency records",
+    ),
+    JobSpec(
+        "cleanup_processed_events",
+        cleanup_processed_events_job,
+        _tick,
+        "retention of old posting claims (never pending ones)",
+    ),
+    JobSpec("cleanup_job_runs", cleanup_job_runs, lambda s: 3600.0, "retention of job_runs"),
+    JobSpec("drain_redis_dlq", drain_redis_dlq, _checks, "Redis DLQ fallback -> PostgreSQL"),
+)
+JOBS: dict[str, JobSpec] = {spec.name: spec for spec in _SPECS}
+
+
+class UnknownJob(LookupError):
+    """`payflow jobs run NAME` with a name that is not registered."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown job {name!r}; jobs: {', '.join(JOBS)}")
+
+
+@dataclass(frozen=True, slots=True)
+class JobRun:
+    """One recorded run: its `job_runs` id, start and result (None when not due)."""
+
+    run_id: int
+    started_at: datetime
+    result: JobResult
+
+
+def _host() -> str:
+    return socket.gethostname()[:200]
+
+
+async def claim_run(
+    pool: asyncpg.Pool, settings: Settings, spec: JobSpec, *, force: bool = False
+) -> tuple[int, datetime] | None:
+    """Claim a run of `spec`: insert its `job_runs` row when due (or `force`), under the
+    job's transaction-scoped claim lock. Returns (run id, start) or None when another
+    replica is claiming it right now or a run started less than its interval ago."""
+    async with pool.acquire() as conn, transaction(conn, settings):
+        if not await conn.fetchval(SQL["try_job_claim_lock"], spec.name):
+            return None
+        row = await conn.fetchrow(
+            SQL["claim_job_run"],
+            spec.name,
+            spec.interval_s(settings),
+            _host(),
+            os.getpid(),
+            force,
+        )
+    return None if row is None else (int(row["id"]), row["started_at"])
+
+
+async def execute_job(ctx: JobContext, spec: JobSpec, run_id: int) -> JobResult:
+    """Run `spec` and record its end in `job_runs` row `run_id`; an exception becomes
+    `Outcome.FAILED` with the error in the summary (never raised); counts
+    `payflow_job_runs_total{job,outcome}`."""
+    try:
+        result = await spec.run(ctx)
+    except Exception as exc:
+        log.error("payflow.scheduler.job_failed", job=spec.name, error=f"{type(exc).__name__}")
+        result = JobResult(Outcome.FAILED, f"{type(exc).__name__}: {exc}")
+    JOB_RUNS.labels(spec.name, str(result.outcome)).inc()
+    try:
+        async with ctx.pool.acquire() as conn, transaction(conn, ctx.settings):
+            await conn.execute(SQL["finish_job_run"], run_id, str(result.outcome), result.summary)
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+        log.error("payflow.scheduler.record_failed", job=spec.name, error=type(exc).__name__)
+    return result
+
+
+async def run_job(ctx: JobContext, name: str, *, force: bool = True) -> JobRun | None:
+    """Run job `name` now (by hand: `force` ignores its interval), recorded in
+    `job_runs`. Raises `UnknownJob`; None when another run is being claimed right now."""
+    spec = JOBS.get(name)
+    if spec is None:
+        raise UnknownJob(name)
+    claimed = await claim_run(ctx.pool, ctx.settings, spec, force=force)
+    if claimed is None:
+        return None
+    run_id, started_at = claimed
+    return JobRun(run_id, started_at, await execute_job(ctx, spec, run_id))
+
+
+class Scheduler:
+    """Starts due jobs each tick, one task per job; a job still running in this process
+    is not started again (across replicas the claim in `job_runs` decides)."""
+
+    def __init__(self, ctx: JobContext, *, concurrency: int = MAX_CONCURRENT_JOBS) -> None:
+        self.ctx = ctx
+        self.running: dict[str, asyncio.Task[JobResult]] = {}
+        self._slots = asyncio.Semaphore(concurrency)
+
+    async def _execute(self, spec: JobSpec, run_id: int) -> JobResult:
+        async with self._slots:
+            return await execute_job(self.ctx, spec, run_id)
+
+    async def tick(self) -> list[str]:
+        """Claim and start every due job not already running here; returns their names."""
+        started: list[str] = []
+        for name, spec in JOBS.items():
+            task = self.running.get(name)
+            if task is not None and not task.done():
+                continue
+            try:
+                claimed = await claim_run(self.ctx.pool, self.ctx.settings, spec)
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
+                log.error("payflow.scheduler.claim_failed", job=name, error=type(exc).__name__)
+                continue
+            if claimed is not None:
+                self.running[name] = asyncio.create_task(
+                    self._execute(spec, claimed[0]), name=f"job:{name}"
+                )
+                started.append(name)
+        return started
+
+    async def drain(self) -> None:
+        """Wait for every job started here to finish (graceful stop)."""
+        await asyncio.gather(*self.running.values(), return_exceptions=True)
+
+
+async def run_scheduler(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    stop: asyncio.Event,
+    *,
+    alerts: AlertSink | None = None,
+    redis: Redis | None = None,
+) -> None:
+    """Tick every `scheduler_interval_s` until `stop` is set, then let running jobs end."""
+    scheduler = Scheduler(JobContext(pool, settings, alerts or LogAlertSink(), redis))
+    log.info("payflow.scheduler.started", jobs=list(JOBS))
     while not stop.is_set():
-        await run_tick(pool, settings)
+        await scheduler.tick()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=settings.scheduler_interval_s)
+    await scheduler.drain()
     log.info("payflow.scheduler.stopped")

@@ -25,6 +25,8 @@ from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
+from payflow.ops.alerts import Severity
+from payflow.ops.jobs import JobContext, JobResult, Outcome
 from payflow.ops.recovery import job_lock
 from payflow.outbox.writer import enqueue
 
@@ -118,6 +120,35 @@ async def _sweep(
     if announced:
         log.warning("payflow.sweep.done", job=job, announced=announced, waiting=len(waiting))
     return SweepReport(announced=announced, waiting=len(waiting))
+
+
+async def sweep_pending_payments_job(ctx: JobContext) -> JobResult:
+    """The scheduler job `sweep_pending_payments`; alert `payments.waiting` as the log."""
+    report = await sweep_pending_payments(ctx.pool, ctx.settings)
+    return await _sweep_result(ctx, report, "payments.waiting", "payment(s)")
+
+
+async def sweep_undelivered_webhooks_job(ctx: JobContext) -> JobResult:
+    """The scheduler job `sweep_undelivered_webhooks`; alert `webhooks.waiting`."""
+    report = await sweep_undelivered_webhooks(ctx.pool, ctx.settings)
+    return await _sweep_result(ctx, report, "webhooks.waiting", "webhook(s)")
+
+
+async def _sweep_result(ctx: JobContext, report: SweepReport, key: str, what: str) -> JobResult:
+    if report.skipped:
+        return JobResult(Outcome.SKIPPED, "another replica holds the lock")
+    summary = f"announced={report.announced} waiting={report.waiting}"
+    if report.waiting:
+        retries = ctx.settings.max_event_retries
+        await ctx.alerts.fire(
+            key,
+            Severity.WARNING,
+            f"{report.waiting} {what} re-announced {retries}+ times",
+            details={"waiting": report.waiting},
+        )
+        return JobResult(Outcome.ALERT, summary)
+    await ctx.alerts.resolve(key)
+    return JobResult(Outcome.OK, summary)
 
 
 async def mark_webhook_dead(conn: Connection, payment_id: UUID) -> bool:

@@ -8,6 +8,8 @@ import structlog
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
+from payflow.ops.alerts import Severity
+from payflow.ops.jobs import JobContext, JobResult, Outcome
 from payflow.ops.recovery import job_lock
 
 SQL = load_queries("payflow.outbox")
@@ -49,3 +51,26 @@ async def cleanup_outbox(pool: asyncpg.Pool, settings: Settings) -> int:
     if deleted:
         log.info("payflow.outbox.cleaned", deleted=deleted)
     return deleted
+
+
+async def alert_stale_outbox_job(ctx: JobContext) -> JobResult:
+    """The scheduler job `alert_stale_outbox`: warning `outbox.stale` while rows stay
+    unpublished longer than OUTBOX_STALE_ALERT_S, resolved when none do."""
+    stale = await alert_stale_outbox(ctx.pool, ctx.settings)
+    if stale:
+        await ctx.alerts.fire(
+            "outbox.stale",
+            Severity.WARNING,
+            f"{stale} outbox row(s) unpublished for over {ctx.settings.outbox_stale_alert_s:g} s",
+            details={"stale": stale},
+        )
+        return JobResult(Outcome.ALERT, f"stale={stale}")
+    await ctx.alerts.resolve("outbox.stale")
+    return JobResult(Outcome.OK, "stale=0")
+
+
+async def cleanup_outbox_job(ctx: JobContext) -> JobResult:
+    """The scheduler job `cleanup_outbox`: one bounded retention batch."""
+    if ctx.settings.outbox_retention_hours <= 0:
+        return JobResult(Outcome.SKIPPED, "disabled (OUTBOX_RETENTION_HOURS=0)")
+    return JobResult(Outcome.OK, f"deleted={await cleanup_outbox(ctx.pool, ctx.settings)}")

@@ -243,6 +243,7 @@ async def test_retention_skips_while_another_replica_runs_it(
 
 
 def test_the_scheduler_runs_the_retention_job() -> None:
+    from payflow.ops.retention import cleanup_idempotency_keys_job
     from payflow.ops.scheduler import JOBS
 
-    assert JOBS["cleanup_idempotency_keys"] is cleanup_idempotency_keys
+    assert JOBS["cleanup_idempotency_keys"].run is cleanup_idempotency_keys_job

@@ -1,0 +1,74 @@
+"""Queue depths for `payflow status`: a passive declare of each queue reports its
+ready messages and consumers without creating or changing anything."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+import aio_pika
+import aiormq
+
+from payflow.broker.topology import WORK_QUEUES, Names
+from payflow.config import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDepth:
+    """One queue: `kind` work|retry|dlq, ready `messages` and `consumers` (None: the
+    queue does not exist)."""
+
+    name: str
+    kind: str
+    messages: int | None
+    consumers: int | None
+
+
+class BrokerUnreachable(Exception):
+    """RabbitMQ did not answer within the timeout (or refused the connection)."""
+
+
+def queue_names(settings: Settings) -> list[tuple[str, str]]:
+    """(name, kind) of every work, retry-tier and parking (DLQ) queue of the topology."""
+    names = Names(settings.broker_prefix)
+    out: list[tuple[str, str]] = []
+    for wq in WORK_QUEUES:
+        out.append((names.queue(wq.name), "work"))
+        out.extend((names.retry_queue(wq.name, tier), "retry") for tier in settings.retry_tiers_ms)
+        out.append((names.parking_queue(wq.name), "dlq"))
+    return out
+
+
+async def queue_depths(settings: Settings, timeout_s: float) -> list[QueueDepth]:
+    """Passively declare every queue of the topology and read its counts.
+
+    Raises `BrokerUnreachable` when RabbitMQ cannot be reached within `timeout_s`. A
+    missing queue (the broker closes the channel) is reported with `messages=None`.
+    """
+    try:
+        connection = await asyncio.wait_for(
+            aio_pika.connect(settings.rabbitmq_url, timeout=timeout_s), timeout=timeout_s
+        )
+    except (TimeoutError, OSError, aio_pika.exceptions.AMQPError) as exc:
+        raise BrokerUnreachable(f"{type(exc).__name__}: {exc}") from None
+    depths: list[QueueDepth] = []
+    try:
+        channel = await connection.channel()
+        for name, kind in queue_names(settings):
+            try:
+                queue = await asyncio.wait_for(
+                    channel.declare_queue(name, passive=True), timeout=timeout_s
+                )
+            except aiormq.exceptions.ChannelNotFoundEntity:
+                depths.append(QueueDepth(name, kind, None, None))
+                channel = await connection.channel()  # the broker closed the old one
+                continue
+            result = queue.declaration_result
+            depths.append(QueueDepth(name, kind, result.message_count, result.consumer_count))
+    except (TimeoutError, OSError, aio_pika.exceptions.AMQPError) as exc:
+        raise BrokerUnreachable(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            await connection.close()
+    return depths

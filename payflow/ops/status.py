@@ -1,0 +1,219 @@
+"""`payflow status`: is the money right, and is it flowing? (issue 9)
+
+One read-only look at PostgreSQL and RabbitMQ: the last reconciliation of each kind
+(from `job_runs`), stuck posting claims, unresolved dead letters, zombies, outbox lag,
+queue depths and open alerts. `Status.problems` names everything that is wrong; the
+command exits 1 when it is not empty, so it serves as a health probe.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import asyncpg
+from rich.console import Console
+from rich.table import Table
+
+from payflow.broker.depths import BrokerUnreachable, QueueDepth, queue_depths
+from payflow.config import Settings
+from payflow.db import Connection
+from payflow.db.pool import tool_pool
+from payflow.db.queries import load_queries
+from payflow.ops.checks import stuck_claim_count, zombie_counts
+from payflow.ops.jobs import JobContext, Outcome
+from payflow.ops.scheduler import JOBS
+
+SQL = load_queries("payflow.ops")
+
+RECON_JOBS: tuple[tuple[str, str], ...] = (("hot", "recon_hot"), ("full", "recon_full"))
+ALERTS_SHOWN = 20
+STALE_SLACK_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReconStatus:
+    """The last finished (not skipped) run of one reconciliation `kind`: its outcome, age
+    in seconds and summary (all None when it never ran), and the age beyond which it
+    counts as too old (twice its interval plus a minute)."""
+
+    kind: str
+    outcome: str | None
+    age_s: float | None
+    summary: str | None
+    max_age_s: float
+
+
+@dataclass(slots=True)
+class Status:
+    """Everything `payflow status` shows; `problems` is empty when all is well."""
+
+    recon: list[ReconStatus]
+    stuck_claims: int
+    dlq_unresolved: int
+    zombies: dict[str, int]
+    outbox_unpublished: int
+    outbox_oldest_age_s: float | None
+    broker: str  # "ok" or "unreachable: <reason>"
+    queues: list[QueueDepth]
+    alerts: list[dict[str, Any]] | None  # None: no `alerts` table yet
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is wrong."""
+        return not self.problems
+
+
+async def _recon(conn: Connection, settings: Settings) -> list[ReconStatus]:
+    out = []
+    for kind, job in RECON_JOBS:
+        row = await conn.fetchrow(SQL["last_finished_job_run"], job)
+        max_age = 2 * JOBS[job].interval_s(settings) + STALE_SLACK_S
+        if row is None:
+            out.append(ReconStatus(kind, None, None, None, max_age))
+        else:
+            out.append(ReconStatus(kind, row["outcome"], row["age_s"], row["summary"], max_age))
+    return out
+
+
+async def _alerts(conn: Connection) -> list[dict[str, Any]] | None:
+    if not await conn.fetchval(SQL["alerts_table"]):
+        return None
+    rows = await conn.fetch(SQL["open_alerts"], ALERTS_SHOWN)
+    return [
+        {
+            "key": r["key"],
+            "severity": str(r["severity"]),
+            "message": r["message"],
+            "first_seen": r["first_seen"].isoformat(),
+            "last_seen": r["last_seen"].isoformat(),
+            "count": int(r["count"]),
+        }
+        for r in rows
+    ]
+
+
+def judge(status: Status, settings: Settings) -> list[str]:
+    """The problems of `status`, one line each, naming what is wrong."""
+    problems = []
+    for recon in status.recon:
+        name = f"recon {recon.kind}"
+        if recon.outcome is None:
+            problems.append(f"{name}: never run")
+        elif recon.outcome == Outcome.ALERT:
+            problems.append(f"{name}: MISMATCH ({recon.summary})")
+        elif recon.outcome == Outcome.FAILED:
+            problems.append(f"{name}: last run failed ({recon.summary})")
+        elif recon.age_s is not None and recon.age_s > recon.max_age_s:
+            problems.append(f"{name}: last run {recon.age_s:.0f} s ago (> {recon.max_age_s:g} s)")
+    if status.stuck_claims:
+        problems.append(f"stuck posting claims: {status.stuck_claims}")
+    if status.dlq_unresolved > settings.status_dlq_max_unresolved:
+        problems.append(
+            f"dead letters unresolved: {status.dlq_unresolved}"
+            f" (> {settings.status_dlq_max_unresolved})"
+        )
+    problems.extend(f"zombies {kind}: {n}" for kind, n in status.zombies.items() if n)
+    lag = status.outbox_oldest_age_s
+    if lag is not None and lag > settings.status_outbox_max_lag_s:
+        problems.append(f"outbox lag: oldest unpublished row {lag:.0f} s old")
+    if status.outbox_unpublished > settings.status_outbox_max_unpublished:
+        problems.append(f"outbox unpublished: {status.outbox_unpublished}")
+    if status.broker != "ok":
+        problems.append(f"broker {status.broker}")
+    problems.extend(f"queue missing: {q.name}" for q in status.queues if q.messages is None)
+    return problems
+
+
+async def collect_status(pool: asyncpg.Pool, settings: Settings) -> Status:
+    """Read everything `payflow status` shows (read-only) and judge it."""
+    ctx = JobContext(pool, settings)
+    async with pool.acquire() as conn:
+        recon = await _recon(conn, settings)
+        dlq_unresolved = int(await conn.fetchval(SQL["dead_letters_unresolved"]))
+        outbox = await conn.fetchrow(SQL["outbox_lag"])
+        alerts = await _alerts(conn)
+    assert outbox is not None  # an aggregate always returns one row
+    stuck, _examples = await stuck_claim_count(ctx)
+    zombies = await zombie_counts(ctx)
+    try:
+        queues = await queue_depths(settings, settings.status_broker_timeout_s)
+        broker = "ok"
+    except BrokerUnreachable as exc:
+        queues, broker = [], f"unreachable: {exc}"
+    status = Status(
+        recon=recon,
+        stuck_claims=stuck,
+        dlq_unresolved=dlq_unresolved,
+        zombies=zombies,
+        outbox_unpublished=int(outbox["unpublished"]),
+        outbox_oldest_age_s=outbox["oldest_age_s"],
+        broker=broker,
+        queues=queues,
+        alerts=alerts,
+    )
+    status.problems = judge(status, settings)
+    return status
+
+
+def to_json(status: Status) -> str:
+    """The machine form: every field of `Status` plus `ok` (ages in seconds; no amounts)."""
+    body = asdict(status)
+    body["ok"] = status.ok
+    return json.dumps(body, sort_keys=True)
+
+
+def _age(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.0f} s"
+
+
+def render(status: Status, console: Console) -> None:
+    """The one screen: a table of checks, the queues and the open alerts."""
+    table = Table(title="payflow status: is the money right, and is it flowing?")
+    for column in ("check", "value", "state"):
+        table.add_column(column, no_wrap=column != "value")
+
+    def row(check: str, value: str, bad: bool) -> None:
+        table.add_row(check, value, "[red]WRONG[/red]" if bad else "[green]ok[/green]")
+
+    for r in status.recon:
+        value = f"{r.outcome or 'never run'}, {_age(r.age_s)} ago: {r.summary or ''}"
+        too_old = r.age_s is not None and r.age_s > r.max_age_s
+        row(f"recon {r.kind}", value, r.outcome != Outcome.OK or too_old)
+    row("stuck posting claims", str(status.stuck_claims), bool(status.stuck_claims))
+    row("dead letters unresolved", str(status.dlq_unresolved), status.dlq_unresolved > 0)
+    for kind, count in status.zombies.items():
+        row(f"zombies {kind}", str(count), bool(count))
+    row(
+        "outbox unpublished / oldest",
+        f"{status.outbox_unpublished} / {_age(status.outbox_oldest_age_s)}",
+        any(p.startswith("outbox") for p in status.problems),
+    )
+    row("broker", status.broker, status.broker != "ok")
+    for q in status.queues:
+        shown = "missing" if q.messages is None else f"{q.messages} ({q.consumers} consumers)"
+        row(f"queue {q.name}", shown, q.messages is None)
+    console.print(table)
+    if status.alerts is not None:
+        for alert in status.alerts:
+            console.print(
+                f"alert {alert['severity']} {alert['key']}: {alert['message']}"
+                f" (x{alert['count']}, last {alert['last_seen']})"
+            )
+        if not status.alerts:
+            console.print("no open alerts")
+    verdict = "OK" if status.ok else "WRONG: " + "; ".join(status.problems)
+    console.print(verdict)
+
+
+async def print_status(settings: Settings, *, as_json: bool) -> bool:
+    """Collect and print the status (rich screen or `--json`); True when all is well."""
+    async with tool_pool(settings) as pool:
+        status = await collect_status(pool, settings)
+    if as_json:
+        print(to_json(status))
+    else:
+        render(status, Console(soft_wrap=True))
+    return status.ok

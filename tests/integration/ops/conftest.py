@@ -1,0 +1,86 @@
+"""Ops fixtures: a recording alert sink and a job context on the test's database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import asyncpg
+import pytest
+
+from payflow.config import Settings
+from payflow.ops.alerts import Severity
+from payflow.ops.jobs import JobContext
+from tests.integration.pipeline.conftest import vhost  # noqa: F401 (the fixture, re-exported)
+
+
+@dataclass
+class RecordingSink:
+    """An AlertSink that remembers what it was told (the thing under test is the job)."""
+
+    fired: list[tuple[str, Severity, str, dict[str, Any]]] = field(default_factory=list)
+    resolved: list[str] = field(default_factory=list)
+
+    async def fire(
+        self,
+        key: str,
+        severity: Severity,
+        message: str,
+        *,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.fired.append((key, severity, message, dict(details or {})))
+
+    async def resolve(self, key: str) -> None:
+        self.resolved.append(key)
+
+    def keys(self) -> list[str]:
+        return [key for key, *_ in self.fired]
+
+
+@pytest.fixture
+def sink() -> RecordingSink:
+    return RecordingSink()
+
+
+@pytest.fixture
+def ctx(pool: asyncpg.Pool, settings: Settings, sink: RecordingSink) -> JobContext:
+    return JobContext(pool, settings, sink)
+
+
+@pytest.fixture
+def ops_settings(settings: Settings, vhost: str) -> Settings:  # noqa: F811 (the fixture)
+    """The test's database and its own RabbitMQ vhost."""
+    return settings.model_copy(
+        update={"rabbitmq_url": f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}"}
+    )
+
+
+def cli_env(settings: Settings) -> dict[str, str]:
+    """The environment a `payflow` subprocess needs to see the test's services."""
+    return {
+        **os.environ,
+        "DATABASE_URL": settings.database_url,
+        "MIGRATION_DATABASE_URL": settings.migration_url(),
+        "DB_OWNER_ROLE": settings.db_owner_role,
+        "RABBITMQ_URL": settings.rabbitmq_url,
+        "LOG_LEVEL": "WARNING",
+        "COLUMNS": "200",  # rich tables: one line per row
+    }
+
+
+def payflow_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `payflow ARGS` against the test's services."""
+    return subprocess.run(
+        [sys.executable, "-m", "payflow", *args],
+        env=cli_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
