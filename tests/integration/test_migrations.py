@@ -357,10 +357,27 @@ def test_a_refused_downgrade_changes_nothing_at_all(empty_database_url: str) -> 
     columns = {table: _columns(url, table) for table in (*DATA_TABLES, "assets")}
     before = _snapshot(url, columns)
     for target in ("base", "0003_api"):
-        with pytest.raises(migrate.DataLossRefused, match="settlement flag"):
+        with pytest.raises(migrate.DataLossRefused, match="would lose data"):
             migrate.downgrade(url, target)
         assert _versions(url) == [head]
         assert {table: _columns(url, table) for table in columns} == columns
         assert _snapshot(url, columns) == before
     limit = _fetch(url, "SELECT max_payment FROM assets WHERE code = 'USD'")[0]["max_payment"]
     assert limit == 1000
+
+
+def test_0008_refuses_to_drop_limits_an_operator_set(empty_database_url: str) -> None:
+    """Issue 7 review: 0008's downgrade dropped the per-asset limits without asking, and
+    the next upgrade reseeded the defaults: a lowered limit came back as 10^9."""
+    url = empty_database_url
+    migrate.upgrade(url, "0008_money_limits")
+    migrate.downgrade(url, "0007_pipeline_sweeps")  # defaults only: nothing to lose
+    migrate.upgrade(url, "0008_money_limits")
+    _fetch(url, "UPDATE assets SET max_withdrawal = 250.00 WHERE code = 'USD' RETURNING code")
+    with pytest.raises(migrate.DataLossRefused, match="per-asset limits"):
+        migrate.downgrade(url, "0007_pipeline_sweeps")
+    assert _versions(url) == ["0008_money_limits"]
+    row = _fetch(url, "SELECT max_withdrawal FROM assets WHERE code = 'USD'")[0]
+    assert row["max_withdrawal"] == 250
+    migrate.downgrade(url, "0007_pipeline_sweeps", force=True)
+    assert "max_withdrawal" not in _columns(url, "assets")
