@@ -1,0 +1,81 @@
+"""Issue 7 review: members of the fault classes found from outside after the fixes.
+
+A signed provider delivery is never refused for its size below
+`PROVIDER_MAX_BODY_BYTES`: a 413 is retried by the provider, byte for byte, until it
+gives up, and every deposit in the delivery is lost (class 7: nothing a provider sends
+is refused for being unusual)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import orjson
+
+from .alchemy import token_activity, webhook
+from .conftest import signed
+
+URL = "/api/v1/webhooks/provider"
+ADDRESS = "0x" + "ab" * 20
+
+
+async def _usdc_account(client: httpx.AsyncClient, admin: httpx.AsyncClient) -> str:
+    account = (await client.post("/api/v1/accounts", json={"asset": "USDC"})).json()
+    response = await admin.post(
+        f"/api/v1/accounts/{account['account_id']}/deposit-addresses",
+        json={"chain": "ETH_MAINNET", "address": ADDRESS},
+    )
+    assert response.status_code == 201, response.text
+    account_id: str = account["account_id"]
+    return account_id
+
+
+async def test_a_delivery_of_600_activities_is_landed_not_refused(
+    app: Any, client: httpx.AsyncClient, admin: httpx.AsyncClient, anon: httpx.AsyncClient
+) -> None:
+    """600 Alchemy activities (about 1 KB each, as Alchemy sends them) were a 413 at the
+    64 KiB `MAX_BODY_BYTES`; now each one is landed: 599 strangers' transfers kept as
+    `unknown_address`, and the one to our address recorded for 3 USDC."""
+    account = await _usdc_account(client, admin)
+    strangers = [
+        token_activity("0x" + format(i, "040x"), 1_000_000, tx_hash="0x" + format(i, "064x"))
+        for i in range(1, 600)
+    ]
+    ours = token_activity(ADDRESS, 3_000_000, tx_hash="0x" + "ee" * 32)
+    body = orjson.dumps(webhook(*strangers, ours))
+    assert len(body) > app.state.api.settings.max_body_bytes
+
+    response = await anon.post(URL, content=body, headers=signed(body))
+
+    assert response.status_code == 202, response.text[:300]
+    events = response.json()["events"]
+    assert len(events) == 600
+    assert [e["reason"] for e in events[:599]] == ["unknown_address"] * 599
+    assert events[599] == {"event_id": f"alchemy:0x{'ee' * 32}:110", "result": "recorded"}
+    async with app.state.api.pool.acquire() as conn:
+        landed = await conn.fetch("SELECT account_id, amount FROM payment_events")
+        kept = await conn.fetchval("SELECT count(*) FROM unmatched_provider_events")
+    assert [(str(r["account_id"]), r["amount"]) for r in landed] == [(account, Decimal("3"))]
+    assert kept == 599
+
+
+async def test_other_endpoints_keep_max_body_bytes(app: Any, client: httpx.AsyncClient) -> None:
+    """The provider's larger cap is its own: a payment body over MAX_BODY_BYTES is 413."""
+    limit = app.state.api.settings.max_body_bytes
+    body = b'{"amount":"1.00","currency":"USD","description":"' + b"x" * limit + b'"}'
+    response = await client.post(
+        "/api/v1/payments",
+        content=body,
+        headers={"Idempotency-Key": "big", "Content-Type": "application/json"},
+    )
+    assert response.status_code == 413
+    assert response.json()["detail"] == f"request bodies are limited to {limit} bytes"
+
+
+async def test_a_delivery_over_the_provider_cap_is_413(app: Any, anon: httpx.AsyncClient) -> None:
+    limit = app.state.api.settings.provider_max_body_bytes
+    body = b" " * (limit + 1)
+    response = await anon.post(URL, content=body, headers=signed(body))
+    assert response.status_code == 413
+    assert response.json()["detail"] == f"request bodies are limited to {limit} bytes"
