@@ -189,6 +189,13 @@ def _host_of(url: str) -> str:
         raise UnsafeWebhookUrl("webhook_url must not carry credentials")
     if not host:
         raise UnsafeWebhookUrl("webhook_url has no host")
+    if not host.isascii():
+        # Judge the name the resolver will be asked for: `socket.getaddrinfo` IDNA-encodes
+        # (with NFKC), so fullwidth "\uff11\uff12\uff17.\uff10.\uff10.\uff11" is 127.0.0.1.
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise UnsafeWebhookUrl("webhook_url host is not a valid name") from None
     return host.lower().rstrip(".")
 
 
