@@ -22,7 +22,9 @@ app = typer.Typer(
 )
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures and ratios.")
 app.add_typer(bench_app, name="bench")
-console = Console(stderr=True, soft_wrap=True)  # one-line errors stay one line
+# One-line errors stay one line; markup is off, because messages carry operator input and
+# stored text (event ids, DLQ errors) that must print as is, never be parsed as markup.
+console = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
 
 
 def _settings() -> Settings:
@@ -37,10 +39,10 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return uvloop.run(coro)
     except PayflowError as error:
-        console.print(f"[red]payflow: {type(error).__name__}: {error}[/red]")
+        console.print(f"payflow: {type(error).__name__}: {error}", style="red")
         raise typer.Exit(1) from None
     except OSError as error:
-        console.print(f"[red]payflow: cannot reach a service: {error}[/red]")
+        console.print(f"payflow: cannot reach a service: {error}", style="red")
         raise typer.Exit(1) from None
 
 
@@ -68,12 +70,12 @@ def migrate(
         try:
             migrations.downgrade(url, downgrade, force=force, owner_role=owner)
         except (migrations.DataLossRefused, migrations.CommandError) as error:
-            console.print(f"[red]payflow: {error}[/red]")
+            console.print(f"payflow: {error}", style="red")
             raise typer.Exit(1) from None
         console.print(f"migrations downgraded: schema at {downgrade}")
         return
     if force:
-        console.print("[red]payflow: --force applies only with --downgrade REV[/red]")
+        console.print("payflow: --force applies only with --downgrade REV", style="red")
         raise typer.Exit(2)
     try:
         app_role = migrations.login_role(settings.database_url)
@@ -142,7 +144,7 @@ def worker(
     chosen = tuple(q.strip() for q in queues.split(",") if q.strip())
     allowed = {"payments", "ledger", "webhooks"}
     if not chosen or not set(chosen) <= allowed:
-        console.print("[red]payflow: --queues takes payments, ledger and/or webhooks[/red]")
+        console.print("payflow: --queues takes payments, ledger and/or webhooks", style="red")
         raise typer.Exit(2)
     _serve(["worker"], chosen)
 
@@ -215,7 +217,7 @@ def bench_ledger(
     from payflow.bench.ledger import LedgerBenchConfig, run_ledger_bench
 
     if mode not in ("spread", "hot"):
-        console.print("[red]payflow: --mode must be spread or hot[/red]")
+        console.print("payflow: --mode must be spread or hot", style="red")
         raise typer.Exit(2)
     config = LedgerBenchConfig(events, concurrency, mode, dup, seed)
     ok = _run(run_ledger_bench(_settings(), config))
@@ -368,7 +370,9 @@ def assets_set_limit(
     from payflow.money import format_at_scale
 
     if payment is None and withdrawal is None and deposit is None:
-        console.print("[red]payflow: give at least one of --payment, --withdrawal, --deposit[/red]")
+        console.print(
+            "payflow: give at least one of --payment, --withdrawal, --deposit", style="red"
+        )
         raise typer.Exit(2)
     settings = _settings()
 
@@ -418,7 +422,7 @@ def payments_resolve(
     try:
         payment = UUID(payment_id)
     except ValueError:
-        console.print(f"[red]payflow: not a payment id: {payment_id!r}[/red]")
+        console.print(f"payflow: not a payment id: {payment_id!r}", style="red")
         raise typer.Exit(2) from None
     operator = by or getpass.getuser()
     typer.echo(

@@ -7,16 +7,23 @@ is refused for being unusual)."""
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import orjson
 
+from payflow.config import Settings
+
 from .alchemy import token_activity, webhook
 from .conftest import signed
+from .server import server_env
 
 URL = "/api/v1/webhooks/provider"
+CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
 ADDRESS = "0x" + "ab" * 20
 
 
@@ -79,3 +86,38 @@ async def test_a_delivery_over_the_provider_cap_is_413(app: Any, anon: httpx.Asy
     response = await anon.post(URL, content=body, headers=signed(body))
     assert response.status_code == 413
     assert response.json()["detail"] == f"request bodies are limited to {limit} bytes"
+
+
+# --- the CLI prints operator input and stored text as is -----------------------------
+# Its errors went through rich markup: a name holding "[/x]" crashed the command with a
+# MarkupError traceback (not one line, exit status 0), and "[eE]" vanished from the
+# amount pattern it names.
+
+
+def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], env=server_env(settings), capture_output=True, text=True, timeout=60
+    )
+
+
+async def test_cli_errors_print_brackets_as_is_in_one_line(
+    app: Any, api_settings: Settings
+) -> None:
+    unknown = await asyncio.to_thread(
+        _cli, api_settings, "assets", "set-limit", "[/x]", "--payment", "1"
+    )
+    assert unknown.returncode == 1
+    assert unknown.stderr.strip() == "payflow: NotFound: unknown asset '[/x]'"
+    bad = await asyncio.to_thread(
+        _cli, api_settings, "assets", "set-limit", "EUR", "--payment", "NaN"
+    )
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines() == [
+        "payflow: InvalidAmount: --payment: amount must match"
+        " ^[0-9]+(\\.[0-9]+)?([eE][+-]?[0-9]+)?$"
+    ]
+    review = await asyncio.to_thread(
+        _cli, api_settings, "payments", "resolve", "[/red]x", "--approved"
+    )
+    assert review.returncode != 0
+    assert review.stderr.strip() == "payflow: not a payment id: '[/red]x'"
