@@ -434,6 +434,27 @@ def payments_resolve(
     )
 
 
+# --- kept provider events: the operator's redelivery (issue 7 review)
+unmatched_app = typer.Typer(no_args_is_help=True, help="Provider events kept for review.")
+app.add_typer(unmatched_app, name="unmatched")
+
+
+@unmatched_app.command("replay")
+def unmatched_replay(
+    event_id: Annotated[str, typer.Argument(help="Id of a row in unmatched_provider_events")],
+) -> None:
+    """Land that event's stored delivery again, as a provider redelivery would (after
+    assigning the address, registering the token or raising the limit). Prints one
+    line per event: stored id, result, reason."""
+    from payflow.ingress.replay import replay_unmatched
+
+    trace_id, landings = _run(replay_unmatched(_settings(), event_id))
+    for landing in landings:
+        reason = landing.reason.value if landing.reason is not None else ""
+        typer.echo(f"{landing.event_id}\t{landing.result.value}\t{reason}")
+    console.print(f"replayed as trace {trace_id}")
+
+
 # --- token registry (issue 7): which asset and decimals a chain's transfer moves
 tokens_app = typer.Typer(no_args_is_help=True, help="The token registry per chain.")
 app.add_typer(tokens_app, name="tokens")

@@ -121,3 +121,54 @@ async def test_cli_errors_print_brackets_as_is_in_one_line(
     )
     assert review.returncode != 0
     assert review.stderr.strip() == "payflow: not a payment id: '[/red]x'"
+
+
+# --- a kept deposit is not stranded: the operator replays its stored delivery ---------
+# The provider got 202 for a kept event, so it never resends it; "the provider's next
+# retry credits it" never happened, and the deposit stayed on chain uncredited.
+
+
+async def test_a_kept_deposit_is_credited_by_replaying_its_delivery(
+    app: Any,
+    client: httpx.AsyncClient,
+    admin: httpx.AsyncClient,
+    anon: httpx.AsyncClient,
+    api_settings: Settings,
+) -> None:
+    other = token_activity("0x" + "cd" * 20, 5_000_000, tx_hash="0x" + "01" * 32)
+    ours = token_activity(ADDRESS, 7_000_000, tx_hash="0x" + "02" * 32)
+    body = orjson.dumps(webhook(other, ours))
+    first = await anon.post(URL, content=body, headers=signed(body))
+    assert [e.get("reason") for e in first.json()["events"]] == [
+        "unknown_address",
+        "unknown_address",
+    ]
+    kept_id = first.json()["events"][1]["event_id"]
+    account = await _usdc_account(client, admin)  # the operator assigns the address late
+
+    replayed = await asyncio.to_thread(_cli, api_settings, "unmatched", "replay", kept_id)
+
+    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.stdout.splitlines() == [
+        f"{first.json()['events'][0]['event_id']}\tunmatched\tunknown_address",
+        f"alchemy:0x{'02' * 32}:110\trecorded\t",
+    ]
+    async with app.state.api.pool.acquire() as conn:
+        events = await conn.fetch("SELECT event_id, account_id, amount FROM payment_events")
+        outbox = await conn.fetch("SELECT topic, payload FROM outbox")
+    assert [(e["event_id"], str(e["account_id"]), e["amount"]) for e in events] == [
+        (f"alchemy:0x{'02' * 32}:110", account, Decimal("7"))
+    ]
+    assert [(o["topic"], o["payload"]["event_id"]) for o in outbox] == [
+        ("ledger.event", f"alchemy:0x{'02' * 32}:110")
+    ]
+    again = await asyncio.to_thread(_cli, api_settings, "unmatched", "replay", kept_id)
+    assert again.stdout.splitlines()[1] == f"alchemy:0x{'02' * 32}:110\tduplicate\t"
+    async with app.state.api.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM payment_events") == 1
+        assert await conn.fetchval("SELECT count(*) FROM outbox") == 1
+    missing = await asyncio.to_thread(_cli, api_settings, "unmatched", "replay", "gen:none")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == (
+        "payflow: NotFound: no stored delivery for unmatched event 'gen:none'"
+    )
