@@ -46,8 +46,9 @@ def check_metadata(value: Any) -> bool:
     Walks nested objects and arrays without recursion. Raises `ValueError` for a
     non-finite number (`1e999`, `-1e999`, `NaN`, `Infinity`: JSON has no such values and
     they would be stored as null), an integer outside 64 bits (orjson cannot encode
-    it), text with NUL (PostgreSQL `jsonb` cannot hold it) and nesting deeper than
-    `MAX_METADATA_DEPTH`. Whether a finite float is the number the client wrote is
+    it), a float negative zero (`-0.0`: `jsonb` stores it as `0.0`), text with NUL
+    (PostgreSQL `jsonb` cannot hold it) and nesting deeper than `MAX_METADATA_DEPTH`.
+    Whether a finite float is the number the client wrote is
     decided by `floats_round_trip` on the raw body.
     """
     has_float = False
@@ -62,6 +63,10 @@ def check_metadata(value: Any) -> bool:
         elif isinstance(item, float):
             if not math.isfinite(item):
                 raise ValueError("numbers in metadata must be finite" + NUMBER_ADVICE)
+            if item == 0 and math.copysign(1.0, item) < 0:
+                # jsonb has no negative zero: -0.0 would be stored as 0.0, and a retry of
+                # the same request after the key's retention would then read as different.
+                raise ValueError("numbers in metadata must not be -0.0" + NUMBER_ADVICE)
             has_float = True
         elif isinstance(item, int):
             if not INT64_MIN <= item <= UINT64_MAX:

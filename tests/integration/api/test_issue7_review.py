@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 
 from payflow.config import Settings
 
@@ -172,3 +173,39 @@ async def test_a_kept_deposit_is_credited_by_replaying_its_delivery(
     assert missing.stderr.strip() == (
         "payflow: NotFound: no stored delivery for unmatched event 'gen:none'"
     )
+
+
+# --- metadata is stored exactly as sent, or refused ------------------------------------
+# `-0.0` was stored as `0.0` (jsonb has no negative zero); after the key's retention the
+# same request was then judged different from its payment and answered 409.
+
+
+@pytest.mark.parametrize("metadata", ['{"a":-0.0}', '{"a":[1,{"b":-0e5}]}', '{"a":-0.000}'])
+async def test_negative_zero_in_metadata_is_refused(
+    app: Any, client: httpx.AsyncClient, metadata: str
+) -> None:
+    raw = ('{"amount":"1.00","currency":"USD","metadata":' + metadata + "}").encode()
+    response = await client.post(
+        "/api/v1/payments",
+        content=raw,
+        headers={"Idempotency-Key": "neg-zero", "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["field"] == "body.metadata"
+    assert "-0.0" in response.json()["errors"][0]["message"]
+    async with app.state.api.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM payments") == 0
+
+
+async def test_integer_zero_and_minus_zero_integer_replay_after_retention(
+    app: Any, client: httpx.AsyncClient
+) -> None:
+    raw = b'{"amount":"1.00","currency":"USD","metadata":{"a":-0,"b":0.0}}'
+    headers = {"Idempotency-Key": "zero", "Content-Type": "application/json"}
+    first = await client.post("/api/v1/payments", content=raw, headers=headers)
+    assert first.status_code == 202, first.text
+    async with app.state.api.pool.acquire() as conn:
+        await conn.execute("DELETE FROM api_idempotency")
+    again = await client.post("/api/v1/payments", content=raw, headers=headers)
+    assert again.status_code == 202, again.text
+    assert again.json()["payment_id"] == first.json()["payment_id"]
