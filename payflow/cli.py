@@ -22,7 +22,9 @@ app = typer.Typer(
 )
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures and ratios.")
 app.add_typer(bench_app, name="bench")
-console = Console(stderr=True, soft_wrap=True)  # one-line errors stay one line
+# One-line errors stay one line; markup is off, because messages carry operator input and
+# stored text (event ids, DLQ errors) that must print as is, never be parsed as markup.
+console = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
 
 
 def _settings() -> Settings:
@@ -37,10 +39,10 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return uvloop.run(coro)
     except PayflowError as error:
-        console.print(f"[red]payflow: {type(error).__name__}: {error}[/red]")
+        console.print(f"payflow: {type(error).__name__}: {error}", style="red")
         raise typer.Exit(1) from None
     except OSError as error:
-        console.print(f"[red]payflow: cannot reach a service: {error}[/red]")
+        console.print(f"payflow: cannot reach a service: {error}", style="red")
         raise typer.Exit(1) from None
 
 
@@ -71,7 +73,7 @@ def migrate(
         try:
             migrations.downgrade(url, downgrade, force=force, owner_role=owner)
         except (migrations.DataLossRefused, migrations.CommandError) as error:
-            console.print(f"[red]payflow: {error}[/red]")
+            console.print(f"payflow: {error}", style="red")
             raise typer.Exit(1) from None
         except (SQLAlchemyError, asyncpg.PostgresError, OSError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
@@ -80,7 +82,7 @@ def migrate(
         console.print(f"migrations downgraded: schema at {downgrade}")
         return
     if force:
-        console.print("[red]payflow: --force applies only with --downgrade REV[/red]")
+        console.print("payflow: --force applies only with --downgrade REV", style="red")
         raise typer.Exit(2)
     try:
         app_role = migrations.login_role(settings.database_url)
@@ -149,7 +151,7 @@ def worker(
     chosen = tuple(q.strip() for q in queues.split(",") if q.strip())
     allowed = {"payments", "ledger", "webhooks"}
     if not chosen or not set(chosen) <= allowed:
-        console.print("[red]payflow: --queues takes payments, ledger and/or webhooks[/red]")
+        console.print("payflow: --queues takes payments, ledger and/or webhooks", style="red")
         raise typer.Exit(2)
     _serve(["worker"], chosen)
 
@@ -304,7 +306,7 @@ def bench_ledger(
     from payflow.bench.ledger import LedgerBenchConfig, run_ledger_bench
 
     if mode not in ("spread", "hot"):
-        console.print("[red]payflow: --mode must be spread or hot[/red]")
+        console.print("payflow: --mode must be spread or hot", style="red")
         raise typer.Exit(2)
     config = LedgerBenchConfig(events, concurrency, mode, dup, seed)
     ok = _run(run_ledger_bench(_settings(), config))
@@ -457,7 +459,9 @@ def assets_set_limit(
     from payflow.money import format_at_scale
 
     if payment is None and withdrawal is None and deposit is None:
-        console.print("[red]payflow: give at least one of --payment, --withdrawal, --deposit[/red]")
+        console.print(
+            "payflow: give at least one of --payment, --withdrawal, --deposit", style="red"
+        )
         raise typer.Exit(2)
     settings = _settings()
 
@@ -507,7 +511,7 @@ def payments_resolve(
     try:
         payment = UUID(payment_id)
     except ValueError:
-        console.print(f"[red]payflow: not a payment id: {payment_id!r}[/red]")
+        console.print(f"payflow: not a payment id: {payment_id!r}", style="red")
         raise typer.Exit(2) from None
     operator = by or getpass.getuser()
     typer.echo(
@@ -517,6 +521,27 @@ def payments_resolve(
             )
         )
     )
+
+
+# --- kept provider events: the operator's redelivery (issue 7 review)
+unmatched_app = typer.Typer(no_args_is_help=True, help="Provider events kept for review.")
+app.add_typer(unmatched_app, name="unmatched")
+
+
+@unmatched_app.command("replay")
+def unmatched_replay(
+    event_id: Annotated[str, typer.Argument(help="Id of a row in unmatched_provider_events")],
+) -> None:
+    """Land that event's stored delivery again, as a provider redelivery would (after
+    assigning the address, registering the token or raising the limit). Prints one
+    line per event: stored id, result, reason."""
+    from payflow.ingress.replay import replay_unmatched
+
+    trace_id, landings = _run(replay_unmatched(_settings(), event_id))
+    for landing in landings:
+        reason = landing.reason.value if landing.reason is not None else ""
+        typer.echo(f"{landing.event_id}\t{landing.result.value}\t{reason}")
+    console.print(f"replayed as trace {trace_id}")
 
 
 # --- token registry (issue 7): which asset and decimals a chain's transfer moves

@@ -58,6 +58,7 @@ class Settings(BaseSettings):
     fiat_currencies: Annotated[tuple[str, ...], NoDecode] = ("RUB", "USD", "EUR")
     idempotency_retention_hours: int = Field(default=24, ge=1)
     max_body_bytes: int = Field(default=65536, ge=1024)
+    provider_max_body_bytes: int = Field(default=2_097_152, ge=1024)
     max_metadata_bytes: int = Field(default=4096, ge=2)
     rate_limit_per_minute: int = Field(default=60000, ge=1)
     webhook_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()

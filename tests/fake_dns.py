@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 AddrInfo = tuple[Any, ...]
+# An answer of `[FAIL]` makes that lookup fail as a resolver outage does (EAI_AGAIN).
+FAIL = "<resolver failure>"
 
 
 class FakeDns:
@@ -39,6 +41,8 @@ class FakeDns:
         self.lookups[name] = count + 1
         answers = self.answers[name]
         addresses = answers[min(count, len(answers) - 1)]
+        if addresses == [FAIL]:
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
         infos: list[AddrInfo] = []
         for address in addresses:
             if ":" in address:

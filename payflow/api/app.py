@@ -63,7 +63,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_exception_handler(app)
     for module in (payments, accounts, ingress, admin, health):
         app.include_router(module.router)
-    app.add_middleware(RequestMiddleware, max_body_bytes=settings.max_body_bytes, metrics=metrics)
+    app.add_middleware(
+        RequestMiddleware,
+        max_body_bytes=settings.max_body_bytes,
+        metrics=metrics,
+        path_limits={ingress.PROVIDER_WEBHOOK_PATH: settings.provider_max_body_bytes},
+    )
     _document_settings(app, settings)
     return app
 

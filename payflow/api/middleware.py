@@ -72,9 +72,21 @@ def trace_of(scope: Scope) -> tuple[str, str, str]:
 class RequestMiddleware:
     """Trace id in and out, size-capped bodies, per-route metrics, problem on failure."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        metrics: Metrics,
+        path_limits: dict[str, int] | None = None,
+    ) -> None:
+        """`max_body_bytes` caps every body; `path_limits` maps an exact path to its own
+        cap (the provider webhook: a signed delivery is never refused for its size below
+        `PROVIDER_MAX_BODY_BYTES`, because a refused delivery is retried the same way
+        until the provider gives up, losing every deposit in it)."""
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.path_limits = dict(path_limits or {})
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -125,16 +137,17 @@ class RequestMiddleware:
         response_started: list[bool],
     ) -> None:
         started = time.perf_counter()
+        limit = self.path_limits.get(str(scope.get("path", "")), self.max_body_bytes)
         try:
             length = _header(scope, b"content-length")
-            if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+            if length is not None and (not length.isdigit() or int(length) > limit):
                 raise ApiProblem(
                     413,
                     "Payload too large",
-                    f"request bodies are limited to {self.max_body_bytes} bytes",
+                    f"request bodies are limited to {limit} bytes",
                     slug="too-large",
                 )
-            await self.app(scope, self._capped(receive), send_wrapper)
+            await self.app(scope, self._capped(receive, limit), send_wrapper)
         except Exception as exc:
             if response_started[0]:
                 raise
@@ -142,7 +155,7 @@ class RequestMiddleware:
                 exc = ApiProblem(
                     413,
                     "Payload too large",
-                    f"request bodies are limited to {self.max_body_bytes} bytes",
+                    f"request bodies are limited to {limit} bytes",
                     slug="too-large",
                 )
             response = problem_for(exc, str(scope.get("path", "")))
@@ -155,9 +168,8 @@ class RequestMiddleware:
                 time.perf_counter() - started,
             )
 
-    def _capped(self, receive: Receive) -> Receive:
+    def _capped(self, receive: Receive, limit: int) -> Receive:
         received = 0
-        limit = self.max_body_bytes
 
         async def capped() -> Message:
             nonlocal received

@@ -37,6 +37,9 @@ def clean_text(value: str) -> str:
 
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # the integers orjson (and so payflow) stores
 NUMBER_ADVICE = "; send such a value as a string"
+# Floats at or above this magnitude are JSON-encoded with an exponent and stored by jsonb
+# as integer literals (every float above 2^53 is integral).
+FLOAT_AS_INT_FROM = 1e16
 MAX_METADATA_DEPTH = 64  # objects and arrays inside `metadata`, well within orjson's 254
 
 
@@ -46,8 +49,10 @@ def check_metadata(value: Any) -> bool:
     Walks nested objects and arrays without recursion. Raises `ValueError` for a
     non-finite number (`1e999`, `-1e999`, `NaN`, `Infinity`: JSON has no such values and
     they would be stored as null), an integer outside 64 bits (orjson cannot encode
-    it), text with NUL (PostgreSQL `jsonb` cannot hold it) and nesting deeper than
-    `MAX_METADATA_DEPTH`. Whether a finite float is the number the client wrote is
+    it), a float negative zero (`-0.0`: `jsonb` stores it as `0.0`), a float from 1e16
+    within the 64-bit integer range (stored and read back as an integer), text with NUL
+    (PostgreSQL `jsonb` cannot hold it) and nesting deeper than `MAX_METADATA_DEPTH`.
+    Whether a finite float is the number the client wrote is
     decided by `floats_round_trip` on the raw body.
     """
     has_float = False
@@ -62,6 +67,17 @@ def check_metadata(value: Any) -> bool:
         elif isinstance(item, float):
             if not math.isfinite(item):
                 raise ValueError("numbers in metadata must be finite" + NUMBER_ADVICE)
+            if item == 0 and math.copysign(1.0, item) < 0:
+                # jsonb has no negative zero: -0.0 would be stored as 0.0, and a retry of
+                # the same request after the key's retention would then read as different.
+                raise ValueError("numbers in metadata must not be -0.0" + NUMBER_ADVICE)
+            if abs(item) >= FLOAT_AS_INT_FROM and INT64_MIN <= item <= UINT64_MAX:
+                # Written with an exponent ("1e+16"), stored by jsonb as the integer
+                # 10000000000000000 and read back as one: the float would come back an int.
+                raise ValueError(
+                    "a float from 1e16 up to 64-bit integers in metadata would be stored as"
+                    " an integer; send an integer or a string"
+                )
             has_float = True
         elif isinstance(item, int):
             if not INT64_MIN <= item <= UINT64_MAX:

@@ -139,13 +139,14 @@ def downgrade(
 ) -> None:
     """Take the schema down to `revision` (use "base" for an empty schema).
 
-    Each step runs in its own transaction. A step that would drop data raises
-    `DataLossRefused` unless `force` is True; that step rolls back, so the schema stays
-    at the last revision that completed (earlier steps stay done). An unknown revision
-    raises alembic's `CommandError`.
+    All steps run in ONE transaction. A step that would drop data raises
+    `DataLossRefused` unless `force` is True; then every step rolls back, so a refused
+    (or failed) downgrade leaves the schema and its data exactly as they were, never
+    part-way down. An unknown revision raises alembic's `CommandError`.
     """
     config = _alembic_config(database_url)
     config.attributes["force"] = force
+    config.attributes["atomic"] = True
     config.attributes["owner_role"] = owner_role
     command.downgrade(config, revision)
 

@@ -36,7 +36,6 @@ PROVIDER_EVENT_TYPES = frozenset({EventType.DEPOSIT, EventType.AIRDROP})
 NATIVE_CATEGORIES = frozenset({"external", "internal"})
 TOKEN_CATEGORIES = frozenset({"token", "erc20"})
 NFT_CATEGORIES = frozenset({"erc721", "erc1155", "specialnft"})
-MAX_ACTIVITIES = 500
 TEXT_LIMIT = 200
 
 
@@ -338,9 +337,10 @@ def parse_alchemy(payload: dict[str, Any]) -> list[ProviderEvent]:
     network = event.get("network") if isinstance(event, dict) else None
     chain = _text(network) or "UNKNOWN"
     activities = event.get("activity") if isinstance(event, dict) else None
-    if not isinstance(activities, list) or len(activities) > MAX_ACTIVITIES:
-        detail = f"event.activity must be an array of at most {MAX_ACTIVITIES} activities"
-        return [_kept_whole(payload, chain, ALCHEMY, detail)]
+    # No count limit: PROVIDER_MAX_BODY_BYTES bounds a delivery. A count limit kept a
+    # whole delivery of 501 activities as one `invalid` row, crediting none of them.
+    if not isinstance(activities, list):
+        return [_kept_whole(payload, chain, ALCHEMY, "event.activity must be an array")]
     return [_alchemy_activity(item, index, chain) for index, item in enumerate(activities)]
 
 

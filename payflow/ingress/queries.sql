@@ -85,3 +85,10 @@ UNION ALL
 SELECT chain, contract, asset, decimals
 FROM chain_tokens WHERE $1::text IS NULL OR chain = $1
 ORDER BY chain, contract NULLS FIRST;
+
+-- name: delivery_of_unmatched
+-- $1 unmatched event id: the exact bytes of the delivery it came in (null when the row
+-- predates migration 0005 and holds no delivery)
+SELECT d.body
+FROM unmatched_provider_events u JOIN provider_deliveries d ON d.body_sha256 = u.delivery_sha256
+WHERE u.event_id = $1;

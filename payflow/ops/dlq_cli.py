@@ -10,7 +10,7 @@ from payflow.config import Settings
 from payflow.db.pool import tool_pool
 from payflow.ops.dlq import get_dead_letter, list_dead_letters, replay_dead_letter
 
-out = Console()
+out = Console(markup=False, highlight=False)  # stored text prints as is
 
 
 async def print_list(settings: Settings, *, include_resolved: bool, limit: int) -> None:

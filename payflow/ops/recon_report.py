@@ -39,5 +39,5 @@ async def run_recon(settings: Settings, *, full: bool) -> bool:
     """Reconcile and print; True when clean."""
     async with tool_pool(settings) as pool:
         report = await reconcile(pool, settings, full=full)
-    render(report, Console(soft_wrap=True))
+    render(report, Console(soft_wrap=True, markup=False, highlight=False))
     return report.clean

@@ -114,7 +114,7 @@ async def print_review(settings: Settings, limit: int) -> None:
             item.claimed_at.isoformat(timespec="seconds"),
             item.reason[:80],
         )
-    Console().print(table)
+    Console(markup=False, highlight=False).print(table)
 
 
 async def resolve_cli(

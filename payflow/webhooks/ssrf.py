@@ -17,7 +17,7 @@ import socket
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from payflow.errors import BadInput
+from payflow.errors import BadInput, RetryableError
 
 MAX_URL_LENGTH = 2048
 ALLOWED_SCHEMES = frozenset({"http", "https"})
@@ -38,6 +38,13 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 class UnsafeWebhookUrl(BadInput):
     """The URL is malformed or points at an address payflow must not call."""
+
+
+class WebhookHostUnresolved(RetryableError):
+    """The host's name did not resolve right now (resolver down, SERVFAIL, NXDOMAIN).
+
+    Retryable, like a refused connection: a resolver outage must not dead-letter every
+    webhook due in it at their first attempt. Only a refused URL or answer is final."""
 
 
 def _normalise_allow(allow_hosts: Iterable[str]) -> frozenset[str]:
@@ -182,6 +189,13 @@ def _host_of(url: str) -> str:
         raise UnsafeWebhookUrl("webhook_url must not carry credentials")
     if not host:
         raise UnsafeWebhookUrl("webhook_url has no host")
+    if not host.isascii():
+        # Judge the name the resolver will be asked for: `socket.getaddrinfo` IDNA-encodes
+        # (with NFKC), so fullwidth "\uff11\uff12\uff17.\uff10.\uff10.\uff11" is 127.0.0.1.
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise UnsafeWebhookUrl("webhook_url host is not a valid name") from None
     return host.lower().rstrip(".")
 
 
@@ -242,7 +256,8 @@ async def resolve_webhook_url(
     (`payflow.webhooks.pinning`): a second lookup could answer differently (DNS
     rebinding). `nat64_prefixes` are the deployment's own NAT64 prefixes (DNS64 answers
     under them are judged by the IPv4 address they embed). Raises `UnsafeWebhookUrl` when
-    the URL, the name or any answer is refused.
+    the URL, the name or any answer is refused, and `WebhookHostUnresolved` (retryable)
+    when the name has no answer now.
     """
     allowed = _normalise_allow(allow_hosts)
     prefixes = tuple(nat64_prefixes)
@@ -253,11 +268,14 @@ async def resolve_webhook_url(
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as error:
-        raise UnsafeWebhookUrl(f"webhook_url host {host!r} does not resolve: {error}") from None
+    except UnicodeError as error:
+        raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not a valid name: {error}") from None
+    except OSError as error:
+        detail = f"webhook_url host {host!r} does not resolve: {error}"
+        raise WebhookHostUnresolved(detail) from None
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not addresses:
-        raise UnsafeWebhookUrl(f"webhook_url host {host!r} does not resolve")
+        raise WebhookHostUnresolved(f"webhook_url host {host!r} does not resolve")
     if host in allowed:
         return addresses
     for text in addresses:

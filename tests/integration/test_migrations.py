@@ -348,3 +348,43 @@ def test_a_database_at_the_old_0004_without_0003_gets_the_0003_tables(
     assert EXPECTED_TABLES | {"api_idempotency", "deposit_addresses"} <= asyncio.run(_tables(url))
     assert _fetch(url, "SELECT count(*) AS n FROM api_idempotency")[0]["n"] == 0
     assert _snapshot(url, kept) == before
+
+
+def test_a_refused_downgrade_changes_nothing_at_all(empty_database_url: str) -> None:
+    """Issue 7 review: `--downgrade base` without --force used to run every step above
+    the first refusing one (0011 … 0008 dropped, operator limits with them), report
+    "refused", and leave a running service on a schema it cannot use. A refusal now
+    rolls back every step: the version, the columns and their data stay as they were."""
+    url = empty_database_url
+    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    _insert_data(url)  # a settlement account: 0004's downgrade refuses
+    migrate.upgrade(url)
+    head = migrate.script_directory().get_current_head()
+    _fetch(url, "UPDATE assets SET max_payment = 1000.00 WHERE code = 'USD' RETURNING code")
+    columns = {table: _columns(url, table) for table in (*DATA_TABLES, "assets")}
+    before = _snapshot(url, columns)
+    for target in ("base", "0003_api"):
+        with pytest.raises(migrate.DataLossRefused, match="would lose data"):
+            migrate.downgrade(url, target)
+        assert _versions(url) == [head]
+        assert {table: _columns(url, table) for table in columns} == columns
+        assert _snapshot(url, columns) == before
+    limit = _fetch(url, "SELECT max_payment FROM assets WHERE code = 'USD'")[0]["max_payment"]
+    assert limit == 1000
+
+
+def test_0008_refuses_to_drop_limits_an_operator_set(empty_database_url: str) -> None:
+    """Issue 7 review: 0008's downgrade dropped the per-asset limits without asking, and
+    the next upgrade reseeded the defaults: a lowered limit came back as 10^9."""
+    url = empty_database_url
+    migrate.upgrade(url, "0008_money_limits")
+    migrate.downgrade(url, "0007_pipeline_sweeps")  # defaults only: nothing to lose
+    migrate.upgrade(url, "0008_money_limits")
+    _fetch(url, "UPDATE assets SET max_withdrawal = 250.00 WHERE code = 'USD' RETURNING code")
+    with pytest.raises(migrate.DataLossRefused, match="per-asset limits"):
+        migrate.downgrade(url, "0007_pipeline_sweeps")
+    assert _versions(url) == ["0008_money_limits"]
+    row = _fetch(url, "SELECT max_withdrawal FROM assets WHERE code = 'USD'")[0]
+    assert row["max_withdrawal"] == 250
+    migrate.downgrade(url, "0007_pipeline_sweeps", force=True)
+    assert "max_withdrawal" not in _columns(url, "assets")

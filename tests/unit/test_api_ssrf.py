@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from payflow.errors import BadInput, RetryableError
 from payflow.webhooks.ssrf import (
     UnsafeWebhookUrl,
+    WebhookHostUnresolved,
     check_webhook_url,
     embedded_ipv4,
     is_forbidden_address,
@@ -73,8 +75,11 @@ async def test_resolving_variant_checks_every_address() -> None:
     with pytest.raises(UnsafeWebhookUrl):
         await resolve_webhook_url("http://localhost.:80/x", ())
     assert await resolve_webhook_url("http://127.0.0.1:9/x", ["127.0.0.1"]) == ["127.0.0.1"]
-    with pytest.raises(UnsafeWebhookUrl):
+    # A name without an answer is retryable (a resolver outage), never a final refusal.
+    with pytest.raises(WebhookHostUnresolved) as unresolved:
         await resolve_webhook_url("http://does-not-exist.invalid/x", ())
+    assert isinstance(unresolved.value, RetryableError)
+    assert not isinstance(unresolved.value, BadInput)
 
 
 # --- IPv6 forms that embed an IPv4 address (issue 7, item 8) ---------------------------

@@ -17,6 +17,8 @@ from payflow.ingress.rawjson import NotJson, decode_body
 from payflow.ingress.service import Delivery, land_event
 
 router = APIRouter(prefix="/api/v1/webhooks", tags=["provider webhooks"])
+# Its bodies are capped by PROVIDER_MAX_BODY_BYTES, not MAX_BODY_BYTES (see app.py).
+PROVIDER_WEBHOOK_PATH = "/api/v1/webhooks/provider"
 
 REQUEST_BODY_DOC = {
     "requestBody": {

@@ -23,11 +23,27 @@ def _run(connection: Connection) -> None:
         quoted = '"' + str(owner).replace('"', '""') + '"'
         connection.execute(text(f"SET ROLE {quoted}"))
         connection.commit()
-    context.configure(connection=connection, target_metadata=None, transaction_per_migration=True)
+    # A downgrade runs as ONE transaction: a step that refuses (DataLossRefused) or
+    # fails rolls back every step before it, so a refused `payflow migrate --downgrade`
+    # leaves the schema exactly where it was, never half-way down under a running
+    # service. Upgrades commit per migration.
+    atomic = bool(context.config.attributes.get("atomic"))
+    context.configure(
+        connection=connection, target_metadata=None, transaction_per_migration=not atomic
+    )
     connection.execute(text(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})"))
+    connection.commit()
     try:
         _repair_two_heads(connection)
-        context.run_migrations()
+        if atomic:
+            with context.begin_transaction():
+                context.run_migrations()
+        else:
+            context.run_migrations()
+    except BaseException:
+        if connection.in_transaction():
+            connection.rollback()
+        raise
     finally:
         connection.execute(text(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})"))
         connection.commit()

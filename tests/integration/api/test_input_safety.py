@@ -132,7 +132,7 @@ async def test_metadata_numbers_that_round_trip_are_stored_exactly(
     metadata = (
         b'{"rate": 1.5, "tenth": 0.1, "hundred": 1e2, "tiny": 5e-324,'
         b' "max": 1.7976931348623157e308, "u64": 18446744073709551615,'
-        b' "i64": -9223372036854775808, "zero": -0.0,'
+        b' "i64": -9223372036854775808, "zero": -0,'
         b' "nested": [{"x": 2.50}], "flag": true, "none": null}'
     )
     response = await client.post(
@@ -150,7 +150,7 @@ async def test_metadata_numbers_that_round_trip_are_stored_exactly(
         "max": 1.7976931348623157e308,
         "u64": 18446744073709551615,
         "i64": -9223372036854775808,
-        "zero": -0.0,
+        "zero": 0,  # the integer -0; a float -0.0 is refused (test_issue7_review.py)
         "nested": [{"x": 2.5}],
         "flag": True,
         "none": None,

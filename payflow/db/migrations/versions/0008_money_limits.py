@@ -76,6 +76,18 @@ WIDE_BALANCES = """
 OVERFLOW_OUTCOMES = (
     "SELECT EXISTS (SELECT 1 FROM processed_events WHERE outcome = 'amount_overflow')"
 )
+# Limits an operator set (`payflow assets set-limit`): dropping the columns loses them,
+# and the next upgrade silently reseeds the defaults (issue 7 review).
+OPERATOR_LIMITS = """
+    SELECT EXISTS (
+        SELECT 1 FROM assets
+        WHERE (max_payment, max_withdrawal, max_deposit) IS DISTINCT FROM (
+            CASE code WHEN 'ETH' THEN 1000000 WHEN 'WBTC' THEN 100000 ELSE 1000000000 END,
+            CASE code WHEN 'ETH' THEN 1000000 WHEN 'WBTC' THEN 100000 ELSE 1000000000 END,
+            CASE code WHEN 'ETH' THEN 1000000 WHEN 'WBTC' THEN 100000 ELSE 1000000000 END
+        )
+    )
+"""
 
 
 def upgrade() -> None:
@@ -85,4 +97,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     refuse_data_loss(WIDE_BALANCES, "balances of 10^20 or more do not fit NUMERIC(38,18)")
     refuse_data_loss(OVERFLOW_OUTCOMES, "recorded amount_overflow outcomes")
+    refuse_data_loss(OPERATOR_LIMITS, "per-asset limits set by an operator")
     execute_all(DOWNGRADE)
