@@ -139,6 +139,7 @@ def settings(database_url: str, migration_url: str) -> Settings:
         migration_database_url=migration_url,
         db_owner_role=OWNER_ROLE,
         lock_timeout_ms=2000,
+        redis_key_prefix=f"payflow-test-{RUN_ID}:",  # never a real deployment's keys
     )
 
 

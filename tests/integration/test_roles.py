@@ -77,6 +77,16 @@ async def test_pool_is_the_app_role_with_no_special_attributes(pool: asyncpg.Poo
         "DELETE FROM accounts",
         "DELETE FROM alembic_version",
         "SELECT version_num FROM alembic_version",
+        # What an event or a payment moves is written once (found by the outside review).
+        "UPDATE payment_events SET amount = amount * 1000",
+        "UPDATE payment_events SET account_id = account_id",
+        "UPDATE payment_events SET event_type = 'deposit'",
+        "UPDATE payments SET amount = 1",
+        "UPDATE payments SET merchant_id = merchant_id",
+        "UPDATE payments SET webhook_url = 'http://example.com/'",
+        "INSERT INTO chain_tokens (chain, contract, asset, decimals)"
+        " VALUES ('ETH_MAINNET', '0x' || repeat('ab', 20), 'USDC', 6)",
+        "DELETE FROM alerts",
     ],
 )
 async def test_app_role_cannot_rewrite_the_ledger_or_its_claims(

@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+import uuid
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 import asyncpg
 import pytest
+from redis.asyncio import Redis
 
 from payflow.config import Settings
 from payflow.ops.alerts import Severity
@@ -49,8 +51,24 @@ def sink() -> RecordingSink:
 
 
 @pytest.fixture
-def ctx(pool: asyncpg.Pool, settings: Settings, sink: RecordingSink) -> JobContext:
-    return JobContext(pool, settings, sink)
+async def redis(settings: Settings) -> AsyncIterator[Redis]:
+    """The real Redis, for jobs that use it (the DLQ drain); keys under a per-test prefix
+    (`ops_redis_prefix`), deleted afterwards."""
+    client = Redis.from_url(settings.redis_url)
+    yield client
+    keys = [key async for key in client.scan_iter(match=f"{OPS_REDIS_PREFIX}*")]
+    if keys:
+        await client.delete(*keys)
+    await client.aclose()
+
+
+OPS_REDIS_PREFIX = f"payflow-test-ops-{uuid.uuid4().hex[:8]}:"
+
+
+@pytest.fixture
+def ctx(pool: asyncpg.Pool, settings: Settings, sink: RecordingSink, redis: Redis) -> JobContext:
+    ops = settings.model_copy(update={"redis_key_prefix": OPS_REDIS_PREFIX})
+    return JobContext(pool, ops, sink, redis)
 
 
 @pytest.fixture

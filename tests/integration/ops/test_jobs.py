@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import asyncpg
+from redis.asyncio import Redis
 
 from payflow.config import Settings
 from payflow.ops.jobs import JobContext, JobResult, JobSpec, Outcome
@@ -37,9 +38,9 @@ async def test_every_job_does_nothing_on_a_clean_database(
 
 
 async def test_replicas_run_each_due_job_once_and_not_again_before_its_interval(
-    pool: asyncpg.Pool, settings: Settings
+    pool: asyncpg.Pool, settings: Settings, redis: Redis
 ) -> None:
-    replicas = [Scheduler(JobContext(pool, settings, RecordingSink())) for _ in range(3)]
+    replicas = [Scheduler(JobContext(pool, settings, RecordingSink(), redis)) for _ in range(3)]
     started = await asyncio.gather(*(r.tick() for r in replicas))
     for replica in replicas:
         await replica.drain()
@@ -59,7 +60,7 @@ async def test_replicas_run_each_due_job_once_and_not_again_before_its_interval(
 
 
 async def test_a_job_that_raises_is_recorded_as_failed(
-    pool: asyncpg.Pool, settings: Settings
+    pool: asyncpg.Pool, settings: Settings, redis: Redis
 ) -> None:
     async def broken(ctx: JobContext) -> JobResult:
         raise RuntimeError("disk on fire")
@@ -67,7 +68,7 @@ async def test_a_job_that_raises_is_recorded_as_failed(
     spec = JobSpec("broken", broken, lambda s: 60.0, "raises")
     claimed = await claim_run(pool, settings, spec)
     assert claimed is not None
-    result = await execute_job(JobContext(pool, settings, RecordingSink()), spec, claimed[0])
+    result = await execute_job(JobContext(pool, settings, RecordingSink(), redis), spec, claimed[0])
     assert result == JobResult(Outcome.FAILED, "RuntimeError: disk on fire")
     row = await pool.fetchrow("SELECT outcome, summary, finished_at FROM job_runs")
     assert (row["outcome"], row["summary"]) == ("failed", "RuntimeError: disk on fire")
@@ -89,11 +90,11 @@ async def test_job_runs_retention_keeps_the_last_week(ctx: JobContext, pool: asy
 
 
 async def test_the_scheduler_role_runs_due_jobs_and_finishes_them_on_stop(
-    pool: asyncpg.Pool, settings: Settings
+    pool: asyncpg.Pool, settings: Settings, redis: Redis
 ) -> None:
     fast = settings.model_copy(update={"scheduler_interval_s": 0.2})
     stop = asyncio.Event()
-    task = asyncio.create_task(run_scheduler(pool, fast, stop, alerts=RecordingSink()))
+    task = asyncio.create_task(run_scheduler(pool, fast, stop, alerts=RecordingSink(), redis=redis))
     deadline = asyncio.get_running_loop().time() + 30
     while (
         await pool.fetchval("SELECT count(*) FROM job_runs WHERE job = 'recover_stale_events'") < 2

@@ -100,6 +100,16 @@ UPGRADE: list[str] = [
         -- Evidence: kept raw deliveries and charge attempts are appended and updated only.
         EXECUTE format('REVOKE UPDATE, DELETE ON public.provider_deliveries FROM %I', app);
         EXECUTE format('REVOKE DELETE ON public.charge_attempts FROM %I', app);
+        -- What an event or a payment moves (amount, account, merchant, currency, type, id)
+        -- is written once at insert: the service may update only their lifecycle columns.
+        EXECUTE format('REVOKE UPDATE ON public.payment_events FROM %I', app);
+        EXECUTE format('GRANT UPDATE (status, retry_count, last_error, updated_at)'
+                       ' ON public.payment_events TO %I', app);
+        EXECUTE format('REVOKE UPDATE ON public.payments FROM %I', app);
+        EXECUTE format('GRANT UPDATE (status, processed_at, webhook_attempts,'
+                       ' webhook_delivered_at, webhook_dead_at, payment_sweeps,'
+                       ' payment_swept_at, webhook_sweeps, webhook_swept_at)'
+                       ' ON public.payments TO %I', app);
         -- Operations' records (migrations 0010, 0011), when present: alerts are resolved,
         -- never deleted.
         IF to_regclass('public.alerts') IS NOT NULL THEN
