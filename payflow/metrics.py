@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator
 
 import aio_pika
+import aiormq
 import asyncpg
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -243,18 +244,22 @@ class StateRefresher:
         STUCK_CLAIMS.set(row["stuck_claims"])
 
     async def _refresh_queues(self) -> None:
-        """Passive declares: `message_count` is the queue's ready messages. A missing
-        queue closes the channel (404); it is skipped and the channel reopened."""
+        """Passive declares: `message_count` is the queue's ready messages, fresh on each
+        declare. A missing queue closes the channel (404); it is skipped, the channel
+        reopened."""
         assert self._connection is not None
         for name in queue_names(self._settings):
             if self._channel is None or self._channel.is_closed:
                 self._channel = await self._connection.channel()
             try:
-                queue = await self._channel.declare_queue(name, passive=True)
-            except aio_pika.exceptions.ChannelClosed:
+                # On the raw channel: aio_pika's robust channel caches declared queues and
+                # would return the first declare's stale count.
+                underlay = await self._channel.get_underlay_channel()
+                declared = await underlay.queue_declare(name, passive=True)
+            except (aio_pika.exceptions.ChannelClosed, aiormq.exceptions.ChannelNotFoundEntity):
                 self._channel = None
                 continue
-            ready = queue.declaration_result.message_count or 0
+            ready = declared.message_count or 0
             QUEUE_MESSAGES.labels(name, "ready").set(ready)
 
     async def close(self) -> None:

@@ -4,22 +4,32 @@ API's /metrics. The state gauges reflect rows inserted here, and a posting count
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+import aio_pika
 import asyncpg
 import httpx
+import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from payflow.api.app import create_app
 from payflow.bench.submit import DirectSubmitter
+from payflow.broker.consumer import Consumer, Route
+from payflow.broker.messages import Envelope
+from payflow.broker.publisher import publish
+from payflow.broker.topology import declare_topology
 from payflow.config import Settings
+from payflow.errors import BadInput, InsufficientFunds, PayflowError, RetryableError
 from payflow.ledger.posting import post_event
+from payflow.metrics import DLQ_UNRESOLVED, REGISTRY, StateRefresher
 from tests.integration.api.conftest import (  # noqa: F401 - fixtures
     API_KEY,
     api_settings,
@@ -28,6 +38,7 @@ from tests.integration.api.conftest import (  # noqa: F401 - fixtures
 )
 from tests.integration.pipeline.conftest import (  # noqa: F401 - fixtures
     pipe_settings,
+    queue_depth,
     start_roles,
     submitter,
     vhost,
@@ -166,6 +177,25 @@ async def test_worker_serves_state_gauges_and_counts_its_posting(
         )
         balance = await owner_pool.fetchval("SELECT balance FROM accounts WHERE id = $1", account)
         assert str(balance).startswith("7.5")
+
+        # A message on a queue this worker does not consume shows as ready.
+        connection = await aio_pika.connect(pipe_settings.rabbitmq_url)
+        try:
+            channel = await connection.channel(publisher_confirms=True)
+            exchange = await channel.get_exchange("payflow")
+            body = orjson.dumps({"version": 1, "payment_id": str(uuid.uuid4())})
+            await publish(exchange, "payment.created", body, message_id="m-1", trace_id=None)
+        finally:
+            await connection.close()
+
+        async def ready() -> bool:
+            samples = await _scrape(url)
+            found = value(
+                samples, "payflow_queue_messages", queue="payflow.payments", state="ready"
+            )
+            return found == 1
+
+        await wait_until(ready, what="the ready message in the queue gauge")
     finally:
         stop(proc)
 
@@ -244,3 +274,93 @@ async def test_api_metrics_serve_shared_families_and_database_gauges(
             assert any(name == "payflow_http_requests_total" for name, _ in after)
             anonymous = await http.get("/metrics")
             assert anonymous.status_code == 401
+
+
+async def test_consumer_counts_each_outcome_once_on_a_real_broker(
+    pipe_settings: Settings,  # noqa: F811
+) -> None:
+    """A real Consumer on the test's vhost: one message per outcome (acked, retried then
+    acked, terminal, dead-lettered, undecodable) and the counter moves once for each."""
+    connection = await aio_pika.connect_robust(pipe_settings.rabbitmq_url)
+    dead: list[str] = []
+
+    async def handler(envelope: Envelope) -> None:
+        do = envelope.payload["do"]
+        if do == "retry" and envelope.attempt == 1:
+            raise RetryableError("transient")
+        if do == "refuse":
+            raise InsufficientFunds("no funds")
+        if do == "bad":
+            raise BadInput("cannot be fixed by retrying")
+
+    async def on_dead(envelope: Envelope, error: PayflowError) -> None:
+        dead.append(str(envelope.payload["do"]))
+
+    def count(outcome: str) -> float:
+        sample = REGISTRY.get_sample_value(
+            "payflow_consumer_messages_total", {"queue": "payments", "outcome": outcome}
+        )
+        return sample or 0.0
+
+    outcomes = ("acked", "retried", "terminal", "dead_lettered")
+    before = {outcome: count(outcome) for outcome in outcomes}
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        names = await declare_topology(channel, pipe_settings)
+        exchange = await channel.get_exchange(names.exchange)
+        consumer = Consumer(connection, pipe_settings, names, [Route("payments", handler, on_dead)])
+        await consumer.start()
+        try:
+            for do in ("ok", "retry", "refuse", "bad"):
+                body = orjson.dumps({"version": 1, "do": do})
+                await publish(exchange, "payment.created", body, message_id=do, trace_id=None)
+            await exchange.publish(
+                aio_pika.Message(b"not json", message_id="junk"), routing_key="payment.created"
+            )
+            expected = {"acked": 2, "retried": 1, "terminal": 1, "dead_lettered": 2}
+
+            async def settled() -> bool:
+                return all(count(k) - before[k] >= v for k, v in expected.items())
+
+            await wait_until(settled, what="every message to be settled")
+            await asyncio.sleep(0.3)  # nothing is counted twice
+            assert {k: count(k) - before[k] for k in outcomes} == expected
+            assert dead == ["bad"]
+
+            async def parked() -> bool:  # bad + the undecodable one
+                return await queue_depth(pipe_settings, names.parking_queue("payments")) == 2
+
+            await wait_until(parked, what="both dead letters in the parking queue")
+        finally:
+            await consumer.stop(5)
+    finally:
+        await connection.close()
+
+
+async def test_a_blocked_database_fails_the_refresh_within_its_bound(
+    owner_pool: asyncpg.Pool, pool: asyncpg.Pool, settings: Settings
+) -> None:
+    """A refresh never hangs: with `outbox` locked it gives up after
+    METRICS_REFRESH_TIMEOUT_S, counts the failure and keeps the last values."""
+    bounded = settings.model_copy(update={"metrics_refresh_timeout_s": 0.5})
+    refresher = StateRefresher(pool, bounded)
+    await refresher.refresh()
+    DLQ_UNRESOLVED.set(-1)  # a marker: a failed refresh must not overwrite it
+
+    def failures() -> float:
+        sample = REGISTRY.get_sample_value(
+            "payflow_state_refreshes_total", {"source": "database", "outcome": "failed"}
+        )
+        return sample or 0.0
+
+    before = failures()
+    async with owner_pool.acquire() as locker, locker.transaction():
+        await locker.execute("LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE")
+        started = time.monotonic()
+        await refresher.refresh()
+        elapsed = time.monotonic() - started
+    assert elapsed < 3.0
+    assert failures() == before + 1
+    assert REGISTRY.get_sample_value("payflow_dlq_unresolved") == -1
+    await refresher.refresh()  # unblocked: the real value again
+    assert REGISTRY.get_sample_value("payflow_dlq_unresolved") == 0
