@@ -18,7 +18,8 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
 
 import aio_pika
 import aiormq
@@ -177,7 +178,9 @@ def queue_names(settings: Settings) -> list[str]:
 
 
 def _counts(raw: object, statuses: tuple[str, ...]) -> dict[str, int]:
-    found: dict[str, int] = json.loads(raw) if isinstance(raw, str) else dict(raw or {})  # type: ignore[call-overload]
+    """{status: rows} from the query's JSON object, every known status present (0)."""
+    decoded = json.loads(raw) if isinstance(raw, str) else raw
+    found: dict[str, int] = dict(decoded) if isinstance(decoded, dict) else {}
     return {status: int(found.get(status, 0)) for status in {*statuses, *found}}
 
 
@@ -207,9 +210,9 @@ class StateRefresher:
         if self._connection is not None:
             await self._guarded("broker", self._refresh_queues())
 
-    async def _guarded(self, source: str, work: object) -> None:
+    async def _guarded(self, source: str, work: Coroutine[Any, Any, None]) -> None:
         try:
-            await asyncio.wait_for(work, self._settings.metrics_refresh_timeout_s)  # type: ignore[arg-type]
+            await asyncio.wait_for(work, self._settings.metrics_refresh_timeout_s)
         except Exception as exc:
             STATE_REFRESHES.labels(source, "failed").inc()
             log.warning(
