@@ -21,6 +21,7 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from payflow.api.app import create_app
+from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter
 from payflow.broker.consumer import Consumer, Route
 from payflow.broker.messages import Envelope
@@ -37,8 +38,10 @@ from tests.integration.api.conftest import (  # noqa: F401 - fixtures
     redis_prefix,
 )
 from tests.integration.pipeline.conftest import (  # noqa: F401 - fixtures
+    merchant,
     pipe_settings,
     queue_depth,
+    sink,
     start_roles,
     submitter,
     vhost,
@@ -364,3 +367,44 @@ async def test_a_blocked_database_fails_the_refresh_within_its_bound(
     assert REGISTRY.get_sample_value("payflow_dlq_unresolved") == -1
     await refresher.refresh()  # unblocked: the real value again
     assert REGISTRY.get_sample_value("payflow_dlq_unresolved") == 0
+
+
+async def test_webhook_attempts_count_delivered_failed_and_refused(
+    pool: asyncpg.Pool,
+    submitter: DirectSubmitter,  # noqa: F811
+    merchant: tuple[uuid.UUID, str],  # noqa: F811
+    sink: WebhookSink,  # noqa: F811
+    start_roles: Any,  # noqa: F811
+) -> None:
+    """One webhook answered 503 then 200 (failed + delivered), one to a host the SSRF
+    guard refuses (refused, never POSTed): the counter matches the payments' rows."""
+
+    def attempts(result: str) -> float:
+        sample = REGISTRY.get_sample_value("payflow_webhook_attempts_total", {"result": result})
+        return sample or 0.0
+
+    before = {result: attempts(result) for result in ("delivered", "failed", "refused")}
+    answers = iter([503, 200])
+    sink.status_for = lambda _request: next(answers, 200)
+    running = await start_roles()
+    sent = await submitter.submit_payment(merchant[0], "2.00", "USD", "k-sent", sink.url)
+    refused = await submitter.submit_payment(
+        merchant[0], "3.00", "USD", "k-refused", "http://localhost:9/hook"
+    )
+    await wait_until(
+        lambda: pool.fetchval(
+            "SELECT webhook_delivered_at IS NOT NULL FROM payments WHERE id = $1", sent
+        ),
+        what="the webhook to be delivered",
+    )
+    await wait_until(
+        lambda: pool.fetchval(
+            "SELECT count(*) FROM dead_letter_queue WHERE subject_id = $1", str(refused)
+        ),
+        what="the refused webhook's dead letter",
+    )
+    await running.stop()
+    delta = {result: attempts(result) - before[result] for result in before}
+    assert delta == {"delivered": 1, "failed": 1, "refused": 1}
+    assert len(sink.received) == 2
+    assert await pool.fetchval("SELECT webhook_attempts FROM payments WHERE id = $1", sent) == 2
