@@ -10,16 +10,23 @@ run: export WEBHOOK_ALLOW_HOSTS ?= 127.0.0.1,localhost
 bench: export API_KEY ?= local-dev-api-key-change-me
 bench: export PROVIDER_WEBHOOK_SECRET ?= local-dev-provider-secret-0123456789abcdef
 
-.PHONY: install run test lint bench
+.PHONY: install promtool run test lint bench
 install:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	@uv sync --frozen --quiet
+
+# promtool (Debian's `prometheus` package) checks and unit-tests deploy/prometheus/rules.yml.
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 \
+		|| { $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; }; }
 
 run: install
 	uv run payflow migrate
 	uv run payflow up
 
-test: install
+test: install promtool
 	uv run pytest
 
 lint: install

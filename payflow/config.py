@@ -122,6 +122,12 @@ class Settings(BaseSettings):
     status_outbox_max_unpublished: int = Field(default=10000, ge=0)
     status_broker_timeout_s: float = Field(default=3.0, gt=0)
 
+    # --- metrics (docs/operations.md#metrics)
+    metrics_port: int = Field(default=9464, ge=0, le=65535)  # 0: no metrics server
+    metrics_host: str = "127.0.0.1"
+    metrics_refresh_s: float = Field(default=15.0, ge=0)  # 0: state gauges not refreshed
+    metrics_refresh_timeout_s: float = Field(default=2.0, gt=0)
+
     # --- api
     redis_key_prefix: str = "payflow:"
     api_auth_cache_seconds: float = Field(default=30.0, ge=0)

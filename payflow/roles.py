@@ -28,6 +28,8 @@ from payflow.broker.topology import Names, declare_topology
 from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.ledger.worker import LedgerWorker
+from payflow.metrics import refreshing_state
+from payflow.metrics_server import serving_metrics
 from payflow.observability import configure_logging
 from payflow.ops.alerting import build_alert_sink
 from payflow.ops.dlq_fallback import DlqFallback
@@ -169,7 +171,9 @@ async def run_roles(
     """Build the runtime, declare the topology, run `roles` until `stop`, then close all.
 
     Invariant: resources are built here and passed down, never at import time; every
-    role has returned (in-flight work finished) before the connections close.
+    role has returned (in-flight work finished) before the connections close. Metrics:
+    without the `api` role the process serves them on `METRICS_PORT`; the state gauges
+    are refreshed in the background once the broker is connected.
     """
     unknown = [r for r in roles if r not in ROLES]
     if unknown:
@@ -183,13 +187,17 @@ async def run_roles(
     if gateway is None:
         gateway = default_gateway(settings, redis)
     connection = None
+    exits = contextlib.AsyncExitStack()
     try:
+        if "api" not in roles:
+            exits.enter_context(serving_metrics(settings))
         connection = await _connect_with_retry(settings, "payflow:" + "+".join(roles), stop)
         if connection is None:
             return
         channel = await connection.channel()
         names = await declare_topology(channel, settings)
         await channel.close()
+        await exits.enter_async_context(refreshing_state(pool, settings, connection))
         runtime = Runtime(
             settings=settings,
             pool=pool,
@@ -215,6 +223,7 @@ async def run_roles(
             stop.set()
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
+        await exits.aclose()
         if connection is not None:
             with contextlib.suppress(Exception):
                 await connection.close()

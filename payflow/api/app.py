@@ -14,6 +14,7 @@ from payflow.config import Settings, load_settings
 from payflow.db.pool import create_pool
 from payflow.db.tx import transaction
 from payflow.ingress.signature import require_secret
+from payflow.metrics import refreshing_state
 from payflow.observability import configure_logging, log
 
 from .auth import ensure_bootstrap_merchants
@@ -49,7 +50,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # cyclic GC's generations, so collections stay short under load.
             gc.freeze()
             log.info("payflow.api.started")
-            yield
+            # State gauges for /metrics; inside `payflow up` the roles' refresher runs.
+            async with refreshing_state(pool, settings):
+                yield
         finally:
             await redis.aclose()
             await pool.close()

@@ -2,7 +2,10 @@
 
 With several uvicorn workers, `payflow api` sets PROMETHEUS_MULTIPROC_DIR so every
 worker writes to shared files and /metrics aggregates them (prometheus multiprocess
-mode); with one worker the per-app registry is served directly.
+mode); with one worker the per-app registry is served directly, followed by the
+families every role shares (`payflow.metrics.REGISTRY`: consumer outcomes, postings,
+webhook attempts, reconciliation, jobs and the state gauges). Under `payflow up` those
+are incremented by the relay, worker and scheduler in the same process.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import os
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
+
+from payflow.metrics import REGISTRY as SHARED_REGISTRY
 
 LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -40,9 +45,10 @@ class Metrics:
         self.latency.labels(method, route).observe(seconds)
 
     def render(self) -> bytes:
-        """The exposition text; aggregated over workers in multiprocess mode."""
+        """The exposition text of the API's and the shared families; aggregated over
+        workers in multiprocess mode (every family writes to the shared files there)."""
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             registry = CollectorRegistry()
             MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
             return generate_latest(registry)
-        return generate_latest(self.registry)
+        return generate_latest(self.registry) + generate_latest(SHARED_REGISTRY)

@@ -22,6 +22,7 @@ from payflow.broker.publisher import publish
 from payflow.broker.topology import Names
 from payflow.config import Settings
 from payflow.errors import BadInput, BusinessOutcome, PayflowError, RetryableError, classify
+from payflow.metrics import CONSUMER_MESSAGES
 
 Handler = Callable[[Envelope], Awaitable[None]]
 DeadHook = Callable[[Envelope, PayflowError], Awaitable[None]]
@@ -118,6 +119,7 @@ class Consumer:
                 error=str(exc),
             )
             await message.reject(requeue=False)  # the queue's DLX parks it
+            CONSUMER_MESSAGES.labels(route.queue, "dead_lettered").inc()
             return
         # Every line logged while handling this message (handler, retry, DLQ) carries
         # the message's trace id; unbound in `finally`, so it never leaks to the next one.
@@ -125,12 +127,14 @@ class Consumer:
             trace_id=envelope.trace_id, message_id=envelope.message_id, queue=route.queue
         )
         try:
+            outcome = "acked"
             try:
                 await route.handler(envelope)
                 log.debug("payflow.consumer.handled", attempt=envelope.attempt)
             except Exception as exc:
-                await self._on_failure(route, envelope, classify(exc))
+                outcome = await self._on_failure(route, envelope, classify(exc))
             await message.ack()
+            CONSUMER_MESSAGES.labels(route.queue, outcome).inc()  # settled, counted once
         except Exception as exc:
             # The ack or the retry publish could not reach the broker: the message stays
             # unacked and the broker redelivers it; handlers are idempotent.
@@ -146,11 +150,13 @@ class Consumer:
                 "trace_id", "message_id", "queue", "payment_id", "event_id"
             )
 
-    async def _on_failure(self, route: Route, envelope: Envelope, error: PayflowError) -> None:
+    async def _on_failure(self, route: Route, envelope: Envelope, error: PayflowError) -> str:
+        """Settle a failed handling; returns the outcome label (terminal, retried,
+        dead_lettered) of `payflow_consumer_messages_total`."""
         tiers = self._settings.retry_tiers_ms
         if isinstance(error, BusinessOutcome):
             log.info("payflow.consumer.terminal", queue=route.queue, outcome=str(error))
-            return
+            return "terminal"
         if isinstance(error, RetryableError) and envelope.attempt <= len(tiers):
             tier = tiers[envelope.attempt - 1]
             await publish(
@@ -168,7 +174,7 @@ class Consumer:
                 tier_ms=tier,
                 error=str(error),
             )
-            return
+            return "retried"
         # Record first: with the DB unreachable the hook parks the dead letter in Redis
         # (ops/dlq_fallback.py); if that fails too it raises, the message is not acked
         # and comes back, so the DLQ row is never lost.
@@ -187,3 +193,4 @@ class Consumer:
             attempt=envelope.attempt,
             error=f"{type(error).__name__}: {error}",
         )
+        return "dead_lettered"

@@ -30,6 +30,7 @@ from payflow.errors import AlreadyProcessed, DatabaseError, NotFound, RetryableE
 from payflow.idempotency import idempotency_key
 from payflow.ledger.records import EventType, Outcome, PostingResult
 from payflow.ledger.states import SQL, EventStatus, TransitionKind, TransitionResult, transition
+from payflow.metrics import POSTINGS
 from payflow.money import format_amount, negate
 from payflow.retry import RetryPolicy, RetryStats, retrying
 
@@ -81,7 +82,9 @@ async def post_event(
                     log.error("payflow.ledger.overflow", event_id=event_id, detail=result.detail)
                 return result
 
-    return await retrying(attempt, policy, stats)
+    result = await retrying(attempt, policy, stats)
+    POSTINGS.labels("replayed" if result.replayed else result.outcome.value).inc()  # committed
+    return result
 
 
 async def _post_optimistic(

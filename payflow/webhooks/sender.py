@@ -28,6 +28,7 @@ from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import NotFound, PayflowError, RetryableError, WebhookHTTPStatus
+from payflow.metrics import WEBHOOK_ATTEMPTS
 from payflow.money import format_at_scale
 from payflow.observability import outbound_traceparent
 from payflow.ops.dlq import record_dead_letter
@@ -36,7 +37,7 @@ from payflow.ops.sweeps import mark_webhook_dead
 from payflow.payments.processor import load_payment, payment_id_of
 from payflow.webhooks.pinning import PinnedTransport, pinned
 from payflow.webhooks.signing import signature_headers
-from payflow.webhooks.ssrf import resolve_webhook_url
+from payflow.webhooks.ssrf import UnsafeWebhookUrl, resolve_webhook_url
 
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.webhooks")
@@ -131,14 +132,19 @@ class WebhookSender:
             url: str | None = payment["webhook_url"]
             if not url:
                 return
-            approved = await resolve_webhook_url(
-                url, self._settings.webhook_allow_hosts, self._settings.webhook_nat64_prefixes
-            )
+            try:
+                approved = await resolve_webhook_url(
+                    url, self._settings.webhook_allow_hosts, self._settings.webhook_nat64_prefixes
+                )
+            except UnsafeWebhookUrl:
+                WEBHOOK_ATTEMPTS.labels("refused").inc()  # never POSTed
+                raise
             failure = await self._post(payment, url, approved)
             counted = await conn.fetchrow(
                 SQL["record_webhook_attempt"], payment_id, failure is None
             )
         assert counted is not None
+        WEBHOOK_ATTEMPTS.labels("failed" if failure is not None else "delivered").inc()
         if failure is not None:
             log.warning(
                 "payflow.webhooks.attempt_failed",

@@ -53,7 +53,8 @@ def _uses() -> dict[str, set[str]]:
 
 
 PACKAGES = sorted(
-    "payflow." + ".".join(p.parent.relative_to(PACKAGE).parts) for p in PACKAGE.rglob("queries.sql")
+    ".".join(("payflow", *p.parent.relative_to(PACKAGE).parts))
+    for p in PACKAGE.rglob("queries.sql")
 )
 
 

@@ -72,6 +72,8 @@ async def ready(request: Request, merchant: CurrentMerchant) -> JsonResponse:
     summary="Prometheus metrics",
 )
 async def metrics(request: Request, merchant: CurrentMerchant) -> Response:
-    """Request counts and latencies by route template and status."""
+    """Request counts and latencies by route template and status, and every family of
+    `payflow.metrics` (docs/operations.md#metrics); cached values only, never waits on
+    a dependency."""
     body = api_state(request).metrics.render()
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
