@@ -34,22 +34,29 @@ def _redact_secrets(
 
 
 def configure_logging(settings: Settings) -> None:
-    """Configure structlog once per process; secrets are redacted by field name."""
+    """Configure structlog; secrets are redacted by field name.
+
+    Loggers are cached on first use, and a cached logger keeps the processor LIST it was
+    built with; so a second call (several roles in one process, tests) updates that one
+    list in place instead of installing a new one that cached loggers would never see.
+    """
     level = logging.getLevelNamesMapping().get(settings.log_level.upper(), logging.INFO)
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer()
         if settings.log_json
         else structlog.dev.ConsoleRenderer(colors=False)
     )
+    processors: list[structlog.types.Processor] = structlog.get_config()["processors"]
+    processors[:] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _redact_secrets,
+        structlog.processors.format_exc_info,
+        renderer,
+    ]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            _redact_secrets,
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
