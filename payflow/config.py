@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     recon_recent_minutes: int = Field(default=15, ge=1)
     log_level: str = "INFO"
     log_json: bool = True
+    log_cache_loggers: bool = True
 
     # --- pipeline
     broker_prefix: str = "payflow"

@@ -59,7 +59,7 @@ def configure_logging(settings: Settings) -> None:
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
+        cache_logger_on_first_use=settings.log_cache_loggers,
     )
 
 

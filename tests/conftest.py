@@ -22,12 +22,18 @@ from urllib.parse import quote, urlsplit
 
 import asyncpg
 import pytest
+import structlog
 
 from payflow.config import Settings, load_settings
 from payflow.db import migrate
 from payflow.db.pool import create_pool
 
 # The migration login: a superuser (or a role with CREATEROLE and CREATEDB).
+# Loggers re-read the structlog configuration on every call in tests, and every test
+# starts from structlog's defaults (see `_fresh_logging`): an app or role configured by one
+# test (level WARNING, JSON) must not decide what a later test's capture_logs sees.
+os.environ.setdefault("LOG_CACHE_LOGGERS", "false")
+
 SERVER_URL = os.environ.get("PAYFLOW_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 RUN_ID = uuid.uuid4().hex[:10]
 APP_ROLE = f"payflow_app_{RUN_ID}"
@@ -158,3 +164,11 @@ async def owner_pool(settings: Settings, migration_url: str) -> AsyncIterator[as
     pool = await create_pool(settings, dsn=migration_url, min_size=1, max_size=2)
     yield pool
     await pool.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_logging() -> Iterator[None]:
+    """Each test starts with structlog's default configuration."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
