@@ -1,0 +1,1 @@
+"""The `payflow` command groups, one module each; payflow.cli registers them."""

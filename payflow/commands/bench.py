@@ -1,0 +1,104 @@
+"""`payflow bench`: benchmarks that print figures and ratios."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from payflow.commands.common import _run, _settings, console
+from payflow.config import SettingsError, exit_on_settings_error
+
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures and ratios.")
+
+
+@bench_app.command("ledger")
+def bench_ledger(
+    events: Annotated[int, typer.Option(min=1, help="Events to post")] = 20_000,
+    concurrency: Annotated[int, typer.Option(min=1, max=200)] = 16,
+    mode: Annotated[str, typer.Option(help="spread (10,000 accounts) or hot (one account)")] = (
+        "spread"
+    ),
+    dup: Annotated[int, typer.Option(min=1, max=10, help="Deliveries of each event")] = 1,
+    seed: Annotated[int, typer.Option(help="Workload seed")] = 7,
+) -> None:
+    """Post through the real posting path and compare with a plain-SQL ceiling."""
+    from payflow.bench.ledger import LedgerBenchConfig, run_ledger_bench
+
+    if mode not in ("spread", "hot"):
+        console.print("payflow: --mode must be spread or hot", style="red")
+        raise typer.Exit(2)
+    config = LedgerBenchConfig(events, concurrency, mode, dup, seed)
+    ok = _run(run_ledger_bench(_settings(), config))
+    if not ok:
+        raise typer.Exit(1)
+
+
+@bench_app.command("e2e")
+def bench_e2e(
+    payments: Annotated[
+        int, typer.Option(min=1, help="Payments (and as many deposits) per phase")
+    ] = 2000,
+    rate: Annotated[float, typer.Option(min=1, help="Payments/s in the fixed-rate phase")] = 200.0,
+    workers: Annotated[int, typer.Option(min=0, max=8, help="Extra worker processes")] = 0,
+    relays: Annotated[int, typer.Option(min=0, max=4, help="Extra relay processes")] = 0,
+    split: Annotated[
+        bool, typer.Option("--split", help="One process per role instead of `payflow up`")
+    ] = False,
+    direct: Annotated[
+        bool,
+        typer.Option("--direct", help="Write rows straight to the DB instead of the HTTP API"),
+    ] = False,
+) -> None:
+    """The whole system (gateway delay 0, local sink) at a fixed rate and at full speed.
+
+    Submits through the HTTP API (merchant payments, signed provider deposits) unless
+    `--direct`, which isolates the pipeline from the API.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from payflow.bench.e2e import E2EConfig, run_e2e_bench
+
+    log_dir = Path(tempfile.mkdtemp(prefix="payflow-bench-e2e-"))
+    console.print(f"service logs: {log_dir}")
+    ok = _run(
+        run_e2e_bench(
+            _settings(), E2EConfig(payments, rate, workers, relays, split, direct), log_dir
+        )
+    )
+    if not ok:
+        raise typer.Exit(1)
+
+
+@bench_app.command("api")
+def bench_api(
+    seconds: Annotated[float, typer.Option(min=0.5, help="Duration of each run")] = 5.0,
+    concurrency: Annotated[
+        list[int] | None, typer.Option(help="Concurrency levels (repeatable)")
+    ] = None,
+    workers: Annotated[int | None, typer.Option(min=1, help="API processes (API_WORKERS)")] = None,
+    clients: Annotated[int, typer.Option(min=1, help="Load generator processes")] = 2,
+    prefill: Annotated[int, typer.Option(min=0, help="Payments inserted before measuring")] = (
+        200_000
+    ),
+    port: Annotated[int, typer.Option(help="Port for the API under test")] = 8765,
+) -> None:
+    """Drive POST /api/v1/payments and the signed provider endpoint; print figures."""
+    from payflow.bench.api import ApiBenchConfig, run_api_bench
+
+    config = ApiBenchConfig(
+        seconds=seconds,
+        concurrency=tuple(concurrency or (10, 50)),
+        workers=workers,
+        clients=clients,
+        prefill=prefill,
+        port=port,
+    )
+    try:
+        ok = run_api_bench(_settings(), config)
+    except SettingsError as error:
+        exit_on_settings_error(error)
+        return
+    if not ok:
+        raise typer.Exit(1)

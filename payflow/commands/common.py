@@ -1,0 +1,39 @@
+"""Shared by the `payflow` command and its command groups: settings, running a
+coroutine with one-line errors, and the stderr console."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import typer
+import uvloop
+from rich.console import Console
+
+from payflow.config import Settings, SettingsError, exit_on_settings_error, load_settings
+from payflow.errors import PayflowError
+
+T = TypeVar("T")
+
+# One-line errors stay one line; markup is off, because messages carry operator input and
+# stored text (event ids, DLQ errors) that must print as is, never be parsed as markup.
+console = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings()
+    except SettingsError as error:
+        exit_on_settings_error(error)
+        raise  # unreachable: exit_on_settings_error raises SystemExit
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        return uvloop.run(coro)
+    except PayflowError as error:
+        console.print(f"payflow: {type(error).__name__}: {error}", style="red")
+        raise typer.Exit(1) from None
+    except OSError as error:
+        console.print(f"payflow: cannot reach a service: {error}", style="red")
+        raise typer.Exit(1) from None

@@ -1,0 +1,44 @@
+"""`payflow dlq`: inspect and replay the dead-letter queue."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from payflow.commands.common import _run, _settings
+
+dlq_app = typer.Typer(no_args_is_help=True, help="Inspect and replay the dead-letter queue.")
+
+
+@dlq_app.command("list")
+def dlq_list(
+    all_rows: Annotated[bool, typer.Option("--all", help="Include resolved rows")] = False,
+    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
+) -> None:
+    """List dead letters, newest first."""
+    from payflow.ops.dlq_cli import print_list
+
+    _run(print_list(_settings(), include_resolved=all_rows, limit=limit))
+
+
+@dlq_app.command("show")
+def dlq_show(dlq_id: Annotated[int, typer.Argument(help="DLQ row id")]) -> None:
+    """Show one dead letter in full."""
+    from payflow.ops.dlq_cli import print_one
+
+    _run(print_one(_settings(), dlq_id))
+
+
+@dlq_app.command("replay")
+def dlq_replay(
+    dlq_id: Annotated[int, typer.Argument(help="DLQ row id")],
+    by: Annotated[str, typer.Option("--by", help="Operator name recorded as resolved_by")] = "",
+) -> None:
+    """Replay one dead letter by hand; audited, and never applies anything twice."""
+    import getpass
+
+    from payflow.ops.dlq_cli import replay_one
+
+    operator = by or getpass.getuser()
+    _run(replay_one(_settings(), dlq_id, operator))

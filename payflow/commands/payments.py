@@ -1,0 +1,50 @@
+"""`payflow payments`: charges waiting for an operator."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from payflow.commands.common import _run, _settings, console
+
+# --- payments: charges whose gateway outcome is unknown (docs/pipeline.md)
+payments_app = typer.Typer(no_args_is_help=True, help="Charges waiting for an operator.")
+
+
+@payments_app.command("review")
+def payments_review(limit: Annotated[int, typer.Option(min=1, max=10_000)] = 100) -> None:
+    """List charges parked as needs_review (payment pending, gateway outcome unknown)."""
+    from payflow.payments.review import print_review
+
+    _run(print_review(_settings(), limit))
+
+
+@payments_app.command("resolve")
+def payments_resolve(
+    payment_id: Annotated[str, typer.Argument(help="Payment id")],
+    approved: Annotated[
+        bool, typer.Option("--approved/--declined", help="What the gateway's records show")
+    ],
+    reference: Annotated[str, typer.Option(help="The gateway's id of the charge")] = "",
+    by: Annotated[str, typer.Option("--by", help="Operator name recorded on the attempt")] = "",
+) -> None:
+    """Record a charge's outcome read from the gateway's own records; finalizes the payment."""
+    import getpass
+    from uuid import UUID
+
+    from payflow.payments.review import resolve_cli
+
+    try:
+        payment = UUID(payment_id)
+    except ValueError:
+        console.print(f"payflow: not a payment id: {payment_id!r}", style="red")
+        raise typer.Exit(2) from None
+    operator = by or getpass.getuser()
+    typer.echo(
+        _run(
+            resolve_cli(
+                _settings(), payment, approved=approved, reference=reference, operator=operator
+            )
+        )
+    )
