@@ -121,12 +121,6 @@ class LedgerWorker:
             async with self._pool.acquire() as conn, transaction(conn, self._settings):
                 await dead_letter_event(conn, payload, text, envelope.attempt)
 
-        await self._fallback.record(
-            write,
-            source="payment_event",
-            subject_id=str(payload.get("event_id")),
-            payload=payload,
-            error=text,
-            attempt=envelope.attempt,
-            trace_id=envelope.trace_id,
+        await self._fallback.record_for(
+            write, envelope, source="payment_event", subject_key="event_id", error=text
         )

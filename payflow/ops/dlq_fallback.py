@@ -37,6 +37,7 @@ import orjson
 import structlog
 from redis.asyncio import Redis
 
+from payflow.broker.messages import Envelope
 from payflow.config import Settings
 from payflow.errors import BadInput, RetryableError, classify
 from payflow.ops.dlq import SOURCES
@@ -218,6 +219,28 @@ class DlqFallback:
     def __init__(self, redis: Redis | None, settings: Settings) -> None:
         self._redis = redis
         self._settings = settings
+
+    async def record_for(
+        self,
+        write: Callable[[], Awaitable[None]],
+        envelope: Envelope,
+        *,
+        source: str,
+        subject_key: str,
+        error: str,
+    ) -> None:
+        """`record` for a dead message: the subject id is `envelope.payload[subject_key]`,
+        attempt and trace id are the envelope's. Raises what `record` raises."""
+        payload = dict(envelope.payload)
+        await self.record(
+            write,
+            source=source,
+            subject_id=str(payload.get(subject_key)),
+            payload=payload,
+            error=error,
+            attempt=envelope.attempt,
+            trace_id=envelope.trace_id,
+        )
 
     async def record(
         self,

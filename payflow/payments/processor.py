@@ -338,14 +338,8 @@ class PaymentProcessor:
                     trace_id=envelope.trace_id or None,
                 )
 
-        await self._fallback.record(
-            write,
-            source="payment",
-            subject_id=str(payload.get("payment_id")),
-            payload=payload,
-            error=text,
-            attempt=envelope.attempt,
-            trace_id=envelope.trace_id,
+        await self._fallback.record_for(
+            write, envelope, source="payment", subject_key="payment_id", error=text
         )
 
     @staticmethod

@@ -192,14 +192,8 @@ class WebhookSender:
             async with self._pool.acquire() as conn, transaction(conn, self._settings):
                 await dead_letter_webhook(conn, payload, text, envelope.attempt)
 
-        await self._fallback.record(
-            write,
-            source="webhook",
-            subject_id=str(payload.get("payment_id")),
-            payload=payload,
-            error=text,
-            attempt=envelope.attempt,
-            trace_id=envelope.trace_id,
+        await self._fallback.record_for(
+            write, envelope, source="webhook", subject_key="payment_id", error=text
         )
 
 
