@@ -26,7 +26,7 @@ run: install
 	uv run payflow migrate
 	uv run payflow up
 
-test: install promtool
+test: install promtool anvil chromium
 	uv run pytest
 
 lint: install
@@ -52,4 +52,24 @@ pgbouncer:
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null; \
+	fi
+
+# anvil (a local Ethereum node for the chain tests and `payflow bench chain`): the npm
+# package @foundry-rs/anvil, pinned; its binary ships in a platform package of the npm
+# registry. Installed under .tools/ (found by payflow/chain/anvil.py) when missing.
+ANVIL_VERSION := 1.7.1
+.PHONY: anvil chromium
+anvil:
+	@if [ ! -x .tools/node_modules/.bin/anvil ] && ! command -v anvil >/dev/null 2>&1; then \
+		mkdir -p .tools && { [ -f .tools/package.json ] || echo '{"private": true}' > .tools/package.json; }; \
+		npm install --prefix .tools --no-audit --no-fund --silent @foundry-rs/anvil@$(ANVIL_VERSION); \
+	fi
+
+# Debian's chromium for the console's browser tests (driven by Playwright with
+# executable_path=/usr/bin/chromium; no browser download).
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
 	fi

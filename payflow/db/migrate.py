@@ -281,6 +281,9 @@ async def grant_service(migration_url: str, *, owner: str, app: str) -> bool:
             await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK_KEY)
             await conn.execute(f"SET LOCAL ROLE {_quote(owner)}")
             await conn.execute("SELECT payflow_grant_service($1)", app)
+            # Later migrations' own narrowing (0012: `payflow_grant_extra_<revision>`).
+            if await conn.fetchval("SELECT to_regprocedure('payflow_grant_hooks(name)')"):
+                await conn.execute("SELECT payflow_grant_hooks($1)", app)
             # A database or schema the app role owns would let it create objects anyway.
             if await conn.fetchval("SELECT has_schema_privilege($1, 'public', 'CREATE')", app):
                 raise RoleSetupError(
