@@ -47,6 +47,7 @@ def _trim_receipt(receipt: dict[str, Any] | None) -> dict[str, Any] | None:
                 "address": str(log.get("address", "")).lower(),
                 "topics": [str(topic).lower() for topic in log.get("topics", [])],
                 "data": str(log.get("data", "0x")),
+                "logIndex": hex_int(log.get("logIndex")),
             }
             for log in receipt.get("logs", [])
         ],

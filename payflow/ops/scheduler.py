@@ -23,6 +23,7 @@ import asyncpg
 import structlog
 from redis.asyncio import Redis
 
+from payflow.chain.jobs import chain_deposits_job, recon_chain_job
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
@@ -110,6 +111,18 @@ _SPECS: tuple[JobSpec, ...] = (
     ),
     JobSpec("cleanup_job_runs", cleanup_job_runs, lambda s: 3600.0, "retention of job_runs"),
     JobSpec("drain_redis_dlq", drain_redis_dlq, _checks, "Redis DLQ fallback -> PostgreSQL"),
+    JobSpec(
+        "chain_deposits",
+        chain_deposits_job,
+        lambda s: s.chain_deposits_interval_s,
+        "verify chain deposit reports, credit final deposits, orphan dropped ones",
+    ),
+    JobSpec(
+        "recon_chain",
+        recon_chain_job,
+        lambda s: s.recon_chain_interval_s,
+        "final blocks vs credits: uncredited transfers, credits without a transfer",
+    ),
 )
 JOBS: dict[str, JobSpec] = {spec.name: spec for spec in _SPECS}
 
