@@ -215,6 +215,9 @@ class AccountView(BaseModel):
     account_id: str
     asset: str
     balance: str
+    pending_incoming: str = Field(
+        description="Chain deposits seen but not yet final and credited; never spendable"
+    )
     status: Literal["active", "frozen"]
     created_at: str
     updated_at: str
