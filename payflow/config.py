@@ -154,6 +154,19 @@ class Settings(BaseSettings):
     metrics_refresh_s: float = Field(default=15.0, ge=0)  # 0: state gauges not refreshed
     metrics_refresh_timeout_s: float = Field(default=2.0, gt=0)
 
+    # --- chain scanner and derived deposit addresses (issue 8, docs/chain.md)
+    # Account-level xpub of m/44'/60'/0'; deposit address i is child 0/i. Public only.
+    eth_deposit_xpub: str | None = Field(
+        default=None, pattern=r"^[xt]pub[1-9A-HJ-NP-Za-km-z]{100,112}$"
+    )
+    eth_scanner_lag_blocks: int = Field(default=3, ge=0, le=10000)
+    eth_scanner_poll_interval_s: float = Field(default=2.0, gt=0)
+    eth_scanner_batch_blocks: int = Field(default=50, ge=1, le=2000)
+    eth_scanner_address_batch: int = Field(default=500, ge=1, le=10000)
+    # First cursor when the chain has none (unset: head - lag; older blocks are recon's).
+    eth_scanner_start_block: int | None = Field(default=None, ge=0)
+    eth_scanner_keep_blocks: int = Field(default=256, ge=8, le=100000)
+
     # --- api
     redis_key_prefix: str = "payflow:"
     api_auth_cache_seconds: float = Field(default=30.0, ge=0)

@@ -1,0 +1,90 @@
+"""Deposit addresses derived from a watch-only extended public key (issue 8, point 5).
+
+`ETH_DEPOSIT_XPUB` is the ACCOUNT-level xpub of m/44'/60'/0' (BIP-32/BIP-44); address i
+is its non-hardened child 0/i, i.e. m/44'/60'/0'/0/i, the path wallets (and anvil's
+default mnemonic) use. Only public derivation happens here: a private extended key is
+refused, so no private key ever sits on the server.
+
+The index is kept in PostgreSQL (`deposit_address_counters`, one row per chain) and
+allocated in the transaction that inserts the address: concurrent requests serialise
+on the counter row and get distinct indexes, and a rolled-back request frees its index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from uuid import UUID
+
+from bip32 import BIP32  # type: ignore[import-untyped]  # no stubs, no py.typed
+from eth_keys.datatypes import PublicKey
+
+from payflow.db import Connection
+from payflow.db.queries import load_queries
+
+SQL = load_queries("payflow.chain.watch")
+MAX_INDEX = 2**31 - 1  # non-hardened children only
+
+
+class XpubInvalid(ValueError):
+    """The configured key is not a usable extended PUBLIC key (never echoes the key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DerivedAddress:
+    """A derived deposit address: `address` lower-case (as stored), `checksum` EIP-55."""
+
+    chain: str
+    address: str
+    checksum: str
+    account_id: UUID
+    index: int
+
+
+@lru_cache(maxsize=8)
+def _node(xpub: str) -> BIP32:
+    try:
+        node = BIP32.from_xpub(xpub)
+    except Exception:  # bip32 raises ValueError or its own ParsingError
+        raise XpubInvalid("ETH_DEPOSIT_XPUB is not a valid extended public key") from None
+    if node.privkey is not None:  # pragma: no cover - from_xpub never loads a private key
+        raise XpubInvalid("ETH_DEPOSIT_XPUB must be a public key")
+    return node
+
+
+def validate_xpub(xpub: str) -> None:
+    """Raise `XpubInvalid` unless `xpub` parses as an extended public key."""
+    if xpub.startswith(("xprv", "tprv")):
+        raise XpubInvalid("ETH_DEPOSIT_XPUB must be an extended PUBLIC key (xpub), not xprv")
+    _node(xpub)
+
+
+def derive_address(xpub: str, index: int) -> str:
+    """The EIP-55 address of child 0/`index` of the account-level `xpub`.
+
+    Raises `XpubInvalid` for a bad key and `ValueError` for an index outside 0..2^31-1.
+    """
+    if not 0 <= index <= MAX_INDEX:
+        raise ValueError("derivation index must be in 0..2^31-1")
+    validate_xpub(xpub)
+    pubkey = _node(xpub).get_pubkey_from_path(f"m/0/{index}")
+    address: str = PublicKey.from_compressed_bytes(pubkey).to_checksum_address()
+    return address
+
+
+async def allocate_address(
+    conn: Connection, *, chain: str, account_id: UUID, xpub: str
+) -> DerivedAddress:
+    """Allocate the chain's next index and map its derived address to `account_id`.
+
+    The caller owns the transaction (the counter row stays locked until it ends).
+    Raises `XpubInvalid`; a unique violation (an imported address equal to the derived
+    one) propagates and rolls back the index too.
+    """
+    index: int = await conn.fetchval(SQL["allocate_index"], chain)
+    checksum = derive_address(xpub, index)
+    row = await conn.fetchrow(
+        SQL["insert_derived_address"], chain, checksum.lower(), account_id, index
+    )
+    assert row is not None
+    return DerivedAddress(chain, row["address"], checksum, row["account_id"], index)

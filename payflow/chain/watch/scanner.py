@@ -1,0 +1,310 @@
+"""The scanner (issue 8, point 6): walks new blocks from a cursor kept in PostgreSQL and
+feeds every transfer to our deposit addresses into the deposit lifecycle.
+
+One `step(chain)`:
+1. head from the node; the walk goes up to `head - ETH_SCANNER_LAG_BLOCKS` (a lagging
+   RPC replica behind a load balancer then cannot hide logs the head already holds);
+2. no cursor yet: it starts at `ETH_SCANNER_START_BLOCK`, or at the target (older blocks
+   are `payflow recon --chain`'s);
+3. caught up: it only checks the cursor's block is still canonical (a reorg of the same
+   height is seen without waiting for a new block);
+4. otherwise it reads the next `ETH_SCANNER_BATCH_BLOCKS` blocks (`blocks.read_range`).
+   The first block's parent hash must be the cursor's hash; if not, the chain reorged:
+   `walk_back` finds the fork point by comparing the hashes kept in
+   `chain_scanner_blocks` with the node's, newest first, never below the last finalized
+   block, moves the cursor there and the next step re-scans the new branch;
+5. one transaction: compare-and-set of the cursor from where the step started, every
+   transfer `observe`d (source `scanner`, seen in that block: verified at once), the
+   walked hashes kept, old ones pruned. A replica that lost the race rolls back all of
+   it (`observe` is idempotent anyway), so two replicas never double-walk harmfully.
+
+A deposit in a block a reorg removed is the lifecycle's to orphan (it checks the block
+hash); re-scanning the new branch reports a re-included transfer again, and the scanner
+moves the deposit to its new block at once.
+
+Metrics: `payflow_scanner_head_lag_blocks{chain}`, `payflow_scanner_blocks_total{chain}`,
+`payflow_scanner_transfers_total{chain}`, `payflow_scanner_reorgs_total{chain}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import structlog
+from prometheus_client import Counter, Gauge
+
+from payflow.chain.deposits import ObserveOutcome, destination, observe, record_verified
+from payflow.chain.finality import FinalityOracle
+from payflow.chain.rpc import RpcError
+from payflow.chain.transfers import Transfer
+from payflow.chain.watch.blocks import Header, RangeMoved, header_of, read_headers, read_range
+from payflow.config import Settings
+from payflow.db import Connection
+from payflow.db.queries import load_queries
+from payflow.db.tx import transaction
+from payflow.errors import RetryableError, classify
+from payflow.metrics import REGISTRY
+from payflow.observability import new_trace_id
+
+SQL = load_queries("payflow.chain.watch")
+log = structlog.get_logger("payflow.chain.scanner")
+
+HEAD_LAG = Gauge(
+    "payflow_scanner_head_lag_blocks",
+    "Blocks between the node's head and the scanner's cursor",
+    ("chain",),
+    registry=REGISTRY,
+)
+BLOCKS = Counter(
+    "payflow_scanner_blocks_total", "Blocks the scanner walked", ("chain",), registry=REGISTRY
+)
+TRANSFERS = Counter(
+    "payflow_scanner_transfers_total",
+    "Transfers to deposit addresses the scanner found (reported to the lifecycle)",
+    ("chain",),
+    registry=REGISTRY,
+)
+REORGS = Counter(
+    "payflow_scanner_reorgs_total",
+    "Reorgs the scanner detected and walked back",
+    ("chain",),
+    registry=REGISTRY,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    number: int
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What one step did: blocks walked, transfers reported (new reports among them),
+    `reorg_depth` when it walked back, `caught_up` when nothing was left to walk,
+    `lost_race` when another replica moved the cursor first."""
+
+    chain: str
+    head: int
+    cursor: int
+    walked: int = 0
+    transfers: int = 0
+    new: int = 0
+    reorg_depth: int | None = None
+    caught_up: bool = False
+    lost_race: bool = False
+
+
+class Scanner:
+    """Scans every chain of `oracle` (its RPC clients and breakers) into `pool`."""
+
+    def __init__(self, pool: asyncpg.Pool, settings: Settings, oracle: FinalityOracle) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.oracle = oracle
+
+    def _call(self, chain: str) -> Any:
+        async def call(fn: Any) -> Any:
+            return await self.oracle.call(chain, fn)
+
+        return call
+
+    async def step(self, chain: str) -> StepResult:
+        """One step on `chain` (see the module docstring). Raises `RetryableError`s
+        (node down, breaker open, chain moved under the read, database busy)."""
+        call = self._call(chain)
+        head: int = await call(lambda rpc: rpc.block_number())
+        target = head - self.settings.eth_scanner_lag_blocks
+        cursor = await self._cursor(chain, target)
+        if cursor is None:
+            return StepResult(chain, head, -1, caught_up=True)
+        HEAD_LAG.labels(chain).set(max(head - cursor.number, 0))
+        if cursor.number >= target:
+            [block] = await read_headers(call, [cursor.number])
+            if block is not None and header_of(block).hash == cursor.hash:
+                return StepResult(chain, head, cursor.number, caught_up=True)
+            return await self.walk_back(chain, cursor, head)
+        end = min(cursor.number + self.settings.eth_scanner_batch_blocks, target)
+        async with self.pool.acquire() as conn:
+            addresses = frozenset(
+                r["address"] for r in await conn.fetch(SQL["watched_addresses"], chain)
+            )
+            tokens = [r["contract"] for r in await conn.fetch(SQL["watched_tokens"], chain)]
+        read = await read_range(
+            call,
+            chain,
+            cursor.number + 1,
+            end,
+            addresses=addresses,
+            tokens=tokens,
+            address_batch=self.settings.eth_scanner_address_batch,
+        )
+        if read.headers[0].parent_hash != cursor.hash:
+            return await self.walk_back(chain, cursor, head)
+        new = 0
+        async with self.pool.acquire() as conn, transaction(conn, self.settings):
+            last = read.headers[-1]
+            moved = await conn.fetchval(
+                SQL["move_cursor"], chain, cursor.number, cursor.hash, last.number, last.hash, 0
+            )
+            if moved is None:
+                return StepResult(chain, head, cursor.number, lost_race=True)
+            for transfer in read.transfers:
+                new += await self._report(conn, transfer)
+            await self._keep(conn, chain, read.headers)
+        BLOCKS.labels(chain).inc(len(read.headers))
+        TRANSFERS.labels(chain).inc(len(read.transfers))
+        HEAD_LAG.labels(chain).set(max(head - end, 0))
+        return StepResult(
+            chain, head, end, walked=len(read.headers), transfers=len(read.transfers), new=new
+        )
+
+    async def _report(self, conn: Connection, transfer: Transfer) -> int:
+        """Observe one transfer the node showed; 1 when it is a new report."""
+        assert transfer.block_number is not None and transfer.block_hash is not None
+        block = (transfer.block_number, transfer.block_hash)
+        result = await observe(
+            conn, transfer, source="scanner", trace_id=new_trace_id(), seen_in_block=block
+        )
+        if result.outcome is ObserveOutcome.DUPLICATE and result.transfer_id is not None:
+            # Reported before, maybe from a block a reorg replaced: the node shows it
+            # here now, so the deposit (unless credited) moves to this block.
+            found = await destination(conn, transfer.chain, transfer.to_address, transfer.contract)
+            if not isinstance(found, str):
+                await record_verified(
+                    conn,
+                    transfer_id=result.transfer_id,
+                    transfer=transfer,
+                    destination=found,
+                    block=block,
+                    source="scanner",
+                    trace_id=None,
+                )
+        return 1 if result.outcome is ObserveOutcome.NEW else 0
+
+    async def _keep(self, conn: Connection, chain: str, headers: list[Header]) -> None:
+        await conn.execute(
+            SQL["insert_blocks"],
+            chain,
+            [h.number for h in headers],
+            [h.hash for h in headers],
+            [h.parent_hash for h in headers],
+        )
+        keep_from = headers[-1].number - self.settings.eth_scanner_keep_blocks
+        await conn.execute(SQL["prune_blocks"], chain, keep_from)
+
+    async def _cursor(self, chain: str, target: int) -> Cursor | None:
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(SQL["get_cursor"], chain)
+        if row is not None:
+            return Cursor(row["block_number"], row["block_hash"])
+        first = self.settings.eth_scanner_start_block
+        start = target if first is None else min(first, target)
+        if start < 0:
+            return None
+        # The cursor is the last walked block: starting AT `start` means standing before it.
+        number = max(start - 1, 0)
+        [block] = await read_headers(self._call(chain), [number])
+        if block is None:
+            raise RangeMoved(f"{chain}: no block {number} to start from")
+        header = header_of(block)
+        async with self.pool.acquire() as conn, transaction(conn, self.settings):
+            await conn.execute(SQL["init_cursor"], chain, header.number, header.hash)
+            await self._keep(conn, chain, [header])
+            row = await conn.fetchrow(SQL["get_cursor"], chain)
+        assert row is not None
+        log.info("payflow.scanner.cursor_created", chain=chain, block=row["block_number"])
+        return Cursor(row["block_number"], row["block_hash"])
+
+    async def walk_back(self, chain: str, cursor: Cursor, head: int) -> StepResult:
+        """The chain no longer holds the cursor's block: find the fork point (the newest
+        kept block whose hash the node still has at that height), never below the last
+        finalized block, and move the cursor there; the next step re-scans."""
+        call = self._call(chain)
+        floor = max(await self.oracle.finalized_height(chain), 0)
+        async with self.pool.acquire() as conn:
+            kept = await conn.fetch(SQL["recent_blocks"], chain, floor, cursor.number)
+        fork: Cursor | None = None
+        for i in range(0, len(kept), 100):
+            chunk = kept[i : i + 100]
+            blocks = await read_headers(call, [r["block_number"] for r in chunk])
+            for row, block in zip(chunk, blocks, strict=True):
+                if block is not None and header_of(block).hash == row["block_hash"]:
+                    fork = Cursor(row["block_number"], row["block_hash"])
+                    break
+            if fork is not None:
+                break
+        if fork is None:
+            # Nothing kept above the finalized block survived: restart from that block,
+            # which no reorg may replace (if it differs from ours, say so loudly).
+            [block] = await read_headers(call, [floor])
+            if block is None:
+                raise RangeMoved(f"{chain}: no finalized block {floor}")
+            fork = Cursor(floor, header_of(block).hash)
+            if any(r["block_number"] == floor and r["block_hash"] != fork.hash for r in kept):
+                log.error("payflow.scanner.reorg_below_finality", chain=chain, block=floor)
+        async with self.pool.acquire() as conn, transaction(conn, self.settings):
+            moved = await conn.fetchval(
+                SQL["move_cursor"], chain, cursor.number, cursor.hash, fork.number, fork.hash, 1
+            )
+            if moved is None:
+                return StepResult(chain, head, cursor.number, lost_race=True)
+            await conn.execute(SQL["drop_blocks_above"], chain, fork.number)
+        depth = cursor.number - fork.number
+        REORGS.labels(chain).inc()
+        HEAD_LAG.labels(chain).set(max(head - fork.number, 0))
+        log.warning(
+            "payflow.scanner.reorg",
+            chain=chain,
+            depth=depth,
+            fork=fork.number,
+            cursor=cursor.number,
+        )
+        return StepResult(chain, head, fork.number, reorg_depth=depth)
+
+    async def catch_up(self, chain: str, *, max_steps: int = 100_000) -> list[StepResult]:
+        """Step until caught up (tests, the benchmark, `payflow scanner --once`)."""
+        results = []
+        for _ in range(max_steps):
+            result = await self.step(chain)
+            results.append(result)
+            if result.caught_up:
+                break
+        return results
+
+
+async def run_scanner(
+    pool: asyncpg.Pool, settings: Settings, oracle: FinalityOracle, stop: asyncio.Event
+) -> None:
+    """Scan every configured chain until `stop`: straight on while behind, every
+    `ETH_SCANNER_POLL_INTERVAL_S` once caught up. A node outage, an open breaker or a
+    busy database is logged and retried after the interval (the cursor stays put, so
+    nothing is missed); nothing here ends the role but `stop`."""
+    scanner = Scanner(pool, settings, oracle)
+    while not stop.is_set():
+        busy = False
+        for chain in oracle.configs:
+            if stop.is_set():
+                break
+            try:
+                result = await scanner.step(chain)
+                busy = busy or not result.caught_up
+            except (RetryableError, RpcError, OSError, asyncpg.PostgresError) as error:
+                kind = classify(error)
+                log.warning(
+                    "payflow.scanner.waiting",
+                    chain=chain,
+                    error_type=type(kind).__name__,
+                    error=str(kind)[:200],
+                )
+            except Exception as error:  # the role must outlive a bug in one step
+                log.exception(
+                    "payflow.scanner.step_failed", chain=chain, error_type=type(error).__name__
+                )
+        if not busy:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=settings.eth_scanner_poll_interval_s)
