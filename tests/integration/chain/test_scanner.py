@@ -1,0 +1,137 @@
+"""The scanner on a real node (anvil): native and ERC-20 deposits with their positions,
+catching up after an outage, and the reorg walk back to the fork point."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from payflow.chain.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
+from payflow.chain.transfers import transfer_id
+from payflow.chain.watch.scanner import REORGS
+from payflow.config import Settings
+
+from .scanning import (
+    CHAIN,
+    ETH_ADDRESS,
+    STRANGER,
+    USDC_ADDRESS,
+    build_world,
+    cursor,
+    scanner_deposits,
+)
+
+
+async def test_scanner_finds_native_and_token_deposits_with_positions(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings, anvil: AnvilNode
+) -> None:
+    world = await build_world(pool, owner_pool, settings, anvil)
+    lookalike = await anvil.deploy_token("Test USD Coin", "USDC", 6)  # not registered
+    sender = DEFAULT_ACCOUNTS[0]
+    await anvil.token_mint(world.token, sender, 10_000_000)
+    await anvil.token_mint(lookalike, sender, 10_000_000)
+    native = await anvil.send_eth(ETH_ADDRESS, 3 * WEI_PER_ETH // 2)
+    to_stranger = await anvil.send_eth(STRANGER, WEI_PER_ETH)
+    single = await anvil.token_transfer(world.token, USDC_ADDRESS, 1_250_000)
+    batch = await anvil.token_batch_transfer(
+        world.token, [(USDC_ADDRESS, 1), (STRANGER, 2), (USDC_ADDRESS, 3_000_000)]
+    )
+    fake = await anvil.token_transfer(lookalike, USDC_ADDRESS, 9_000_000)
+    for tx in (native, to_stranger, single, batch, fake):
+        assert (await anvil.receipt(tx))["status"] == "0x1"
+
+    results = await world.scanner.catch_up(CHAIN)
+
+    assert results[-1].caught_up
+    found = await scanner_deposits(pool)
+    expected = {
+        transfer_id(CHAIN, native, -1): (ETH_ADDRESS, None, 3 * WEI_PER_ETH // 2),
+        transfer_id(CHAIN, single, 0): (USDC_ADDRESS, world.token, 1_250_000),
+        transfer_id(CHAIN, batch, 0): (USDC_ADDRESS, world.token, 1),
+        transfer_id(CHAIN, batch, 2): (USDC_ADDRESS, world.token, 3_000_000),
+    }
+    assert {tid: (r["to_address"], r["contract"], int(r["units"])) for tid, r in found.items()} == (
+        expected
+    )
+    for row in found.values():
+        block = await anvil.rpc.get_block(row["block_number"])
+        assert block is not None and block["hash"] == row["block_hash"]
+        assert row["status"] == "verified"
+    assert await cursor(pool) == (
+        await anvil.head(),
+        (await anvil.rpc.get_block("latest") or {})["hash"],
+    )
+    # A second pass reports nothing new: the scanner's reports are idempotent.
+    reports = await pool.fetchval("SELECT count(*) FROM chain_deposit_reports")
+    await pool.execute(
+        "UPDATE chain_scanner_cursors SET block_number = 0, block_hash = $1",
+        (await anvil.rpc.get_block(0) or {})["hash"],
+    )
+    await world.scanner.catch_up(CHAIN)
+    assert await pool.fetchval("SELECT count(*) FROM chain_deposit_reports") == reports
+    assert len(await scanner_deposits(pool)) == 4
+    await world.oracle.aclose()
+
+
+async def test_scanner_stopped_for_50_blocks_catches_up_with_nothing_missed(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings, anvil: AnvilNode
+) -> None:
+    world = await build_world(pool, owner_pool, settings, anvil, eth_scanner_batch_blocks=7)
+    await world.scanner.catch_up(CHAIN)
+    stopped_at, _ = await cursor(pool)
+    sent = []
+    for i in range(10):  # the scanner is not running: 50 blocks with a deposit every 5
+        sent.append(await anvil.send_eth(ETH_ADDRESS, WEI_PER_ETH + i))
+        await anvil.mine(4)
+    head = await anvil.head()
+    assert head - stopped_at == 50
+
+    results = await world.scanner.catch_up(CHAIN)
+
+    assert sum(r.walked for r in results) == 50
+    assert await cursor(pool) == (head, (await anvil.rpc.get_block(head) or {})["hash"])
+    found = await scanner_deposits(pool)
+    assert set(found) == {transfer_id(CHAIN, tx, -1) for tx in sent}
+    assert sorted(int(r["units"]) for r in found.values()) == [WEI_PER_ETH + i for i in range(10)]
+    await world.oracle.aclose()
+
+
+async def test_reorg_is_detected_and_walked_back_to_the_fork_point(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings, anvil: AnvilNode
+) -> None:
+    world = await build_world(pool, owner_pool, settings, anvil)
+    await anvil.mine(5)
+    dropped = await anvil.send_eth(ETH_ADDRESS, 7 * WEI_PER_ETH)
+    await world.scanner.catch_up(CHAIN)
+    before = await scanner_deposits(pool)
+    assert set(before) == {transfer_id(CHAIN, dropped, -1)}
+    head = await anvil.head()
+    old_hashes = {
+        n: (await anvil.rpc.get_block(n) or {})["hash"] for n in range(head - 2, head + 1)
+    }
+    reorgs = REORGS.labels(CHAIN)._value.get()
+
+    # Replace the last 2 blocks (finalized is head - 2): the deposit's block is gone and
+    # another transfer to our address sits in the new branch.
+    replacement = {"from": DEFAULT_ACCOUNTS[1], "to": ETH_ADDRESS, "value": hex(WEI_PER_ETH)}
+    await anvil.reorg(2, [(replacement, 1)])
+    assert (await anvil.rpc.get_block(head) or {})["hash"] != old_hashes[head]
+    assert (await anvil.rpc.get_block(head - 2) or {})["hash"] == old_hashes[head - 2]
+
+    walked = await world.scanner.step(CHAIN)
+
+    assert walked.reorg_depth == 2
+    assert await cursor(pool) == (head - 2, old_hashes[head - 2])
+    assert REORGS.labels(CHAIN)._value.get() == reorgs + 1
+    await world.scanner.catch_up(CHAIN)
+    assert await cursor(pool) == (head, (await anvil.rpc.get_block(head) or {})["hash"])
+    kept = await pool.fetch(
+        "SELECT block_number, block_hash FROM chain_scanner_blocks WHERE block_number > $1",
+        head - 2,
+    )
+    for row in kept:  # the walked hashes are the new branch's
+        assert (await anvil.rpc.get_block(row["block_number"]) or {})["hash"] == row["block_hash"]
+    found = await scanner_deposits(pool)
+    new = [r for tid, r in found.items() if tid != transfer_id(CHAIN, dropped, -1)]
+    assert len(new) == 1 and int(new[0]["units"]) == WEI_PER_ETH
+    assert new[0]["block_hash"] == (await anvil.rpc.get_block(new[0]["block_number"]) or {})["hash"]
+    await world.oracle.aclose()
