@@ -122,13 +122,13 @@ def _serve(roles: list[str], worker_queues: tuple[str, ...] | None = None) -> No
 def up() -> None:
     """Run every role in one process until SIGTERM (graceful: in-flight work finishes)."""
     from payflow.ingress.signature import require_secret
-    from payflow.roles import UP_ROLES
+    from payflow.roles import up_roles
 
     try:
         require_secret(_settings())  # the API role needs it: refuse before starting anything
     except SettingsError as error:
         exit_on_settings_error(error)
-    _serve(list(UP_ROLES))
+    _serve(list(up_roles(_settings())))
 
 
 @app.command()
@@ -174,6 +174,23 @@ def scheduler(
         return all([await run_by_hand(settings, name, out) for name in JOBS])
 
     if not _run(run_once()):
+        raise typer.Exit(1)
+
+
+@app.command()
+def scanner(
+    once: Annotated[
+        bool, typer.Option("--once", help="Walk every chain up to head - lag once and exit")
+    ] = False,
+) -> None:
+    """Run the chain scanner: walk new blocks from the cursor in PostgreSQL, report
+    deposits to our addresses, walk back on reorgs (several replicas may run)."""
+    if not once:
+        _serve(["scanner"])
+        return
+    from payflow.chain.watch.cli import scan_once
+
+    if not _run(scan_once(_settings())):
         raise typer.Exit(1)
 
 

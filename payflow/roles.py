@@ -1,8 +1,9 @@
-"""Process roles (api, relay, worker, scheduler) and the runtime they share.
+"""Process roles (api, relay, worker, scheduler, scanner) and the runtime they share.
 
 Every role is `async def role(runtime, stop)`, returns when `stop` is set, and finishes
 its in-flight work first. `payflow up` runs `UP_ROLES` in one process; `payflow relay`,
 `payflow worker` and `payflow scheduler` run one each, to scale out separately.
+`payflow scanner` walks the chains' blocks (also inside `up` when `ETH_RPC_URL` is set).
 `payflow api` serves the HTTP API alone with uvicorn's own workers; inside `up` it is
 the `api` role, one in-process uvicorn server sharing the event loop.
 """
@@ -138,13 +139,39 @@ async def api_role(runtime: Runtime, stop: asyncio.Event) -> None:
     await serving
 
 
+async def scanner_role(runtime: Runtime, stop: asyncio.Event) -> None:
+    """The chain scanner (`payflow.chain.watch.scanner`) over every configured chain;
+    it waits (never exits) while a node is down. Several replicas may run."""
+    from payflow.chain.finality import FinalityOracle
+    from payflow.chain.watch.scanner import run_scanner
+
+    oracle = FinalityOracle(runtime.settings, runtime.redis)
+    try:
+        if not oracle.configs:
+            log.warning("payflow.scanner.no_chain", hint="set ETH_RPC_URL or EVM_CHAINS")
+            await stop.wait()
+            return
+        await run_scanner(runtime.pool, runtime.settings, oracle, stop)
+    finally:
+        await oracle.aclose()
+
+
 ROLES: dict[str, Role] = {
     "api": api_role,
     "relay": relay_role,
     "worker": worker_role,
     "scheduler": scheduler_role,
+    "scanner": scanner_role,
 }
 UP_ROLES: tuple[str, ...] = ("api", "relay", "worker", "scheduler")
+
+
+def up_roles(settings: Settings) -> tuple[str, ...]:
+    """The roles `payflow up` runs: `UP_ROLES`, plus the scanner when a chain's RPC is
+    configured (`ETH_RPC_URL` or `EVM_CHAINS`)."""
+    if settings.eth_rpc_url or settings.evm_chains:
+        return (*UP_ROLES, "scanner")
+    return UP_ROLES
 
 
 async def _connect_with_retry(

@@ -238,14 +238,21 @@ class LedgerPage(BaseModel):
 
 
 class DepositAddressCreate(Strict):
+    """With `address`: import that address (admin key). Without: derive the next address
+    from `ETH_DEPOSIT_XPUB` (the account's owner; Idempotency-Key required)."""
+
     chain: str = Field(pattern=r"^[A-Z0-9_]{2,40}$", examples=["ETH_MAINNET"])
-    address: str = Field(min_length=8, max_length=128, examples=["0x" + "ab" * 20])
+    address: str | None = Field(
+        default=None, min_length=8, max_length=128, examples=["0x" + "ab" * 20]
+    )
 
 
 class DepositAddressView(BaseModel):
     chain: str
     address: str
     account_id: str
+    checksum_address: str | None = None  # EIP-55 form of a derived address
+    derivation_path: str | None = None  # m/44'/60'/0'/0/i of a derived address
 
 
 class WithdrawalCreate(Strict):

@@ -13,6 +13,7 @@ from payflow.api.auth import SQL, CurrentMerchant, Merchant, require_admin
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.responses import JsonResponse, iso, wire_amount
+from payflow.api.routes.derived import add_derived_address
 from payflow.api.schemas import (
     COMMON_PROBLEMS,
     AccountCreate,
@@ -155,19 +156,31 @@ async def list_entries(
     "/accounts/{account_id}/deposit-addresses",
     status_code=201,
     response_model=DepositAddressView,
-    responses=problem_responses(400, 403, 404, 409, *COMMON_PROBLEMS),
-    summary="Assign a deposit address to an account (admin key)",
+    responses=problem_responses(400, 403, 404, 409, 503, *COMMON_PROBLEMS),
+    summary="Derive the account's next deposit address, or import one (admin key)",
 )
 async def add_deposit_address(
-    request: Request, account_id: UUID, body: DepositAddressCreate, merchant: CurrentMerchant
+    request: Request,
+    account_id: UUID,
+    body: DepositAddressCreate,
+    merchant: CurrentMerchant,
+    idempotency_key_header: Annotated[
+        str | None, Header(alias="Idempotency-Key", pattern=KEY_PATTERN)
+    ] = None,
 ) -> JsonResponse:
-    """Map an address payflow issued to an account (operators only).
+    """Without `address`: derive the next address of `ETH_DEPOSIT_XPUB` for the account
+    (its owner; see `add_derived_address`). With `address`: map an address payflow
+    issued elsewhere to the account (operators only).
 
     Ownership is checked first: another merchant's account answers 404 exactly like an
-    unknown id, and only on its own account does a merchant key get 403 (assigning stays
-    admin-only, because a deposit address credits whatever arrives at it). An address is
-    unique per chain: assigning a taken one answers 409.
+    unknown id, and only on its own account does a merchant key get 403 for an import
+    (assigning stays admin-only, because a deposit address credits whatever arrives at
+    it). An address is unique per chain: assigning a taken one answers 409.
     """
+    if body.address is None:
+        return await add_derived_address(
+            request, account_id, body, merchant, idempotency_key_header
+        )
     state = api_state(request)
     async with connection(state.pool) as conn, transaction(conn, state.settings):
         await _owned_account(conn, account_id, merchant)

@@ -60,3 +60,12 @@ SELECT address FROM deposit_addresses WHERE chain = $1;
 -- name: watched_tokens
 -- $1 chain: the registered token contracts (lower case)
 SELECT contract FROM chain_tokens WHERE chain = $1;
+
+-- name: chain_carries_asset
+-- $1 chain, $2 asset: is the asset the chain's native one or a registered token on it?
+-- NULL when the chain is unknown.
+SELECT CASE WHEN c.chain IS NULL THEN NULL
+            ELSE c.native_asset = $2
+                 OR EXISTS (SELECT 1 FROM chain_tokens t WHERE t.chain = $1 AND t.asset = $2)
+       END
+FROM (SELECT 1) AS one LEFT JOIN chains c ON c.chain = $1;

@@ -1,0 +1,39 @@
+"""`payflow scanner --once`: walk every configured chain up to head - lag, print a line
+per chain, and exit (for operators and cron-style runs; the role loops instead)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from payflow.chain.finality import FinalityOracle
+from payflow.chain.watch.scanner import Scanner
+from payflow.config import Settings
+from payflow.db.pool import create_pool
+from payflow.observability import configure_logging
+
+
+async def scan_once(settings: Settings) -> bool:
+    """Catch every chain up once; False (exit 1) when no chain is configured."""
+    configure_logging(settings)
+    out = Console(soft_wrap=True)
+    oracle = FinalityOracle(settings, None)
+    if not oracle.configs:
+        out.print("payflow: no chain configured (ETH_RPC_URL or EVM_CHAINS)", style="red")
+        return False
+    pool = await create_pool(settings, min_size=1, max_size=2)
+    try:
+        scanner = Scanner(pool, settings, oracle)
+        for chain in oracle.configs:
+            results = await scanner.catch_up(chain)
+            walked = sum(r.walked for r in results)
+            found = sum(r.transfers for r in results)
+            reorgs = sum(1 for r in results if r.reorg_depth is not None)
+            last = results[-1]
+            out.print(
+                f"{chain}: cursor={last.cursor} head={last.head} walked={walked} "
+                f"transfers={found} reorgs={reorgs}"
+            )
+    finally:
+        await pool.close()
+        await oracle.aclose()
+    return True
