@@ -3,6 +3,7 @@ signed deliveries, and posting pending events as the ledger worker would."""
 
 from __future__ import annotations
 
+import uuid
 from decimal import Decimal
 from typing import Any
 
@@ -69,6 +70,15 @@ async def balance(app: Any, account_id: str) -> Decimal:
     [row] = await rows(app, "SELECT balance FROM accounts WHERE id = $1::uuid", account_id)
     value: Decimal = row["balance"]
     return value
+
+
+async def incoming(app: Any, account_id: str) -> Decimal:
+    """The account's `pending_incoming`: deposits reported, waiting for the node (issue 8:
+    a provider's webhook never credits by itself, so `balance` stays as it was)."""
+    from payflow.chain.deposits import pending_incoming
+
+    async with app.state.api.pool.acquire() as conn:
+        return await pending_incoming(conn, uuid.UUID(account_id))
 
 
 def generic(**fields: Any) -> dict[str, Any]:
