@@ -217,9 +217,7 @@ async def test_no_odd_value_in_any_field_refuses_a_delivery_or_changes_an_amount
         recorded += sum(e["result"] == "recorded" for e in events[:-1])
         unmatched += sum(e["result"] == "unmatched" for e in events)
         duplicates += sum(e["result"] == "duplicate" for e in events)
-    amounts = [
-        r["amount"] for r in await rows(app, "SELECT amount FROM chain_deposit_reports")
-    ]
+    amounts = [r["amount"] for r in await rows(app, "SELECT amount FROM chain_deposit_reports")]
     assert sorted(set(amounts)) == [Decimal(5), Decimal(7)]
     assert amounts.count(Decimal(7)) == len(FIELDS)
     await post_all(app)
