@@ -161,11 +161,12 @@ WHERE transfer_id = $1 AND status = 'reversed';
 
 -- name: pending_incoming
 -- $1 account id: verified deposits not credited, plus pending reports not yet linked
--- to a deposit (one per claimed transfer, however many sources reported it)
+-- to a deposit (one per claimed transfer and position or log-index hint)
 SELECT COALESCE((SELECT sum(amount) FROM chain_deposits
                  WHERE account_id = $1 AND status = 'verified'), 0)
      + COALESCE((SELECT sum(amount) FROM (
-           SELECT DISTINCT ON (r.chain, r.tx_hash, r.to_address, r.contract, r.units) r.amount
+           SELECT DISTINCT ON (r.chain, r.tx_hash, r.to_address, r.contract, r.units,
+                               COALESCE(r.position, r.log_index)) r.amount
            FROM chain_deposit_reports r
            WHERE r.account_id = $1 AND r.status = 'pending'
              AND NOT EXISTS (

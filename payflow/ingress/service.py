@@ -9,7 +9,6 @@ provider sent: an event is either recorded, a duplicate, or kept as unmatched.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation, localcontext
 from enum import StrEnum
@@ -17,7 +16,7 @@ from uuid import UUID
 
 import asyncpg
 
-from payflow.chain.deposits import ObserveOutcome, observe, recheck_transaction
+from payflow.chain.deposits import ObserveOutcome, ObserveResult, observe, recheck_transaction
 from payflow.chain.transfers import NATIVE_POSITION, TX_HASH_RE, Transfer
 from payflow.db import Connection
 from payflow.db.queries import load_queries
@@ -212,7 +211,26 @@ async def land_event(
         await check_limit(conn, row["asset"], LimitKind.DEPOSIT, value)
     except LimitExceeded as error:
         return await keep(UnmatchedReason.OVER_LIMIT, str(error))
-    return await _observe(conn, event, value, registered, trace_id, keep)
+    result = await _observe(conn, event, value, registered, trace_id)
+    if result is None:
+        return await keep(UnmatchedReason.INVALID, "tx_hash is not an EVM transaction hash")
+    if result.outcome is ObserveOutcome.NEW:
+        return Landing(event.event_id, IngressResult.RECORDED)
+    if result.outcome is ObserveOutcome.DUPLICATE:
+        return Landing(event.event_id, IngressResult.DUPLICATE)
+    if result.outcome is ObserveOutcome.AMBIGUOUS:
+        other = ambiguous(event, f"id {event.event_id} already names a different movement")
+        return await _unmatched(
+            conn,
+            other,
+            UnmatchedReason.AMBIGUOUS_ID,
+            other.detail,
+            trace_id,
+            delivery,
+            registered.decimals,
+        )
+    reason = UnmatchedReason(result.reason or UnmatchedReason.INVALID.value)
+    return await keep(reason, f"not a deposit payflow takes: {result.reason}")
 
 
 def _log_index(event: ProviderEvent) -> int | None:
@@ -222,9 +240,10 @@ def _log_index(event: ProviderEvent) -> int | None:
     raw = log.get("logIndex") if isinstance(log, dict) else None
     if isinstance(raw, str) and raw.startswith("0x"):
         try:
-            return int(raw, 16)
+            value = int(raw, 16)
         except ValueError:
             return None
+        return value if value < 2**31 else None  # only a hint; odd values are dropped
     return None
 
 
@@ -234,14 +253,13 @@ async def _observe(
     value: Decimal,
     registered: RegisteredAsset,
     trace_id: str,
-    keep: Callable[[UnmatchedReason, str], Awaitable[Landing]],
-) -> Landing:
+) -> ObserveResult | None:
     """Record the deposit as a REPORT for the chain to verify (`payflow.chain.deposits`):
-    a provider's word never credits by itself. Duplicates and reused ids are answered
-    as before."""
+    a provider's word never credits by itself. None when the event names no EVM
+    transaction."""
     tx_hash = (event.tx_hash or "").lower()
     if not TX_HASH_RE.fullmatch(tx_hash) or event.to_address is None:
-        return await keep(UnmatchedReason.INVALID, "tx_hash is not an EVM transaction hash")
+        return None
     transfer = Transfer(
         chain=event.chain,
         tx_hash=tx_hash,
@@ -250,7 +268,7 @@ async def _observe(
         contract=None if event.native else event.contract,
         units=to_base_units(value, registered.decimals),
     )
-    result = await observe(
+    return await observe(
         conn,
         transfer,
         source="alchemy" if event.source == ALCHEMY else "webhook",
@@ -259,15 +277,6 @@ async def _observe(
         log_index=_log_index(event),
         provider_event_id=event.event_id,
     )
-    if result.outcome is ObserveOutcome.NEW:
-        return Landing(event.event_id, IngressResult.RECORDED)
-    if result.outcome is ObserveOutcome.DUPLICATE:
-        return Landing(event.event_id, IngressResult.DUPLICATE)
-    if result.outcome is ObserveOutcome.AMBIGUOUS:
-        other = ambiguous(event, f"id {event.event_id} already names a different movement")
-        return await keep(UnmatchedReason.AMBIGUOUS_ID, other.detail or "ambiguous id")
-    reason = UnmatchedReason(result.reason or UnmatchedReason.INVALID.value)
-    return await keep(reason, f"not a deposit payflow takes: {result.reason}")
 
 
 async def assign_address(
