@@ -34,6 +34,25 @@ def bench_ledger(
         raise typer.Exit(1)
 
 
+@bench_app.command("chain")
+def bench_chain(
+    blocks: Annotated[int, typer.Option(min=1, help="Pre-mined blocks")] = 200,
+    per_block: Annotated[int, typer.Option(min=1, help="Transfers per block")] = 20,
+    addresses: Annotated[int, typer.Option(min=2, help="Deposit addresses (even)")] = 50,
+    batch_blocks: Annotated[int, typer.Option(min=1, help="Blocks per scanner step")] = 50,
+) -> None:
+    """Scanner vs a bare block walk, cold/warm verification, RPC calls per credit
+    (against an anvil it starts itself; `make anvil`)."""
+    from payflow.bench.chain import ChainBenchConfig, run_chain_bench
+
+    if addresses % 2:
+        console.print("payflow: --addresses must be even (ETH and USDC alternate)", style="red")
+        raise typer.Exit(2)
+    config = ChainBenchConfig(blocks, per_block, addresses, batch_blocks)
+    if not _run(run_chain_bench(_settings(), config, console)):
+        raise typer.Exit(1)
+
+
 @bench_app.command("e2e")
 def bench_e2e(
     payments: Annotated[

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +98,8 @@ class StepResult:
     reorg_depth: int | None = None
     caught_up: bool = False
     lost_race: bool = False
+    read_s: float = 0.0  # time reading the node
+    write_s: float = 0.0  # time in the PostgreSQL transaction
 
 
 class Scanner:
@@ -134,6 +137,7 @@ class Scanner:
                 r["address"] for r in await conn.fetch(SQL["watched_addresses"], chain)
             )
             tokens = [r["contract"] for r in await conn.fetch(SQL["watched_tokens"], chain)]
+        started = time.perf_counter()
         read = await read_range(
             call,
             chain,
@@ -145,7 +149,9 @@ class Scanner:
         )
         if read.headers[0].parent_hash != cursor.hash:
             return await self.walk_back(chain, cursor, head)
+        read_s = time.perf_counter() - started
         new = 0
+        started = time.perf_counter()
         async with self.pool.acquire() as conn, transaction(conn, self.settings):
             last = read.headers[-1]
             moved = await conn.fetchval(
@@ -156,11 +162,19 @@ class Scanner:
             for transfer in read.transfers:
                 new += await self._report(conn, transfer)
             await self._keep(conn, chain, read.headers)
+        write_s = time.perf_counter() - started
         BLOCKS.labels(chain).inc(len(read.headers))
         TRANSFERS.labels(chain).inc(len(read.transfers))
         HEAD_LAG.labels(chain).set(max(head - end, 0))
         return StepResult(
-            chain, head, end, walked=len(read.headers), transfers=len(read.transfers), new=new
+            chain,
+            head,
+            end,
+            walked=len(read.headers),
+            transfers=len(read.transfers),
+            new=new,
+            read_s=read_s,
+            write_s=write_s,
         )
 
     async def _report(self, conn: Connection, transfer: Transfer) -> int:
