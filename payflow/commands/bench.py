@@ -40,6 +40,9 @@ def bench_chain(
     per_block: Annotated[int, typer.Option(min=1, help="Transfers per block")] = 20,
     addresses: Annotated[int, typer.Option(min=2, help="Deposit addresses (even)")] = 50,
     batch_blocks: Annotated[int, typer.Option(min=1, help="Blocks per scanner step")] = 50,
+    ours_every: Annotated[
+        int, typer.Option(min=1, help="1 in N transfer pairs goes to our addresses")
+    ] = 4,
 ) -> None:
     """Scanner vs a bare block walk, cold/warm verification, RPC calls per credit
     (against an anvil it starts itself; `make anvil`)."""
@@ -48,7 +51,7 @@ def bench_chain(
     if addresses % 2:
         console.print("payflow: --addresses must be even (ETH and USDC alternate)", style="red")
         raise typer.Exit(2)
-    config = ChainBenchConfig(blocks, per_block, addresses, batch_blocks)
+    config = ChainBenchConfig(blocks, per_block, addresses, batch_blocks, ours_every)
     if not _run(run_chain_bench(_settings(), config, console)):
         raise typer.Exit(1)
 

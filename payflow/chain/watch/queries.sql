@@ -69,3 +69,9 @@ SELECT CASE WHEN c.chain IS NULL THEN NULL
                  OR EXISTS (SELECT 1 FROM chain_tokens t WHERE t.chain = $1 AND t.asset = $2)
        END
 FROM (SELECT 1) AS one LEFT JOIN chains c ON c.chain = $1;
+
+-- name: watched_count
+-- $1 chain: deposit addresses plus registered tokens on the chain (neither is deleted
+-- by the service: a grown count means something new to watch)
+SELECT (SELECT count(*) FROM deposit_addresses WHERE chain = $1)
+     + (SELECT count(*) FROM chain_tokens WHERE chain = $1);

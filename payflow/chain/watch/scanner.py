@@ -42,7 +42,14 @@ from payflow.chain.deposits import ObserveOutcome, destination, observe, record_
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.rpc import RpcError
 from payflow.chain.transfers import Transfer
-from payflow.chain.watch.blocks import Header, RangeMoved, header_of, read_headers, read_range
+from payflow.chain.watch.blocks import (
+    Header,
+    RangeMoved,
+    RangeRead,
+    header_of,
+    read_headers,
+    read_range,
+)
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
@@ -102,13 +109,88 @@ class StepResult:
     write_s: float = 0.0  # time in the PostgreSQL transaction
 
 
+class WatchedChanged(RetryableError):
+    """Deposit addresses or tokens were added while a range was read: read it again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """What a read looked for: our addresses and the registered tokens of a chain, and
+    how many rows both tables held (addresses are never deleted: a grown count at write
+    time means the read may have missed an address, and the range is read again)."""
+
+    addresses: frozenset[str]
+    tokens: tuple[str, ...]
+    count: int
+
+
 class Scanner:
-    """Scans every chain of `oracle` (its RPC clients and breakers) into `pool`."""
+    """Scans every chain of `oracle` (its RPC clients and breakers) into `pool`.
+
+    While behind, the next range is read ahead (one task per chain) while the current
+    one is written, so catching up costs about max(node, database) per range, not the
+    sum. `aclose()` cancels a pending read-ahead.
+    """
 
     def __init__(self, pool: asyncpg.Pool, settings: Settings, oracle: FinalityOracle) -> None:
         self.pool = pool
         self.settings = settings
         self.oracle = oracle
+        self._ahead: dict[str, tuple[int, int, asyncio.Task[tuple[Watched, RangeRead]]]] = {}
+
+    async def aclose(self) -> None:
+        for _, _, task in self._ahead.values():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        self._ahead.clear()
+
+    async def _watched_count(self, conn: Connection, chain: str) -> int:
+        count: int = await conn.fetchval(SQL["watched_count"], chain)
+        return count
+
+    async def _watched(self, chain: str) -> Watched:
+        async with self.pool.acquire() as conn:
+            count = await self._watched_count(conn, chain)
+            addresses = frozenset(
+                r["address"] for r in await conn.fetch(SQL["watched_addresses"], chain)
+            )
+            tokens = tuple(r["contract"] for r in await conn.fetch(SQL["watched_tokens"], chain))
+        return Watched(addresses, tokens, count)
+
+    async def _read(
+        self, chain: str, start: int, end: int, watched: Watched | None = None
+    ) -> tuple[Watched, RangeRead]:
+        """The range `start..end`: from the read-ahead when it is that range, else now."""
+        ahead = self._ahead.pop(chain, None)
+        if ahead is not None:
+            a_start, a_end, task = ahead
+            if (a_start, a_end) == (start, end):
+                try:
+                    return await task
+                except RetryableError:
+                    pass  # read it again below
+            else:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        return await self._fetch(chain, start, end, watched)
+
+    async def _fetch(
+        self, chain: str, start: int, end: int, watched: Watched | None = None
+    ) -> tuple[Watched, RangeRead]:
+        # Counted BEFORE the read: an address added during the read grows the count.
+        watched = watched or await self._watched(chain)
+        read = await read_range(
+            self._call(chain),
+            chain,
+            start,
+            end,
+            addresses=watched.addresses,
+            tokens=watched.tokens,
+            address_batch=self.settings.eth_scanner_address_batch,
+        )
+        return watched, read
 
     def _call(self, chain: str) -> Any:
         async def call(fn: Any) -> Any:
@@ -132,23 +214,17 @@ class Scanner:
                 return StepResult(chain, head, cursor.number, caught_up=True)
             return await self.walk_back(chain, cursor, head)
         end = min(cursor.number + self.settings.eth_scanner_batch_blocks, target)
-        async with self.pool.acquire() as conn:
-            addresses = frozenset(
-                r["address"] for r in await conn.fetch(SQL["watched_addresses"], chain)
-            )
-            tokens = [r["contract"] for r in await conn.fetch(SQL["watched_tokens"], chain)]
         started = time.perf_counter()
-        read = await read_range(
-            call,
-            chain,
-            cursor.number + 1,
-            end,
-            addresses=addresses,
-            tokens=tokens,
-            address_batch=self.settings.eth_scanner_address_batch,
-        )
+        watched, read = await self._read(chain, cursor.number + 1, end)
         if read.headers[0].parent_hash != cursor.hash:
             return await self.walk_back(chain, cursor, head)
+        if end < target:  # read the next range while this one is written
+            ahead_end = min(end + self.settings.eth_scanner_batch_blocks, target)
+            self._ahead[chain] = (
+                end + 1,
+                ahead_end,
+                asyncio.create_task(self._fetch(chain, end + 1, ahead_end, watched)),
+            )
         read_s = time.perf_counter() - started
         new = 0
         started = time.perf_counter()
@@ -159,6 +235,10 @@ class Scanner:
             )
             if moved is None:
                 return StepResult(chain, head, cursor.number, lost_race=True)
+            if await self._watched_count(conn, chain) != watched.count:
+                # An address or token was added after the read took its snapshot: read
+                # the range again with it (rolls the cursor move back).
+                raise WatchedChanged(f"{chain}: the watched addresses or tokens changed")
             for transfer in read.transfers:
                 new += await self._report(conn, transfer)
             await self._keep(conn, chain, read.headers)
@@ -283,11 +363,14 @@ class Scanner:
     async def catch_up(self, chain: str, *, max_steps: int = 100_000) -> list[StepResult]:
         """Step until caught up (tests, the benchmark, `payflow scanner --once`)."""
         results = []
-        for _ in range(max_steps):
-            result = await self.step(chain)
-            results.append(result)
-            if result.caught_up:
-                break
+        try:
+            for _ in range(max_steps):
+                result = await self.step(chain)
+                results.append(result)
+                if result.caught_up:
+                    break
+        finally:
+            await self.aclose()
         return results
 
 
@@ -299,6 +382,15 @@ async def run_scanner(
     busy database is logged and retried after the interval (the cursor stays put, so
     nothing is missed); nothing here ends the role but `stop`."""
     scanner = Scanner(pool, settings, oracle)
+    try:
+        await _loop(scanner, oracle, settings, stop)
+    finally:
+        await scanner.aclose()
+
+
+async def _loop(
+    scanner: Scanner, oracle: FinalityOracle, settings: Settings, stop: asyncio.Event
+) -> None:
     while not stop.is_set():
         busy = False
         for chain in oracle.configs:
