@@ -166,6 +166,7 @@ class Settings(BaseSettings):
     # First cursor when the chain has none (unset: head - lag; older blocks are recon's).
     eth_scanner_start_block: int | None = Field(default=None, ge=0)
     eth_scanner_keep_blocks: int = Field(default=256, ge=8, le=100000)
+    eth_scanner_writers: int = Field(default=4, ge=1, le=32)  # connections observing at once
 
     # --- api
     redis_key_prefix: str = "payflow:"

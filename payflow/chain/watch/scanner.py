@@ -226,21 +226,19 @@ class Scanner:
                 asyncio.create_task(self._fetch(chain, end + 1, ahead_end, watched)),
             )
         read_s = time.perf_counter() - started
-        new = 0
         started = time.perf_counter()
+        new = await self._report_all(read.transfers)
         async with self.pool.acquire() as conn, transaction(conn, self.settings):
             last = read.headers[-1]
+            if await self._watched_count(conn, chain) != watched.count:
+                # An address or token was added after the read took its snapshot: read
+                # the range again with it (the cursor stays).
+                raise WatchedChanged(f"{chain}: the watched addresses or tokens changed")
             moved = await conn.fetchval(
                 SQL["move_cursor"], chain, cursor.number, cursor.hash, last.number, last.hash, 0
             )
             if moved is None:
                 return StepResult(chain, head, cursor.number, lost_race=True)
-            if await self._watched_count(conn, chain) != watched.count:
-                # An address or token was added after the read took its snapshot: read
-                # the range again with it (rolls the cursor move back).
-                raise WatchedChanged(f"{chain}: the watched addresses or tokens changed")
-            for transfer in read.transfers:
-                new += await self._report(conn, transfer)
             await self._keep(conn, chain, read.headers)
         write_s = time.perf_counter() - started
         BLOCKS.labels(chain).inc(len(read.headers))
@@ -256,6 +254,21 @@ class Scanner:
             read_s=read_s,
             write_s=write_s,
         )
+
+    async def _report_all(self, transfers: list[Transfer]) -> int:
+        """Observe `transfers` on up to `ETH_SCANNER_WRITERS` connections at once, one
+        transaction per slice; how many were new reports. Committed BEFORE the cursor
+        moves: a crash or a lost race in between only repeats idempotent reports."""
+        if not transfers:
+            return 0
+        writers = max(1, min(self.settings.eth_scanner_writers, len(transfers) // 8 or 1))
+        slices = [transfers[i::writers] for i in range(writers)]
+
+        async def write(part: list[Transfer]) -> int:
+            async with self.pool.acquire() as conn, transaction(conn, self.settings):
+                return sum([await self._report(conn, t) for t in part])
+
+        return sum(await asyncio.gather(*(write(part) for part in slices)))
 
     async def _report(self, conn: Connection, transfer: Transfer) -> int:
         """Observe one transfer the node showed; 1 when it is a new report."""
