@@ -50,7 +50,8 @@ async def test_webhook_alchemy_and_scanner_give_one_credit(
     owner = await asyncpg.connect(api_settings.migration_url())
     try:
         await owner.execute(
-            "INSERT INTO chain_tokens (chain, contract, asset, decimals) VALUES ($1, $2, 'USDC', 6)",
+            "INSERT INTO chain_tokens (chain, contract, asset, decimals)"
+            " VALUES ($1, $2, 'USDC', 6)",
             CHAIN,
             token,
         )

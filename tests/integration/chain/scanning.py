@@ -70,7 +70,8 @@ async def build_world(
             usdc,
         )
         await conn.execute(
-            "INSERT INTO chain_tokens (chain, contract, asset, decimals) VALUES ($1, $2, 'USDC', 6)",
+            "INSERT INTO chain_tokens (chain, contract, asset, decimals)"
+            " VALUES ($1, $2, 'USDC', 6)",
             CHAIN,
             token,
         )
