@@ -14,6 +14,7 @@ from payflow.chain.deposits import observe
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.rpc import hex_int
 from payflow.chain.transfers import Transfer
+from payflow.chain.verify import Truth, verify_claim
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ingress.service import IngressResult
@@ -220,3 +221,29 @@ async def test_wrong_reports_are_kept_for_review_and_never_taint_the_real_transf
         await pool.fetchval("SELECT count(*) FROM chain_deposit_reports WHERE status = 'refuted'")
         == 3
     )
+
+
+async def test_a_warm_cache_verification_of_a_final_block_costs_no_rpc_call(
+    anvil: AnvilNode, pool: asyncpg.Pool, settings: Settings, oracle: FinalityOracle
+) -> None:
+    account, address = await open_account(pool, settings, "ETH")
+    tx = await anvil.send_eth(address, WEI_PER_ETH)
+    await anvil.mine(3)
+    warm = settings.model_copy(update={"chain_cache_recent_ttl_s": 60.0})
+    cached = FinalityOracle(warm, oracle.redis)
+    try:
+        first = await verify_claim(
+            cached, CHAIN, tx, to_address=address, contract=None, units=WEI_PER_ETH, position=-1
+        )
+        assert isinstance(first, Truth)
+        assert await cached.is_final(CHAIN, first.block_number, first.block_hash) is True
+        calls = cached.rpc_calls
+        again = await verify_claim(
+            cached, CHAIN, tx, to_address=address, contract=None, units=WEI_PER_ETH, position=-1
+        )
+        assert again == first
+        assert await cached.is_final(CHAIN, first.block_number, first.block_hash) is True
+        assert cached.rpc_calls == calls > 0
+    finally:
+        await cached.aclose()
+    assert await balance(pool, account) == 0  # verifying is not crediting
