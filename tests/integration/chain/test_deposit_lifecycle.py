@@ -94,6 +94,12 @@ async def test_a_reorg_before_finality_orphans_and_never_credits(
     assert (await run(pool, settings, oracle)).confirmed == 1
 
     await anvil.reorg(1)  # the block with the transfer is replaced; the tx is gone
+    await pool.execute("UPDATE chain_deposits SET next_check_at = now() + interval '1 hour'")
+    assert (await run(pool, settings, oracle)).orphaned == 0  # not due yet
+    # Alchemy's `removed: true` notice brings the transaction forward: checked now
+    notice = token_activity(address, 1, tx_hash=tx, removed=True)
+    [kept] = await deliver(pool, settings, webhook(notice))
+    assert kept.reason is not None and kept.reason.value == "removed"
     assert (await run(pool, settings, oracle)).orphaned == 1
     await anvil.mine(5)
     await run(pool, settings, oracle)
