@@ -3,7 +3,8 @@
 The service runs as real processes (`payflow up`, or one per role with `--split`,
 plus optional extra workers/relays; see `services.py`) in a throwaway database and a
 throwaway broker prefix. This process drives load through a `Submitter`, by default
-`HttpSubmitter` (the public API: merchant payments and signed provider deposits;
+`HttpSubmitter` (the public API: merchant payments; deposits enter as the chain
+lifecycle's credit events, since a provider webhook only reports a deposit (issue 8);
 `--direct` writes the same rows straight to the database to isolate the pipeline),
 in two phases, one at a fixed rate and one at full speed, and receives the webhooks.
 
@@ -96,6 +97,24 @@ class PhaseResult:
             "delivered_p50_ms": q(self.delivered_ms, 0.50),
             "delivered_p99_ms": q(self.delivered_ms, 0.99),
         }
+
+
+class ChainCreditedDeposits:
+    """Payments through the public API; deposits as the chain lifecycle commits them once
+    the node shows them final (issue 8: a provider webhook is only a report now, and the
+    bench runs without a node), i.e. the credit event and its `ledger.event` row."""
+
+    def __init__(self, http: HttpSubmitter, direct: DirectSubmitter) -> None:
+        self.http = http
+        self.direct = direct
+
+    async def submit_payment(
+        self, merchant_id: uuid.UUID, amount: str, currency: str, key: str, webhook_url: str | None
+    ) -> uuid.UUID:
+        return await self.http.submit_payment(merchant_id, amount, currency, key, webhook_url)
+
+    async def submit_deposit(self, event_id: str, account_id: uuid.UUID, amount: str) -> None:
+        await self.direct.submit_deposit(event_id, account_id, amount)
 
 
 async def _submit_phase(
@@ -277,7 +296,7 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             if config.direct:
                 submitter = DirectSubmitter(pool, bench_settings)
             else:
-                submitter = http = HttpSubmitter(
+                http = HttpSubmitter(
                     "127.0.0.1",
                     spec.api_port,
                     api_key=tenant.api_key,
@@ -286,6 +305,7 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
                     addresses=tenant.addresses,
                     max_connections=SUBMIT_CONCURRENCY,
                 )
+                submitter = ChainCreditedDeposits(http, DirectSubmitter(pool, bench_settings))
             # Warm-up: connections, prepared statements, the merchant account.
             accepted: dict[str, float] = {}
             submit = functools.partial(

@@ -19,7 +19,7 @@ async def chain_deposits_job(ctx: JobContext) -> JobResult:
     """Verify reports, credit final deposits, orphan the dropped ones, reverse deep reorgs."""
     configs = chain_configs(ctx.settings)
     if not configs:
-        return JobResult(Outcome.SKIPPED, "no chain RPC configured: deposits wait")
+        return JobResult(Outcome.OK, "no chain RPC configured: deposits wait")
     oracle = FinalityOracle(ctx.settings, ctx.redis, configs)
     try:
         stats = await process_deposits(ctx.pool, ctx.settings, oracle, ctx.alerts)
@@ -32,7 +32,7 @@ async def recon_chain_job(ctx: JobContext) -> JobResult:
     """Reconcile the last `RECON_CHAIN_WINDOW_BLOCKS` final blocks of every chain."""
     configs = chain_configs(ctx.settings)
     if not configs:
-        return JobResult(Outcome.SKIPPED, "no chain RPC configured")
+        return JobResult(Outcome.OK, "no chain RPC configured: nothing to compare")
     oracle = FinalityOracle(ctx.settings, ctx.redis, configs)
     summaries: list[str] = []
     dirty = False

@@ -49,11 +49,12 @@ async def test_replicas_run_each_due_job_once_and_not_again_before_its_interval(
     # Nothing is due right after: the last run decides, on every replica.
     assert [await r.tick() for r in replicas] == [[], [], []]
     # Two minutes later the tick jobs, the checks and the hot reconciliation are due
-    # again; the daily full reconciliation and the hourly job_runs retention are not.
+    # again; the daily full and chain reconciliations and the hourly job_runs retention
+    # are not.
     await pool.execute("UPDATE job_runs SET started_at = started_at - interval '2 minutes'")
     again = await replicas[0].tick()
     await replicas[0].drain()
-    assert sorted(again) == sorted(set(JOBS) - {"recon_full", "cleanup_job_runs"})
+    assert sorted(again) == sorted(set(JOBS) - {"recon_full", "recon_chain", "cleanup_job_runs"})
     counts = dict(await pool.fetch("SELECT job, count(*) FROM job_runs GROUP BY job"))
     assert counts["recon_full"] == 1
     assert counts["recon_hot"] == 2
