@@ -15,10 +15,6 @@ RETURNING chain, address, account_id, derivation_index;
 -- $1 chain: where the scanner stands (the last walked block), if anywhere
 SELECT block_number, block_hash FROM chain_scanner_cursors WHERE chain = $1;
 
--- name: lock_cursor
--- $1 chain: the cursor row, locked for this transaction (compare-and-set by the caller)
-SELECT block_number, block_hash FROM chain_scanner_cursors WHERE chain = $1 FOR UPDATE;
-
 -- name: init_cursor
 -- $1 chain, $2 block number, $3 block hash: the first cursor (nothing when one exists)
 INSERT INTO chain_scanner_cursors (chain, block_number, block_hash) VALUES ($1, $2, $3)
