@@ -3,11 +3,15 @@ catching up after an outage, and the reorg walk back to the fork point."""
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
+from structlog.testing import capture_logs
 
 from payflow.chain.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
+from payflow.chain.finality import FinalityOracle
 from payflow.chain.transfers import transfer_id
-from payflow.chain.watch.scanner import REORGS
+from payflow.chain.watch.scanner import REORGS, run_scanner
 from payflow.config import Settings
 
 from .scanning import (
@@ -135,3 +139,51 @@ async def test_reorg_is_detected_and_walked_back_to_the_fork_point(
     assert len(new) == 1 and int(new[0]["units"]) == WEI_PER_ETH
     assert new[0]["block_hash"] == (await anvil.rpc.get_block(new[0]["block_number"]) or {})["hash"]
     await world.oracle.aclose()
+
+
+async def test_scanner_role_waits_through_a_node_outage_and_misses_nothing(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings, anvil: AnvilNode
+) -> None:
+    world = await build_world(
+        pool,
+        owner_pool,
+        settings,
+        anvil,
+        eth_scanner_poll_interval_s=0.05,
+        rpc_timeout_s=0.3,
+        chain_breaker_failures=2,
+        chain_breaker_open_s=0.2,
+    )
+    oracle = FinalityOracle(world.settings, None)
+    stop = asyncio.Event()
+    role = asyncio.create_task(run_scanner(pool, world.settings, oracle, stop))
+    try:
+        before = await anvil.send_eth(ETH_ADDRESS, WEI_PER_ETH)
+        await _until(pool, {transfer_id(CHAIN, before, -1)})
+        with capture_logs() as logs:
+            anvil.pause()  # the node stops answering: timeouts, then the breaker opens
+            await asyncio.sleep(1.0)
+        assert not role.done()
+        waited = [e for e in logs if e["event"] == "payflow.scanner.waiting"]
+        assert waited and {e["error_type"] for e in waited} <= {
+            "RpcUnavailable",
+            "ChainUnavailable",
+        }
+        anvil.resume()
+        during = [await anvil.send_eth(ETH_ADDRESS, WEI_PER_ETH + i) for i in range(3)]
+        await _until(pool, {transfer_id(CHAIN, tx, -1) for tx in [before, *during]})
+        assert not role.done()
+    finally:
+        anvil.resume()
+        stop.set()
+        await role
+        await oracle.aclose()
+        await world.oracle.aclose()
+
+
+async def _until(pool: asyncpg.Pool, expected: set[str], timeout_s: float = 20.0) -> None:
+    """Wait (bounded) until the scanner reported exactly `expected`."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while set(await scanner_deposits(pool)) != expected:
+        assert asyncio.get_running_loop().time() < deadline, await scanner_deposits(pool)
+        await asyncio.sleep(0.05)
