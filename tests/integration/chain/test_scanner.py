@@ -4,8 +4,10 @@ catching up after an outage, and the reorg walk back to the fork point."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 
 import asyncpg
+import pytest
 from structlog.testing import capture_logs
 
 from payflow.chain.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
@@ -14,6 +16,7 @@ from payflow.chain.transfers import transfer_id
 from payflow.chain.watch.scanner import REORGS, run_scanner
 from payflow.config import Settings
 
+from .scan_worker import catch_up_after_barrier
 from .scanning import (
     CHAIN,
     ETH_ADDRESS,
@@ -187,3 +190,49 @@ async def _until(pool: asyncpg.Pool, expected: set[str], timeout_s: float = 20.0
     while set(await scanner_deposits(pool)) != expected:
         assert asyncio.get_running_loop().time() < deadline, await scanner_deposits(pool)
         await asyncio.sleep(0.05)
+
+
+@pytest.mark.slow
+async def test_two_replicas_in_two_processes_report_each_transfer_once(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings, anvil: AnvilNode
+) -> None:
+    world = await build_world(pool, owner_pool, settings, anvil)
+    await anvil.token_mint(world.token, DEFAULT_ACCOUNTS[0], 10**9)
+    sent = []
+    for i in range(8):
+        sent.append(await anvil.send_eth(ETH_ADDRESS, WEI_PER_ETH + i))
+        sent.append(await anvil.token_transfer(world.token, USDC_ADDRESS, 1_000 + i))
+        await anvil.mine(3)
+    head = await anvil.head()
+    overrides = {
+        "database_url": world.settings.database_url,
+        "eth_rpc_url": anvil.url,
+        "eth_scanner_lag_blocks": 0,
+        "eth_scanner_start_block": 0,
+        "eth_scanner_batch_blocks": 4,
+        "redis_key_prefix": world.settings.redis_key_prefix,
+    }
+    context = multiprocessing.get_context("spawn")
+    with context.Manager() as manager:
+        barrier = manager.Barrier(2)
+        with context.Pool(2) as processes:
+            results = await asyncio.to_thread(
+                processes.map, catch_up_after_barrier, [(overrides, barrier)] * 2
+            )
+
+    assert sum(walked for walked, _ in results) >= head  # each block committed by one
+    assert await cursor(pool) == (head, (await anvil.rpc.get_block(head) or {})["hash"])
+    found = await scanner_deposits(pool)
+    assert set(found) == {
+        transfer_id(CHAIN, tx, -1 if i % 2 == 0 else 0) for i, tx in enumerate(sent)
+    }
+    reports = await pool.fetch(
+        "SELECT transfer_id, count(*) AS n FROM chain_deposit_reports"
+        " WHERE source = 'scanner' GROUP BY transfer_id"
+    )
+    assert {r["transfer_id"] for r in reports} == set(found)
+    assert {r["n"] for r in reports} == {1}
+    kept = await pool.fetch("SELECT block_number, block_hash FROM chain_scanner_blocks")
+    for row in kept:
+        assert (await anvil.rpc.get_block(row["block_number"]) or {})["hash"] == row["block_hash"]
+    await world.oracle.aclose()
