@@ -143,7 +143,7 @@ async def scanner_role(runtime: Runtime, stop: asyncio.Event) -> None:
     """The chain scanner (`payflow.chain.watch.scanner`) over every configured chain;
     it waits (never exits) while a node is down. Several replicas may run."""
     from payflow.chain.finality import FinalityOracle
-    from payflow.chain.watch.scanner import run_scanner
+    from payflow.chain.watch.role import run_scanner
 
     oracle = FinalityOracle(runtime.settings, runtime.redis)
     try:

@@ -13,10 +13,15 @@ One `step(chain)`:
    `walk_back` finds the fork point by comparing the hashes kept in
    `chain_scanner_blocks` with the node's, newest first, never below the last finalized
    block, moves the cursor there and the next step re-scans the new branch;
-5. one transaction: compare-and-set of the cursor from where the step started, every
-   transfer `observe`d (source `scanner`, seen in that block: verified at once), the
-   walked hashes kept, old ones pruned. A replica that lost the race rolls back all of
-   it (`observe` is idempotent anyway), so two replicas never double-walk harmfully.
+5. the transfers are `observe`d (source `scanner`, seen in that block: verified at
+   once) on up to `ETH_SCANNER_WRITERS` connections; then one transaction checks the
+   watched addresses did not grow during the read (else the range is read again),
+   moves the cursor by compare-and-set from where the step started, keeps the walked
+   hashes and prunes old ones. A replica that lost the race finds the cursor moved and
+   drops its step; the reports it wrote are idempotent and true (what the node showed),
+   so two replicas never double-walk harmfully.
+
+While behind, the next range is read ahead while the current one is written.
 
 A deposit in a block a reorg removed is the lifecycle's to orphan (it checks the block
 hash); re-scanning the new branch reports a re-included transfer again, and the scanner
@@ -40,7 +45,6 @@ from prometheus_client import Counter, Gauge
 
 from payflow.chain.deposits import ObserveOutcome, destination, observe, record_verified
 from payflow.chain.finality import FinalityOracle
-from payflow.chain.rpc import RpcError
 from payflow.chain.transfers import Transfer
 from payflow.chain.watch.blocks import (
     Header,
@@ -54,7 +58,7 @@ from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
-from payflow.errors import RetryableError, classify
+from payflow.errors import RetryableError
 from payflow.metrics import REGISTRY
 from payflow.observability import new_trace_id
 
@@ -332,7 +336,9 @@ class Scanner:
         kept block whose hash the node still has at that height), never below the last
         finalized block, and move the cursor there; the next step re-scans."""
         call = self._call(chain)
-        floor = max(await self.oracle.finalized_height(chain), 0)
+        # Never below the last finalized block, and never above the cursor (a cursor
+        # already below finality re-anchors where it stands: no block is ever skipped).
+        floor = min(max(await self.oracle.finalized_height(chain), 0), cursor.number)
         async with self.pool.acquire() as conn:
             kept = await conn.fetch(SQL["recent_blocks"], chain, floor, cursor.number)
         fork: Cursor | None = None
@@ -385,45 +391,3 @@ class Scanner:
         finally:
             await self.aclose()
         return results
-
-
-async def run_scanner(
-    pool: asyncpg.Pool, settings: Settings, oracle: FinalityOracle, stop: asyncio.Event
-) -> None:
-    """Scan every configured chain until `stop`: straight on while behind, every
-    `ETH_SCANNER_POLL_INTERVAL_S` once caught up. A node outage, an open breaker or a
-    busy database is logged and retried after the interval (the cursor stays put, so
-    nothing is missed); nothing here ends the role but `stop`."""
-    scanner = Scanner(pool, settings, oracle)
-    try:
-        await _loop(scanner, oracle, settings, stop)
-    finally:
-        await scanner.aclose()
-
-
-async def _loop(
-    scanner: Scanner, oracle: FinalityOracle, settings: Settings, stop: asyncio.Event
-) -> None:
-    while not stop.is_set():
-        busy = False
-        for chain in oracle.configs:
-            if stop.is_set():
-                break
-            try:
-                result = await scanner.step(chain)
-                busy = busy or not result.caught_up
-            except (RetryableError, RpcError, OSError, asyncpg.PostgresError) as error:
-                kind = classify(error)
-                log.warning(
-                    "payflow.scanner.waiting",
-                    chain=chain,
-                    error_type=type(kind).__name__,
-                    error=str(kind)[:200],
-                )
-            except Exception as error:  # the role must outlive a bug in one step
-                log.exception(
-                    "payflow.scanner.step_failed", chain=chain, error_type=type(error).__name__
-                )
-        if not busy:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=settings.eth_scanner_poll_interval_s)
