@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 from payflow.chain.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.transfers import transfer_id
+from payflow.chain.watch.cli import scan_once
 from payflow.chain.watch.role import run_scanner
 from payflow.chain.watch.scanner import REORGS
 from payflow.config import Settings
@@ -236,4 +237,21 @@ async def test_two_replicas_in_two_processes_report_each_transfer_once(
     kept = await pool.fetch("SELECT block_number, block_hash FROM chain_scanner_blocks")
     for row in kept:
         assert (await anvil.rpc.get_block(row["block_number"]) or {})["hash"] == row["block_hash"]
+    await world.oracle.aclose()
+
+
+async def test_scanner_once_catches_up_and_exits(
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    settings: Settings,
+    anvil: AnvilNode,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    world = await build_world(pool, owner_pool, settings, anvil)
+    tx = await anvil.send_eth(ETH_ADDRESS, WEI_PER_ETH)
+    assert await scan_once(world.settings)
+    assert set(await scanner_deposits(pool)) == {transfer_id(CHAIN, tx, -1)}
+    head = await anvil.head()
+    assert f"ETH_MAINNET: cursor={head} head={head}" in capsys.readouterr().out
+    assert not await scan_once(settings)  # no chain configured: exit 1
     await world.oracle.aclose()
