@@ -26,7 +26,13 @@ import structlog
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.tx import transaction
-from payflow.errors import AlreadyProcessed, DatabaseError, NotFound, RetryableError
+from payflow.errors import (
+    AlreadyProcessed,
+    DatabaseError,
+    InsufficientFunds,
+    NotFound,
+    RetryableError,
+)
 from payflow.idempotency import idempotency_key
 from payflow.ledger.records import EventType, Outcome, PostingResult
 from payflow.ledger.states import SQL, EventStatus, TransitionKind, TransitionResult, transition
@@ -85,6 +91,21 @@ async def post_event(
     result = await retrying(attempt, policy, stats)
     POSTINGS.labels("replayed" if result.replayed else result.outcome.value).inc()  # committed
     return result
+
+
+async def post_within(conn: Connection, event_id: str) -> PostingResult:
+    """Post `event_id` exactly once inside the CALLER's transaction (the same claim,
+    transition, outcome and guarded balance change as `post_event`).
+
+    For postings that must commit together with other writes (a payout's debit, its
+    `withdrawal_fee` and the release of its hold). A replay returns the recorded outcome.
+    Raises `InsufficientFunds` when a debit is refused: the caller's transaction must
+    then roll back (nothing of this posting is kept).
+    """
+    try:
+        return await _post_optimistic(conn, event_id, None)
+    except _DebitRefused:
+        raise InsufficientFunds(f"event {event_id!r}: the debit is refused") from None
 
 
 async def _post_optimistic(

@@ -23,6 +23,7 @@ import asyncpg
 import structlog
 from redis.asyncio import Redis
 
+from payflow.chain.payouts.job import payouts_job
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
@@ -110,6 +111,12 @@ _SPECS: tuple[JobSpec, ...] = (
     ),
     JobSpec("cleanup_job_runs", cleanup_job_runs, lambda s: 3600.0, "retention of job_runs"),
     JobSpec("drain_redis_dlq", drain_redis_dlq, _checks, "Redis DLQ fallback -> PostgreSQL"),
+    JobSpec(
+        "payouts",
+        payouts_job,
+        lambda s: s.payout_interval_s,
+        "sign, send, track, fee-bump and settle on-chain payouts",
+    ),
 )
 JOBS: dict[str, JobSpec] = {spec.name: spec for spec in _SPECS}
 
