@@ -13,6 +13,7 @@ import pytest
 
 from payflow.chain.anvil import AnvilNode
 from payflow.chain.payouts.engine import PayoutEngine
+from payflow.chain.payouts.wallet import wallet_status
 from payflow.config import Settings
 from tests.integration.payouts.conftest import (
     WEI,
@@ -171,6 +172,10 @@ async def test_a_poor_hot_wallet_makes_the_payout_wait_then_complete(
     assert isinstance(engine.alerts, RecordingAlerts)
     assert "payouts.hot_wallet_low" in engine.alerts.fired
     assert await _nonce(anvil, hot) == 0 and await anvil.rpc.get_balance(to) == 0
+    status = await wallet_status(pool, engine.settings, engine.rpc, [hot])
+    assert [w["address"] for w in status["wallets"]] == [hot]
+    assert status["wallets"][0]["balance"] == "0.5"
+    assert [w["payout_id"] for w in status["waiting"]] == [str(payout["id"])]
 
     await anvil.set_balance(hot, 5 * WEI)
     await settle_all(engine, anvil)
