@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eth_abi import encode as abi_encode
+from eth_abi.abi import encode as abi_encode
 from eth_account import Account
-from eth_utils import function_signature_to_4byte_selector, to_checksum_address
+from eth_utils.abi import function_signature_to_4byte_selector
+from eth_utils.address import to_checksum_address
 from pydantic import SecretStr
 
 from payflow.config import Settings

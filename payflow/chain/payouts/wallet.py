@@ -40,10 +40,15 @@ async def wallet_status(
         }
         if rpc is not None:
             try:
-                entry["balance"] = format_amount(from_base_units(await rpc.get_balance(address), 18))
+                entry["balance"] = format_amount(
+                    from_base_units(await rpc.get_balance(address), 18)
+                )
                 latest = await rpc.call("eth_getTransactionCount", address, "latest")
                 pending = await rpc.call("eth_getTransactionCount", address, "pending")
-                entry["chain_nonce"], entry["chain_pending_nonce"] = hex_int(latest), hex_int(pending)
+                entry["chain_nonce"], entry["chain_pending_nonce"] = (
+                    hex_int(latest),
+                    hex_int(pending),
+                )
             except RpcUnavailable:
                 pass
         wallets.append(entry)

@@ -23,7 +23,6 @@ from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account
 from payflow.ops.alerts import Severity
-from tests.integration.chain.conftest import anvil  # noqa: F401  (fixture re-export)
 
 CHAIN = "ANVIL"
 WEI = 10**18
@@ -51,6 +50,16 @@ class RecordingAlerts:
 
 
 @pytest.fixture
+async def anvil(tmp_path: Any) -> AsyncIterator[AnvilNode]:
+    """A fresh node per test (`finalized` two blocks behind latest)."""
+    node = AnvilNode(log_path=str(tmp_path / "anvil.log")).start()
+    try:
+        yield node
+    finally:
+        await node.aclose()
+
+
+@pytest.fixture
 def hot_key() -> str:
     return "0x" + bytes(Account.create().key).hex()
 
@@ -68,7 +77,7 @@ async def anvil_chain(owner_pool: asyncpg.Pool) -> str:
 @pytest.fixture
 def payout_settings(
     settings: Settings, anvil: AnvilNode, hot_key: str, anvil_chain: str
-) -> Settings:  # noqa: F811
+) -> Settings:
     return settings.model_copy(
         update={
             "payout_chain": anvil_chain,
@@ -80,7 +89,7 @@ def payout_settings(
 
 
 @pytest.fixture
-async def rpc(anvil: AnvilNode) -> AsyncIterator[RpcClient]:  # noqa: F811
+async def rpc(anvil: AnvilNode) -> AsyncIterator[RpcClient]:
     async with RpcClient(anvil.url, chain=CHAIN) as client:
         yield client
 
@@ -124,7 +133,7 @@ async def request_payout(
     return row
 
 
-async def settle_all(engine: PayoutEngine, anvil: AnvilNode, rounds: int = 6) -> None:  # noqa: F811
+async def settle_all(engine: PayoutEngine, anvil: AnvilNode, rounds: int = 6) -> None:
     """Tick, mine past finality, tick, until nothing is open (bounded)."""
     for _ in range(rounds):
         await engine.tick()

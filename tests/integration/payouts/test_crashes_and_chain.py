@@ -3,8 +3,8 @@ a stuck transaction replaced by a fee bump, and a hot wallet too poor to pay."""
 
 from __future__ import annotations
 
+import asyncio
 import os
-import subprocess
 import sys
 from decimal import Decimal
 
@@ -60,17 +60,22 @@ async def test_a_crash_ends_in_one_transaction_and_one_debit(
         "ETH_HOT_WALLET_KEY": hot_key,
         "LOG_LEVEL": "WARNING",
     }
-    crashed = subprocess.run(
-        [sys.executable, "-m", "tests.integration.payouts.crasher", point],
+    crasher = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.integration.payouts.crasher",
+        point,
         env=env,
-        capture_output=True,
-        timeout=60,
-        check=False,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
-    assert crashed.returncode == -9, crashed.stderr.decode()[-2000:]
+    _, stderr = await asyncio.wait_for(crasher.communicate(), timeout=60)
+    assert crasher.returncode == -9, stderr.decode()[-2000:]
     row = await pool.fetchrow("SELECT status FROM payouts WHERE id = $1", payout["id"])
     assert row["status"] == "signed"  # the raw tx is stored; the send is not recorded
-    stored = await pool.fetchval("SELECT tx_hash FROM payout_txs WHERE payout_id = $1", payout["id"])
+    stored = await pool.fetchval(
+        "SELECT tx_hash FROM payout_txs WHERE payout_id = $1", payout["id"]
+    )
     on_chain = await anvil.rpc.get_receipt(stored)
     assert (on_chain is not None) == (point == "after_broadcast")
 
@@ -180,7 +185,9 @@ async def test_a_poor_hot_wallet_makes_the_payout_wait_then_complete(
     await anvil.set_balance(hot, 5 * WEI)
     await settle_all(engine, anvil)
 
-    done = await pool.fetchrow("SELECT status, wait_reason FROM payouts WHERE id = $1", payout["id"])
+    done = await pool.fetchrow(
+        "SELECT status, wait_reason FROM payouts WHERE id = $1", payout["id"]
+    )
     assert (done["status"], done["wait_reason"]) == ("confirmed", None)
     assert await anvil.rpc.get_balance(to) == WEI
     await _one_debit(pool, account, Decimal("1"))

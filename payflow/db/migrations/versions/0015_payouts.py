@@ -94,7 +94,8 @@ UPGRADE: list[str] = [
         chain TEXT NOT NULL,
         hot_wallet TEXT NOT NULL,
         nonce BIGINT NOT NULL,
-        tx_hash TEXT NOT NULL CONSTRAINT payout_txs_hash_format CHECK (tx_hash ~ '^0x[0-9a-f]{64}$'),
+        tx_hash TEXT NOT NULL
+            CONSTRAINT payout_txs_hash_format CHECK (tx_hash ~ '^0x[0-9a-f]{64}$'),
         raw_tx TEXT NOT NULL,
         gas_limit BIGINT NOT NULL,
         max_fee_per_gas NUMERIC(78,0) NOT NULL,
