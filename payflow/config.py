@@ -124,6 +124,30 @@ class Settings(BaseSettings):
     status_outbox_max_unpublished: int = Field(default=10000, ge=0)
     status_broker_timeout_s: float = Field(default=3.0, gt=0)
 
+    # --- chain truth: deposits verified against the node (issue 8, docs/chain.md)
+    # ETH_RPC_URL unset: chain features are off and deposits wait, observed, never credited.
+    eth_rpc_url: str | None = Field(default=None, pattern=r"^https?://")
+    # "finalized" (the block tag) or "confirmations:N" (head - N); see docs/chain.md.
+    eth_confirmation_policy: str = Field(
+        default="finalized", pattern=r"^(finalized|confirmations:[0-9]{1,5})$"
+    )
+    rpc_timeout_s: float = Field(default=5.0, gt=0, le=120)
+    # More EVM chains by configuration: {"NAME": {"rpc_url": "...", "policy": "..."}}.
+    evm_chains: dict[str, dict[str, str]] = Field(default_factory=dict)
+    chain_breaker_failures: int = Field(default=3, ge=1)
+    chain_breaker_open_s: float = Field(default=30.0, gt=0)
+    chain_cache_final_ttl_s: int = Field(default=7 * 24 * 3600, ge=1)
+    chain_cache_recent_ttl_s: float = Field(default=2.0, gt=0)
+    chain_deposits_interval_s: float = Field(default=3.0, gt=0)
+    chain_deposits_batch: int = Field(default=200, ge=1, le=10000)
+    chain_recheck_s: float = Field(default=3.0, gt=0)
+    chain_orphan_recheck_s: float = Field(default=3600.0, ge=0)
+    chain_reorg_watch_blocks: int = Field(default=64, ge=0)
+    recon_chain_interval_s: float = Field(default=86400.0, gt=0)
+    recon_chain_window_blocks: int = Field(default=7200, ge=1)
+    recon_chain_block_span: int = Field(default=1000, ge=1, le=100000)
+    recon_chain_address_batch: int = Field(default=100, ge=1, le=1000)
+
     # --- metrics (docs/operations.md#metrics)
     metrics_port: int = Field(default=9464, ge=0, le=65535)  # 0: no metrics server
     metrics_host: str = "127.0.0.1"

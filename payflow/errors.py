@@ -44,6 +44,12 @@ class RetryableError(PayflowError):
     """Transient failure: the caller may retry the whole unit of work."""
 
 
+class ChainUnavailable(RetryableError):
+    """The chain's node cannot be asked now (circuit breaker open, or the call failed).
+
+    Deposits wait on it; they never fail because of it."""
+
+
 class BusinessOutcome(PayflowError):
     """A terminal business answer (for example insufficient funds); never retried."""
 

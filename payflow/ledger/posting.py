@@ -190,7 +190,7 @@ async def _apply(conn: Connection, event: asyncpg.Record) -> Decimal | None:
         delta,
         event_type.value,
         event["event_id"],
-        not event_type.is_credit,
+        event_type.requires_active,
     )
     return balance_after
 

@@ -14,10 +14,18 @@ class EventType(StrEnum):
     WITHDRAWAL = "withdrawal"
     WITHDRAWAL_FEE = "withdrawal_fee"
     PAYMENT_CREDIT = "payment_credit"
+    # The compensating debit of a credited chain deposit a deep reorg undid (issue 8).
+    DEPOSIT_REVERSAL = "deposit_reversal"
 
     @property
     def is_credit(self) -> bool:
         return self in CREDIT_TYPES
+
+    @property
+    def requires_active(self) -> bool:
+        """A debit a frozen account refuses. A deposit reversal takes back money that
+        never arrived, so it applies to a frozen account too (balance still >= 0)."""
+        return not self.is_credit and self is not EventType.DEPOSIT_REVERSAL
 
 
 CREDIT_TYPES = frozenset({EventType.DEPOSIT, EventType.AIRDROP, EventType.PAYMENT_CREDIT})

@@ -1,0 +1,176 @@
+-- name: address_account
+-- $1 chain, $2 lower-case address: the account behind a deposit address, with its asset
+SELECT d.account_id, a.asset
+FROM deposit_addresses d JOIN accounts a ON a.id = d.account_id
+WHERE d.chain = $1 AND d.address = $2;
+
+-- name: native_asset
+-- $1 chain: its native asset and decimals
+SELECT native_asset AS asset, native_decimals AS decimals FROM chains WHERE chain = $1;
+
+-- name: registered_token
+-- $1 chain, $2 lower-case contract: the registered asset and decimals
+SELECT asset, decimals FROM chain_tokens WHERE chain = $1 AND contract = $2;
+
+-- name: insert_report
+-- $1 source, $2 chain, $3 tx hash, $4 position or null, $5 block-level log index or null,
+-- $6 claim text, $7 to, $8 contract or null, $9 units, $10 account id, $11 amount,
+-- $12 trace id. Returns the id when new; nothing for a duplicate claim.
+INSERT INTO chain_deposit_reports
+    (source, chain, tx_hash, position, log_index, claim, to_address, contract, units,
+     account_id, amount, trace_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (source, chain, tx_hash, claim) DO NOTHING
+RETURNING id;
+
+-- name: confirm_report
+-- $1 report id, $2 transfer id the node showed
+UPDATE chain_deposit_reports
+SET status = 'confirmed', transfer_id = $2, decided_at = now(), reason = NULL
+WHERE id = $1 AND status = 'pending';
+
+-- name: refute_report
+-- $1 report id, $2 reason
+UPDATE chain_deposit_reports
+SET status = 'refuted', reason = $2, decided_at = now()
+WHERE id = $1 AND status = 'pending';
+
+-- name: reschedule_report
+-- $1 report id, $2 seconds until the next check
+UPDATE chain_deposit_reports
+SET checks = checks + 1, next_check_at = now() + make_interval(secs => $2)
+WHERE id = $1 AND status = 'pending';
+
+-- name: due_reports
+-- $1 chains with an RPC, $2 batch size: pending reports whose check is due
+SELECT id, source, chain, tx_hash, position, log_index, to_address, contract, units,
+       account_id, trace_id, checks, created_at,
+       extract(epoch FROM now() - created_at)::float8 AS age_s
+FROM chain_deposit_reports
+WHERE status = 'pending' AND next_check_at <= now() AND chain = ANY($1::text[])
+ORDER BY next_check_at
+LIMIT $2;
+
+-- name: upsert_deposit
+-- $1 transfer id, $2 chain, $3 tx hash, $4 position, $5 to, $6 contract, $7 units,
+-- $8 account id, $9 asset, $10 amount, $11 block number, $12 block hash, $13 source,
+-- $14 trace id. A verified or orphaned deposit moves to this block (verified); a
+-- credited or reversed one keeps its block. Returns the status after.
+INSERT INTO chain_deposits
+    (transfer_id, chain, tx_hash, position, to_address, contract, units, account_id, asset,
+     amount, block_number, block_hash, sources, trace_id, verified_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, ARRAY[$13::text], $14, now())
+ON CONFLICT (transfer_id) DO UPDATE SET
+    sources = CASE WHEN $13 = ANY (chain_deposits.sources) THEN chain_deposits.sources
+                   ELSE chain_deposits.sources || $13::text END,
+    status = CASE WHEN chain_deposits.status IN ('verified', 'orphaned') THEN 'verified'
+                  ELSE chain_deposits.status END,
+    block_number = CASE WHEN chain_deposits.status IN ('verified', 'orphaned')
+                        THEN EXCLUDED.block_number ELSE chain_deposits.block_number END,
+    block_hash = CASE WHEN chain_deposits.status IN ('verified', 'orphaned')
+                      THEN EXCLUDED.block_hash ELSE chain_deposits.block_hash END,
+    next_check_at = CASE WHEN chain_deposits.status IN ('verified', 'orphaned') THEN now()
+                         ELSE chain_deposits.next_check_at END,
+    updated_at = now()
+RETURNING status;
+
+-- name: due_deposits
+-- $1 chains with an RPC, $2 batch size, $3 orphan recheck horizon in seconds
+SELECT transfer_id, chain, tx_hash, position, to_address, contract, units, account_id,
+       asset, amount, status, block_number, block_hash, checks, trace_id
+FROM chain_deposits
+WHERE status IN ('verified', 'orphaned') AND next_check_at <= now()
+  AND chain = ANY($1::text[])
+  AND (status = 'verified' OR updated_at > now() - make_interval(secs => $3))
+ORDER BY next_check_at
+LIMIT $2;
+
+-- name: reschedule_deposit
+-- $1 transfer id, $2 expected status, $3 seconds until the next check
+UPDATE chain_deposits
+SET checks = checks + 1, next_check_at = now() + make_interval(secs => $3)
+WHERE transfer_id = $1 AND status = $2;
+
+-- name: mark_credited
+-- $1 transfer id, $2 credit event id, $3 block hash verified final.
+-- Compare-and-set: only a verified deposit still at that block is credited.
+UPDATE chain_deposits
+SET status = 'credited', credit_event_id = $2, credited_at = now(), updated_at = now()
+WHERE transfer_id = $1 AND status = 'verified' AND block_hash = $3
+RETURNING account_id, asset, amount, trace_id;
+
+-- name: mark_orphaned
+-- $1 transfer id, $2 seconds until the next check (re-inclusion)
+UPDATE chain_deposits
+SET status = 'orphaned', checks = 0, updated_at = now(),
+    next_check_at = now() + make_interval(secs => $2)
+WHERE transfer_id = $1 AND status = 'verified';
+
+-- name: move_block
+-- $1 transfer id, $2 expected status, $3 new block number, $4 new block hash
+UPDATE chain_deposits
+SET block_number = $3, block_hash = $4, updated_at = now(), next_check_at = now(),
+    status = CASE WHEN status = 'orphaned' THEN 'verified' ELSE status END
+WHERE transfer_id = $1 AND status = $2;
+
+-- name: watched_credits
+-- $1 chain, $2 lowest block number still watched, $3 batch size: credited deposits a
+-- reorg deeper than the confirmations could still undo
+SELECT transfer_id, chain, tx_hash, position, account_id, asset, amount, block_number,
+       block_hash, trace_id
+FROM chain_deposits
+WHERE status = 'credited' AND chain = $1 AND block_number >= $2
+ORDER BY block_number
+LIMIT $3;
+
+-- name: lock_account
+-- $1 account id: its balance and status, locked until commit
+SELECT balance, status FROM accounts WHERE id = $1 FOR UPDATE;
+
+-- name: mark_reversed
+-- $1 transfer id, $2 reversal event id or null, $3 shortfall or null
+UPDATE chain_deposits
+SET status = 'reversed', reversal_event_id = $2, shortfall = $3, updated_at = now()
+WHERE transfer_id = $1 AND status = 'credited'
+RETURNING amount;
+
+-- name: set_shortfall
+-- $1 transfer id, $2 shortfall
+UPDATE chain_deposits SET shortfall = $2, updated_at = now()
+WHERE transfer_id = $1 AND status = 'reversed';
+
+-- name: pending_incoming
+-- $1 account id: verified deposits not credited, plus pending reports not yet linked
+-- to a deposit (one per claimed transfer, however many sources reported it)
+SELECT COALESCE((SELECT sum(amount) FROM chain_deposits
+                 WHERE account_id = $1 AND status = 'verified'), 0)
+     + COALESCE((SELECT sum(amount) FROM (
+           SELECT DISTINCT ON (r.chain, r.tx_hash, r.to_address, r.contract, r.units) r.amount
+           FROM chain_deposit_reports r
+           WHERE r.account_id = $1 AND r.status = 'pending'
+             AND NOT EXISTS (
+                 SELECT 1 FROM chain_deposits d
+                 WHERE d.chain = r.chain AND d.tx_hash = r.tx_hash
+                   AND d.to_address = r.to_address AND d.units = r.units
+                   AND d.contract IS NOT DISTINCT FROM r.contract)
+       ) AS claimed), 0);
+
+-- name: our_addresses
+-- $1 chain: every deposit address on it
+SELECT address FROM deposit_addresses WHERE chain = $1 ORDER BY address;
+
+-- name: chain_tokens
+-- $1 chain: registered token contracts
+SELECT contract FROM chain_tokens WHERE chain = $1 ORDER BY contract;
+
+-- name: credited_in_range
+-- $1 chain, $2 first block, $3 last block: credited deposits the range should show
+SELECT transfer_id, tx_hash, position, to_address, contract, units, block_number,
+       block_hash, credit_event_id
+FROM chain_deposits
+WHERE chain = $1 AND status = 'credited' AND block_number BETWEEN $2 AND $3;
+
+-- name: credited_ids
+-- $1 transfer ids: those credited (or reversed after a credit)
+SELECT transfer_id FROM chain_deposits
+WHERE transfer_id = ANY($1::text[]) AND status IN ('credited', 'reversed');
