@@ -161,8 +161,8 @@ class Settings(BaseSettings):
     default_chain: str = "ETH_MAINNET"
 
     # --- payouts (issue 11, docs/payouts.md): holds, hot wallet, signing, fee bumps
-    payout_chain: str = "ETH_MAINNET"  # the chain the hot wallet pays on (a `chains` row)
-    payout_rpc_url: str | None = None  # its JSON-RPC endpoint (ETH_RPC_URL when unset)
+    # The chain the hot wallet pays on: a `chains` row with an RPC in ETH_RPC_URL/EVM_CHAINS.
+    payout_chain: str = "ETH_MAINNET"
     eth_hot_wallet_key: SecretStr | None = None  # hex private key, local runs only
     eth_hot_wallet_keystore: str | None = None  # an encrypted keystore (JSON) file
     eth_hot_wallet_keystore_password: SecretStr | None = None

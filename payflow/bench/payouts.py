@@ -127,7 +127,11 @@ async def run_payouts_bench(settings: Settings, config: PayoutBenchConfig) -> bo
             finally:
                 await admin.close()
             bench = settings.model_copy(
-                update={"database_url": url, "payout_chain": CHAIN, "payout_rpc_url": anvil.url}
+                update={
+                    "database_url": url,
+                    "payout_chain": CHAIN,
+                    "evm_chains": {CHAIN: {"rpc_url": anvil.url, "policy": "finalized"}},
+                }
             )
             pool = await create_pool(bench, min_size=2, max_size=config.wallets + 4)
             try:

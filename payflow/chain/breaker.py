@@ -107,9 +107,7 @@ class Breaker:
                 pass
         now = time.monotonic()
         memory = self._memory
-        state = self._from_flags(
-            memory.open_until > now, memory.probe_until > now, memory.tripped
-        )
+        state = self._from_flags(memory.open_until > now, memory.probe_until > now, memory.tripped)
         BREAKER_STATE.labels(self.chain).set(state)
         return state
 

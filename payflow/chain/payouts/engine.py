@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from payflow.chain.finality import FinalityOracle
 from payflow.chain.payouts.broadcast import Broadcast, broadcast
 from payflow.chain.payouts.funds import WalletFunds, load_funds, need_of
 from payflow.chain.payouts.holds import SQL
@@ -77,6 +78,7 @@ class PayoutEngine:
         rpc: RpcClient,
         wallets: list[HotWallet],
         *,
+        finality: FinalityOracle | None = None,
         alerts: AlertSink | None = None,
     ) -> None:
         if not wallets:
@@ -86,6 +88,7 @@ class PayoutEngine:
         self.rpc = rpc
         self.chain = settings.payout_chain
         self.wallets = {wallet.address: wallet for wallet in wallets}
+        self.finality = finality
         self.alerts: AlertSink = alerts or LogAlertSink()
         self._chain_id: int | None = None
         self._known_wallets: set[str] = set()
@@ -264,10 +267,22 @@ class PayoutEngine:
     # --- tracking ------------------------------------------------------------------
 
     async def finalized_height(self) -> int:
-        """The chain's finalized block number (the finality policy of the node)."""
+        """The highest final block under the chain's policy (the finality oracle's answer;
+        without an oracle, the node's `finalized` tag); -1 when nothing is final."""
+        if self.finality is not None:
+            return await self.finality.finalized_height(self.chain)
         block = await self.rpc.get_block("finalized")
         number = hex_int(block.get("number") if block else None)
         return number if number is not None else -1
+
+    async def is_final(self, landed: Landed, finalized: int) -> bool:
+        """The landed block is final AND still the canonical block at its height."""
+        if landed.block_number > finalized:
+            return False
+        if self.finality is None:
+            return True  # the receipt was just read from the node's canonical chain
+        final = await self.finality.is_final(self.chain, landed.block_number, landed.block_hash)
+        return final is True
 
     async def track(self, report: TickReport) -> None:
         """Receipts of every signed or sent payout: settle at finality, re-send or bump."""
@@ -349,7 +364,7 @@ class PayoutEngine:
                 landed.block_number,
                 landed.block_hash,
             )
-        if landed.block_number > finalized:
+        if not await self.is_final(landed, finalized):
             return
         outcome = await settle(self.pool, self.settings, payout["id"], landed)
         if outcome == PayoutStatus.CONFIRMED:

@@ -1,31 +1,57 @@
-"""The scheduler job `payouts`: one `PayoutEngine.tick` on the configured chain."""
+"""The scheduler job `payouts`: one `PayoutEngine.tick` on `PAYOUT_CHAIN`, with the
+chain's RPC and finality policy from the chain configuration (`ETH_RPC_URL`/`EVM_CHAINS`)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from redis.asyncio import Redis
+
+from payflow.chain.config import ChainConfig, chain_configs
+from payflow.chain.finality import FinalityOracle
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.chain.payouts.signer import wallets_from_settings
-from payflow.chain.rpc import RpcClient
 from payflow.config import Settings
 from payflow.ops.jobs import JobContext, JobResult, Outcome
 
 
-def payout_rpc_url(settings: Settings) -> str | None:
-    """`PAYOUT_RPC_URL`, else the chain settings' `ETH_RPC_URL` when that exists."""
-    fallback = getattr(settings, "eth_rpc_url", None)
-    return settings.payout_rpc_url or (str(fallback) if fallback else None)
+def payout_chain_config(settings: Settings) -> ChainConfig | None:
+    """The configuration of `PAYOUT_CHAIN`; None when that chain has no RPC configured."""
+    return chain_configs(settings).get(settings.payout_chain)
+
+
+@asynccontextmanager
+async def payout_oracle(
+    settings: Settings, redis: Redis | None
+) -> AsyncIterator[FinalityOracle | None]:
+    """The finality oracle of the payout chain alone (None without an RPC), closed after."""
+    config = payout_chain_config(settings)
+    if config is None:
+        yield None
+        return
+    oracle = FinalityOracle(settings, redis, {config.name: config})
+    try:
+        yield oracle
+    finally:
+        await oracle.aclose()
 
 
 async def payouts_job(ctx: JobContext) -> JobResult:
     """Sign and send held payouts, track receipts, bump, rebroadcast, post or void.
 
-    Outcome `skipped` without a hot wallet or an RPC URL; `alert` when payouts wait for
-    funds or are stuck (the alerts `payouts.hot_wallet_low`, `payouts.stuck`)."""
+    Outcome `skipped` without a hot wallet or an RPC for `PAYOUT_CHAIN`; `alert` when
+    payouts wait for funds or are stuck (alerts `payouts.hot_wallet_low`, `payouts.stuck`).
+    A node that cannot be asked raises the retryable `ChainUnavailable` (a failed run;
+    the next tick resumes from PostgreSQL)."""
     wallets = wallets_from_settings(ctx.settings)
-    url = payout_rpc_url(ctx.settings)
-    if not wallets or url is None:
-        return JobResult(Outcome.SKIPPED, "no hot wallet or RPC URL configured")
-    async with RpcClient(url, chain=ctx.settings.payout_chain) as rpc:
-        engine = PayoutEngine(ctx.pool, ctx.settings, rpc, wallets, alerts=ctx.alerts)
+    async with payout_oracle(ctx.settings, ctx.redis) as oracle:
+        if not wallets or oracle is None:
+            return JobResult(Outcome.SKIPPED, "no hot wallet or no RPC for PAYOUT_CHAIN")
+        rpc = oracle.clients[ctx.settings.payout_chain]
+        engine = PayoutEngine(
+            ctx.pool, ctx.settings, rpc, wallets, finality=oracle, alerts=ctx.alerts
+        )
         report = await engine.tick()
     outcome = Outcome.ALERT if report.waiting or report.stuck else Outcome.OK
     return JobResult(outcome, report.summary())

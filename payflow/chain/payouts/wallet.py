@@ -7,7 +7,7 @@ from typing import Any
 import asyncpg
 
 from payflow.chain.payouts.holds import SQL
-from payflow.chain.payouts.job import payout_rpc_url
+from payflow.chain.payouts.job import payout_chain_config
 from payflow.chain.payouts.signer import wallets_from_settings
 from payflow.chain.rpc import RpcClient, RpcUnavailable, hex_int
 from payflow.config import Settings
@@ -83,9 +83,9 @@ async def wallet_status(
 async def wallet_status_cli(settings: Settings) -> dict[str, Any]:
     """The CLI's run: a tool pool, the configured wallet(s) and RPC (when set)."""
     addresses = [wallet.address for wallet in wallets_from_settings(settings)]
-    url = payout_rpc_url(settings)
+    config = payout_chain_config(settings)
     async with tool_pool(settings) as pool:
-        if url is None:
+        if config is None:
             return await wallet_status(pool, settings, None, addresses)
-        async with RpcClient(url, chain=settings.payout_chain) as rpc:
+        async with RpcClient(config.rpc_url, chain=config.name) as rpc:
             return await wallet_status(pool, settings, rpc, addresses)

@@ -15,6 +15,7 @@ from eth_account import Account
 from pydantic import SecretStr
 
 from payflow.chain.anvil import AnvilNode
+from payflow.chain.finality import FinalityOracle
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.chain.payouts.holds import place_payout
 from payflow.chain.payouts.signer import HotWallet
@@ -81,7 +82,7 @@ def payout_settings(
     return settings.model_copy(
         update={
             "payout_chain": anvil_chain,
-            "payout_rpc_url": anvil.url,
+            "evm_chains": {anvil_chain: {"rpc_url": anvil.url, "policy": "finalized"}},
             "eth_hot_wallet_key": SecretStr(hot_key),
             "payout_stuck_after_s": 3600.0,
         }
@@ -95,11 +96,30 @@ async def rpc(anvil: AnvilNode) -> AsyncIterator[RpcClient]:
 
 
 @pytest.fixture
+async def oracle(payout_settings: Settings) -> AsyncIterator[FinalityOracle]:
+    """The chain-core finality oracle on anvil (policy `finalized`, no Redis cache)."""
+    oracle = FinalityOracle(payout_settings, None)
+    try:
+        yield oracle
+    finally:
+        await oracle.aclose()
+
+
+@pytest.fixture
 async def engine(
-    pool: asyncpg.Pool, payout_settings: Settings, rpc: RpcClient, hot_key: str
+    pool: asyncpg.Pool,
+    payout_settings: Settings,
+    rpc: RpcClient,
+    hot_key: str,
+    oracle: FinalityOracle,
 ) -> PayoutEngine:
     return PayoutEngine(
-        pool, payout_settings, rpc, [HotWallet(SecretStr(hot_key))], alerts=RecordingAlerts()
+        pool,
+        payout_settings,
+        rpc,
+        [HotWallet(SecretStr(hot_key))],
+        finality=oracle,
+        alerts=RecordingAlerts(),
     )
 
 

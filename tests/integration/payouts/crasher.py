@@ -1,7 +1,7 @@
 """A payout engine process that dies by SIGKILL at a chosen point (a real kill -9).
 
 Usage: python -m tests.integration.payouts.crasher <point> with DATABASE_URL,
-PAYOUT_CHAIN, PAYOUT_RPC_URL, ETH_HOT_WALLET_KEY in the environment.
+PAYOUT_CHAIN, EVM_CHAINS, ETH_HOT_WALLET_KEY in the environment.
 `after_sign`: the signed raw tx is committed, nothing was broadcast.
 `after_broadcast`: the node accepted the tx, nothing recorded the send.
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 from payflow.chain.payouts import engine as engine_module
 from payflow.chain.payouts.engine import PayoutEngine
+from payflow.chain.payouts.job import payout_oracle
 from payflow.chain.payouts.signer import wallets_from_settings
-from payflow.chain.rpc import RpcClient
 from payflow.config import load_settings
 from payflow.db.pool import create_pool
 
@@ -33,9 +33,10 @@ async def main(point: str) -> None:
     else:
         PayoutEngine.mark_sent = _die  # type: ignore[method-assign,assignment]
     pool = await create_pool(settings)
-    assert settings.payout_rpc_url is not None
-    async with RpcClient(settings.payout_rpc_url) as rpc:
-        engine = PayoutEngine(pool, settings, rpc, wallets_from_settings(settings))
+    async with payout_oracle(settings, None) as oracle:
+        assert oracle is not None
+        rpc = oracle.clients[settings.payout_chain]
+        engine = PayoutEngine(pool, settings, rpc, wallets_from_settings(settings), finality=oracle)
         await engine.tick()
     raise SystemExit("the crash point was never reached")
 

@@ -4,6 +4,7 @@ a stuck transaction replaced by a fee bump, and a hot wallet too poor to pay."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from decimal import Decimal
@@ -56,7 +57,7 @@ async def test_a_crash_ends_in_one_transaction_and_one_debit(
         **os.environ,
         "DATABASE_URL": payout_settings.database_url,
         "PAYOUT_CHAIN": payout_settings.payout_chain,
-        "PAYOUT_RPC_URL": payout_settings.payout_rpc_url or "",
+        "EVM_CHAINS": json.dumps(payout_settings.evm_chains),
         "ETH_HOT_WALLET_KEY": hot_key,
         "LOG_LEVEL": "WARNING",
     }
