@@ -83,7 +83,10 @@ async def _phase(
         await engine.ensure_wallets()
     start = time.perf_counter()
     await _hold_all(pool, settings, account, n)
-    await asyncio.gather(*(engine.sign_held(TickReport()) for engine in engines))
+    held = n
+    while held:  # PAYOUT_BATCH_SIZE payouts per pass, as the scheduler job does
+        await asyncio.gather(*(engine.sign_held(TickReport()) for engine in engines))
+        held = await pool.fetchval("SELECT count(*) FROM payouts WHERE status = 'held'")
     elapsed = time.perf_counter() - start
     sent = await pool.fetchval("SELECT count(*) FROM payouts WHERE status = 'sent'")
     if sent - before < n:
