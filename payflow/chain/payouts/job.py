@@ -11,8 +11,10 @@ from redis.asyncio import Redis
 from payflow.chain.config import ChainConfig, chain_configs
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.payouts.engine import PayoutEngine
+from payflow.chain.payouts.holds import SQL
 from payflow.chain.payouts.signer import wallets_from_settings
 from payflow.config import Settings
+from payflow.ops.alerts import Severity
 from payflow.ops.jobs import JobContext, JobResult, Outcome
 
 
@@ -40,14 +42,15 @@ async def payout_oracle(
 async def payouts_job(ctx: JobContext) -> JobResult:
     """Sign and send held payouts, track receipts, bump, rebroadcast, post or void.
 
-    Outcome `skipped` without a hot wallet or an RPC for `PAYOUT_CHAIN`; `alert` when
-    payouts wait for funds or are stuck (alerts `payouts.hot_wallet_low`, `payouts.stuck`).
+    `alert` when payouts wait for funds or are stuck (alerts `payouts.hot_wallet_low`,
+    `payouts.stuck`), or when open payouts exist but no hot wallet or no RPC for
+    `PAYOUT_CHAIN` is configured (`payouts.unconfigured`); `ok` otherwise.
     A node that cannot be asked raises the retryable `ChainUnavailable` (a failed run;
     the next tick resumes from PostgreSQL)."""
     wallets = wallets_from_settings(ctx.settings)
     async with payout_oracle(ctx.settings, ctx.redis) as oracle:
         if not wallets or oracle is None:
-            return JobResult(Outcome.SKIPPED, "no hot wallet or no RPC for PAYOUT_CHAIN")
+            return await _unconfigured(ctx)
         rpc = oracle.clients[ctx.settings.payout_chain]
         engine = PayoutEngine(
             ctx.pool, ctx.settings, rpc, wallets, finality=oracle, alerts=ctx.alerts
@@ -55,3 +58,20 @@ async def payouts_job(ctx: JobContext) -> JobResult:
         report = await engine.tick()
     outcome = Outcome.ALERT if report.waiting or report.stuck else Outcome.OK
     return JobResult(outcome, report.summary())
+
+
+async def _unconfigured(ctx: JobContext) -> JobResult:
+    """Without a hot wallet or an RPC nothing can leave: fine while no payout is open."""
+    async with ctx.pool.acquire() as conn:
+        open_count = await conn.fetchval(SQL["count_open"], ctx.settings.payout_chain)
+    if not open_count:
+        await ctx.alerts.resolve("payouts.unconfigured")
+        return JobResult(Outcome.OK, "no open payouts (no hot wallet or RPC configured)")
+    await ctx.alerts.fire(
+        "payouts.unconfigured",
+        Severity.CRITICAL,
+        f"{open_count} open payout(s) on {ctx.settings.payout_chain} but no hot wallet"
+        " or no RPC is configured for it",
+        details={"chain": ctx.settings.payout_chain, "open": open_count},
+    )
+    return JobResult(Outcome.ALERT, f"open={open_count} unconfigured")

@@ -168,3 +168,7 @@ SELECT * FROM payouts WHERE id = $1 AND status IN ('signed', 'sent') FOR UPDATE;
 -- name: next_attempt
 -- $1 payout id
 SELECT COALESCE(max(attempt), 0) + 1 FROM payout_txs WHERE payout_id = $1;
+
+-- name: count_open
+-- $1 chain: payouts not final yet
+SELECT count(*) FROM payouts WHERE chain = $1 AND status IN ('held', 'signed', 'sent');
