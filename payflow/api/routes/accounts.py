@@ -277,7 +277,9 @@ async def withdraw(
     """
     state = api_state(request)
     key = idempotency_key_header
-    req_hash = request_hash(WITHDRAWAL_SCOPE, {"account_id": str(account_id), **body.model_dump()})
+    # exclude_none: a ledger-only withdrawal hashes exactly as before payouts existed
+    fields = body.model_dump(exclude_none=True)
+    req_hash = request_hash(WITHDRAWAL_SCOPE, {"account_id": str(account_id), **fields})
     event_id = withdrawal_event_id(merchant.id, key)
     trace_id: str = request.state.trace_id
     for attempt in (1, 2):

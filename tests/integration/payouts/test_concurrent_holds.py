@@ -22,6 +22,7 @@ API_KEY = "payout-test-key-0123456789"
 FEE_HOLD = Decimal("0.0021")  # 21000 gas x the 100 gwei ceiling
 
 
+@pytest.mark.slow
 async def test_thirty_concurrent_payouts_hold_at_most_the_balance(
     anvil: AnvilNode,
     pool: asyncpg.Pool,
@@ -68,14 +69,17 @@ async def test_thirty_concurrent_payouts_hold_at_most_the_balance(
 
             sampler = asyncio.create_task(sample())
 
-            async def pay(to: str) -> httpx.Response:
+            async def pay(to: str, key: str) -> httpx.Response:
                 return await client.post(
                     f"/api/v1/accounts/{account_id}/withdrawals",
                     json={"amount": "1", "to_address": to},
-                    headers={"Idempotency-Key": uuid.uuid4().hex},
+                    headers={"Idempotency-Key": key},
                 )
 
-            answers = await asyncio.gather(*(pay(to) for to in recipients))
+            keys = [uuid.uuid4().hex for _ in recipients]
+            answers = await asyncio.gather(
+                *(pay(to, k) for to, k in zip(recipients, keys, strict=True))
+            )
             view = (await client.get(f"/api/v1/accounts/{account_id}")).json()
             accepted = [a for a in answers if a.status_code == 202]
             refused = [a for a in answers if a.status_code == 409]
@@ -85,11 +89,19 @@ async def test_thirty_concurrent_payouts_hold_at_most_the_balance(
             }
             assert view["held"] == "10.021000000000000000"
             assert view["available"] == "0.000000000000000000"
+            first = answers.index(accepted[0])
+            replay = await pay(recipients[first], keys[first])  # the same request again
+            assert (replay.status_code, replay.json()) == (202, accepted[0].json())
+            assert (await client.get(f"/api/v1/accounts/{account_id}")).json() == view
 
             await settle_all(engine, anvil)
             done.set()
             await sampler
             final = (await client.get(f"/api/v1/accounts/{account_id}")).json()
+            payout_id = accepted[0].json()["payout_id"]
+            read = (await client.get(f"/api/v1/payouts/{payout_id}")).json()
+            assert (read["status"], read["amount"]) == ("confirmed", "1.000000000000000000")
+            assert read["tx_hash"] is not None and read["fee_paid"] is not None
 
     redis = Redis.from_url(payout_settings.redis_url)
     try:

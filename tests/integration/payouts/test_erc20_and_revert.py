@@ -61,6 +61,10 @@ async def test_erc20_payout_sends_the_exact_amount(
     ]
     acct = await pool.fetchrow("SELECT balance, held FROM accounts WHERE id = $1", account)
     assert (acct["balance"], acct["held"]) == (Decimal("87.154322"), Decimal(0))
+    notes = await pool.fetch(
+        "SELECT payload->>'type' AS t FROM outbox WHERE topic = 'notification.payout' ORDER BY id"
+    )
+    assert [n["t"] for n in notes] == ["payout.held", "payout.sent", "payout.confirmed"]
 
 
 async def test_reverted_payout_is_voided_and_the_funds_come_back(
