@@ -23,8 +23,9 @@ from pydantic import SecretStr
 
 from payflow.bench.common import bench_database, result_line, setup_url
 from payflow.chain.anvil import AnvilNode
-from payflow.chain.payouts.engine import PayoutEngine, TickReport
+from payflow.chain.payouts.engine import PayoutEngine
 from payflow.chain.payouts.holds import place_payout
+from payflow.chain.payouts.plan import TickReport
 from payflow.chain.payouts.signer import HotWallet, TxFees
 from payflow.chain.rpc import RpcClient
 from payflow.config import Settings

@@ -11,7 +11,6 @@ Whichever attempt's receipt the node shows is the one settled, once (`settle.py`
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -21,50 +20,17 @@ from payflow.chain.finality import FinalityOracle
 from payflow.chain.payouts.broadcast import Broadcast, broadcast
 from payflow.chain.payouts.funds import WalletFunds, load_funds, need_of
 from payflow.chain.payouts.holds import SQL
+from payflow.chain.payouts.plan import TickReport, bumped_fees, payout_call
 from payflow.chain.payouts.records import PayoutStatus
 from payflow.chain.payouts.settle import Landed, enqueue_notification, settle
-from payflow.chain.payouts.signer import HotWallet, SignedTx, TxFees, transfer_calldata
+from payflow.chain.payouts.signer import HotWallet, SignedTx, TxFees
 from payflow.chain.rpc import RpcClient, hex_int
 from payflow.config import Settings
 from payflow.db.tx import transaction
-from payflow.money import to_base_units
+from payflow.errors import ChainUnavailable, PayflowError
 from payflow.ops.alerts import AlertSink, LogAlertSink, Severity
 
 log = structlog.get_logger("payflow.payouts")
-
-
-@dataclass(slots=True)
-class TickReport:
-    """What one pass did (counts)."""
-
-    signed: int = 0
-    sent: int = 0
-    waiting: int = 0
-    bumped: int = 0
-    rebroadcast: int = 0
-    confirmed: int = 0
-    failed: int = 0
-    stuck: int = 0
-    pending: list[str] = field(default_factory=list)
-
-    def summary(self) -> str:
-        return (
-            f"signed={self.signed} sent={self.sent} waiting={self.waiting} bumped={self.bumped}"
-            f" rebroadcast={self.rebroadcast} confirmed={self.confirmed} failed={self.failed}"
-            f" stuck={self.stuck}"
-        )
-
-
-def payout_call(row: Any) -> tuple[str, int, str]:
-    """(to, value in wei, calldata) of a payout: a plain transfer or ERC-20 `transfer`."""
-    units = to_base_units(row["amount"], int(row["decimals"]))
-    if row["contract"] is None:
-        return row["to_address"], units, "0x"
-    return row["contract"], 0, transfer_calldata(row["to_address"], units)
-
-
-def _bumped(old: int, percent: int) -> int:
-    return max(old + 1, -(-old * (100 + percent) // 100))
 
 
 class PayoutEngine:
@@ -153,7 +119,11 @@ class PayoutEngine:
         }
         order = list(self.wallets)
         waiting: list[Any] = []
-        for payout in held:
+        frozen = [p for p in held if p["account_status"] != "active"]
+        async with self.pool.acquire() as conn, transaction(conn, self.settings):
+            for payout in frozen:  # not signed while frozen: the freeze may be for fraud
+                await conn.execute(SQL["set_wait_reason"], payout["id"], "account frozen")
+        for payout in (p for p in held if p["account_status"] == "active"):
             fees = TxFees(
                 self.gas_limit(payout),
                 base_fees.max_fee_per_gas,
@@ -296,32 +266,19 @@ class PayoutEngine:
         finalized = await self.finalized_height()
         stuck: list[str] = []
         for payout in open_rows:
-            async with self.pool.acquire() as conn:
-                txs = await conn.fetch(SQL["payout_txs"], payout["id"])
-            landed = await self._landed(txs)
-            if landed is not None:
-                await self._on_landed(payout, landed, finalized, report)
-                continue
-            if payout["landed_tx_hash"] is not None:
-                log.warning(
-                    "payflow.payouts.dropped",
+            try:
+                if await self._track_one(payout, finalized, report):
+                    stuck.append(str(payout["id"]))
+            except ChainUnavailable:
+                raise  # the node: the whole run waits for the next tick
+            except (PayflowError, asyncpg.PostgresError) as error:
+                # one payout's trouble never holds up the others; the next run retries it
+                report.errors += 1
+                log.error(
+                    "payflow.payouts.track_failed",
                     payout_id=str(payout["id"]),
-                    tx_hash=payout["landed_tx_hash"],
+                    error=f"{type(error).__name__}: {error}",
                 )
-                async with self.pool.acquire() as conn, transaction(conn, self.settings):
-                    await conn.execute(SQL["clear_landed"], payout["id"])
-            latest = txs[-1]
-            age = time.time() - latest["created_at"].timestamp()
-            if payout["status"] == PayoutStatus.SENT and age >= self.settings.payout_stuck_after_s:
-                if await self.bump(payout, latest):
-                    report.bumped += 1
-                    continue
-                stuck.append(str(payout["id"]))
-            signed = SignedTx(raw=latest["raw_tx"], tx_hash=latest["tx_hash"])
-            outcome = await self.send(payout["id"], signed)
-            report.rebroadcast += 1
-            if outcome is Broadcast.NO_FUNDS:
-                stuck.append(str(payout["id"]))
         report.stuck = len(stuck)
         report.pending = [str(p["id"]) for p in open_rows]
         if stuck:
@@ -333,6 +290,35 @@ class PayoutEngine:
             )
         else:
             await self.alerts.resolve("payouts.stuck")
+
+    async def _track_one(self, payout: Any, finalized: int, report: TickReport) -> bool:
+        """Settle, re-send or bump one payout; True when it is stuck beyond help."""
+        async with self.pool.acquire() as conn:
+            txs = await conn.fetch(SQL["payout_txs"], payout["id"])
+        landed = await self._landed(txs)
+        if landed is not None:
+            await self._on_landed(payout, landed, finalized, report)
+            return False
+        if payout["landed_tx_hash"] is not None:
+            log.warning(
+                "payflow.payouts.dropped",
+                payout_id=str(payout["id"]),
+                tx_hash=payout["landed_tx_hash"],
+            )
+            async with self.pool.acquire() as conn, transaction(conn, self.settings):
+                await conn.execute(SQL["clear_landed"], payout["id"])
+        latest = txs[-1]
+        age = time.time() - latest["created_at"].timestamp()
+        stuck = False
+        if payout["status"] == PayoutStatus.SENT and age >= self.settings.payout_stuck_after_s:
+            if await self.bump(payout, latest):
+                report.bumped += 1
+                return False
+            stuck = True  # at the fee ceiling: keep the latest attempt in the mempool
+        signed = SignedTx(raw=latest["raw_tx"], tx_hash=latest["tx_hash"])
+        outcome = await self.send(payout["id"], signed)
+        report.rebroadcast += 1
+        return stuck or outcome is Broadcast.NO_FUNDS
 
     async def _landed(self, txs: list[Any]) -> Landed | None:
         calls = [("eth_getTransactionReceipt", [tx["tx_hash"]]) for tx in txs]
@@ -382,15 +368,9 @@ class PayoutEngine:
         """Replace a stuck transaction: same nonce, fees up by `PAYOUT_FEE_BUMP_PERCENT`
         (at least the +10% nodes require), capped at `PAYOUT_MAX_FEE_PER_GAS_WEI`.
         The new attempt is stored before it is sent. False when the cap forbids it."""
-        percent = self.settings.payout_fee_bump_percent
-        cap = self.settings.payout_max_fee_per_gas_wei
-        old_fee, old_tip = int(latest["max_fee_per_gas"]), int(latest["max_priority_fee_per_gas"])
-        current = await self.fees()
-        tip = _bumped(old_tip, percent)
-        fee = min(cap, max(_bumped(old_fee, percent), current.max_fee_per_gas + tip))
-        if fee < _bumped(old_fee, 10) or tip > fee:
+        fees = bumped_fees(self.settings, latest, await self.fees())
+        if fees is None:
             return False
-        fees = TxFees(int(latest["gas_limit"]), fee, tip)
         wallet = self.wallets.get(payout["hot_wallet"])
         if wallet is None:
             return False
@@ -417,7 +397,7 @@ class PayoutEngine:
             payout_id=str(payout["id"]),
             attempt=attempt,
             tx_hash=signed.tx_hash,
-            max_fee_per_gas=fee,
+            max_fee_per_gas=fees.max_fee_per_gas,
         )
         await self.send(payout["id"], signed)
         return True

@@ -56,7 +56,17 @@ async def payouts_job(ctx: JobContext) -> JobResult:
             ctx.pool, ctx.settings, rpc, wallets, finality=oracle, alerts=ctx.alerts
         )
         report = await engine.tick()
-    outcome = Outcome.ALERT if report.waiting or report.stuck else Outcome.OK
+    if report.errors:
+        await ctx.alerts.fire(
+            "payouts.errors",
+            Severity.WARNING,
+            f"{report.errors} payout(s) could not be tracked this run (see"
+            " payflow.payouts.track_failed); they are retried every run",
+            details={"errors": report.errors},
+        )
+    else:
+        await ctx.alerts.resolve("payouts.errors")
+    outcome = Outcome.ALERT if report.waiting or report.stuck or report.errors else Outcome.OK
     return JobResult(outcome, report.summary())
 
 

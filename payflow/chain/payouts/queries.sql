@@ -43,8 +43,10 @@ SELECT * FROM payouts WHERE id = $1;
 SELECT * FROM payouts WHERE id = $1 AND (merchant_id = $2 OR $3::boolean);
 
 -- name: held_payouts
--- $1 chain, $2 limit: payouts waiting for a nonce, oldest first
-SELECT * FROM payouts WHERE status = 'held' AND chain = $1 ORDER BY created_at LIMIT $2;
+-- $1 chain, $2 limit: payouts waiting for a nonce, oldest first, with their account's status
+SELECT p.*, a.status AS account_status
+FROM payouts p JOIN accounts a ON a.id = p.account_id
+WHERE p.status = 'held' AND p.chain = $1 ORDER BY p.created_at LIMIT $2;
 
 -- name: open_payouts
 -- $1 chain, $2 limit: signed or sent payouts, oldest first

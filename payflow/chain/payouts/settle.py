@@ -66,7 +66,7 @@ async def _record_and_post(
         event_type.value,
         payout["trace_id"],
     )
-    await post_within(conn, event_id)
+    await post_within(conn, event_id, consumes_hold=True)
 
 
 async def settle(

@@ -192,3 +192,35 @@ async def test_a_poor_hot_wallet_makes_the_payout_wait_then_complete(
     assert (done["status"], done["wait_reason"]) == ("confirmed", None)
     assert await anvil.rpc.get_balance(to) == WEI
     await _one_debit(pool, account, Decimal("1"))
+
+
+async def test_a_frozen_account_signs_nothing_new_but_a_sent_payout_still_posts(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    payout_settings: Settings,
+    engine: PayoutEngine,
+) -> None:
+    (hot,) = engine.wallets
+    await anvil.set_balance(hot, 10 * WEI)
+    account = await funded_account(owner_pool, "ETH", Decimal("5"))
+    sent_to, held_to = fresh_address(), fresh_address()
+    sent = await request_payout(pool, payout_settings, account, "1", sent_to)
+    await engine.tick()  # signed, sent and mined, not final
+    held = await request_payout(pool, payout_settings, account, "2", held_to)
+    await owner_pool.execute("UPDATE accounts SET status = 'frozen' WHERE id = $1", account)
+
+    await settle_all(engine, anvil, rounds=2)
+
+    rows = {r["id"]: r for r in await pool.fetch("SELECT * FROM payouts")}
+    assert rows[sent["id"]]["status"] == "confirmed"  # its money left before the freeze
+    assert (rows[held["id"]]["status"], rows[held["id"]]["wait_reason"]) == (
+        "held",
+        "account frozen",
+    )
+    assert await anvil.rpc.get_balance(sent_to) == WEI
+    assert await anvil.rpc.get_balance(held_to) == 0
+    entries = await ledger_rows(pool, account)
+    assert [r["event_type"] for r in entries] == ["withdrawal", "withdrawal_fee"]
+    acct = await pool.fetchrow("SELECT held FROM accounts WHERE id = $1", account)
+    assert acct["held"] == Decimal("2.0021")
