@@ -17,7 +17,7 @@ Revision ID: 0015_payouts
 Revises: 0014_chain_scanner
 """
 
-from payflow.db.migrations.statements import execute_all
+from payflow.db.migrations.statements import execute_all, refuse_data_loss
 
 revision = "0015_payouts"
 down_revision = "0014_chain_scanner"
@@ -134,5 +134,14 @@ def upgrade() -> None:
     execute_all(UPGRADE)
 
 
+# Data a downgrade would lose: payouts (with their signed transactions and nonces) and
+# open holds (dropping `held` would make held funds spendable).
+LOSES_DATA = """
+SELECT EXISTS (SELECT 1 FROM payouts) OR EXISTS (SELECT 1 FROM hot_wallets)
+    OR EXISTS (SELECT 1 FROM accounts WHERE held <> 0)
+"""
+
+
 def downgrade() -> None:
+    refuse_data_loss(LOSES_DATA, "payouts, hot-wallet nonces or open holds")
     execute_all(DOWNGRADE)
