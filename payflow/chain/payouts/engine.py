@@ -28,6 +28,7 @@ from payflow.chain.rpc import RpcClient, hex_int
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.errors import ChainUnavailable, PayflowError
+from payflow.metrics import PAYOUTS
 from payflow.ops.alerts import AlertSink, LogAlertSink, Severity
 
 log = structlog.get_logger("payflow.payouts")
@@ -139,9 +140,11 @@ class PayoutEngine:
                 continue
             funds[wallet.address].spend(need)
             report.signed += 1
+            PAYOUTS.labels("signed").inc()
             if await self.send(payout["id"], signed) is Broadcast.ACCEPTED:
                 report.sent += 1
         report.waiting = len(waiting)
+        PAYOUTS.labels("waiting").inc(len(waiting))
         await self._waiting(waiting, funds)
 
     def _pick(self, order: list[str], funds: dict[str, WalletFunds], need: Any) -> HotWallet | None:
@@ -233,6 +236,8 @@ class PayoutEngine:
             row = await conn.fetchrow(SQL["mark_sent"], payout_id)
             if row is not None:
                 await enqueue_notification(conn, row)
+        if row is not None:  # committed
+            PAYOUTS.labels("sent").inc()
 
     # --- tracking ------------------------------------------------------------------
 
@@ -313,6 +318,7 @@ class PayoutEngine:
         if payout["status"] == PayoutStatus.SENT and age >= self.settings.payout_stuck_after_s:
             if await self.bump(payout, latest):
                 report.bumped += 1
+                PAYOUTS.labels("bumped").inc()
                 return False
             stuck = True  # at the fee ceiling: keep the latest attempt in the mempool
         signed = SignedTx(raw=latest["raw_tx"], tx_hash=latest["tx_hash"])
@@ -357,6 +363,8 @@ class PayoutEngine:
             report.confirmed += 1
         elif outcome == PayoutStatus.FAILED:
             report.failed += 1
+        if outcome is not None:
+            PAYOUTS.labels(outcome).inc()
         log.info(
             "payflow.payouts.settled",
             payout_id=str(payout["id"]),
