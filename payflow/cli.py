@@ -89,8 +89,22 @@ def recon(
     full: Annotated[
         bool, typer.Option("--full", help="Check every account and duplicates")
     ] = False,
+    chain: Annotated[
+        bool, typer.Option("--chain", help="Compare final blocks with the chain credits")
+    ] = False,
+    from_block: Annotated[
+        int | None,
+        typer.Option("--from-block", min=0, help="With --chain: first block to re-read"),
+    ] = None,
 ) -> None:
-    """Reconcile balances with the ledger; exit 1 on any mismatch."""
+    """Reconcile balances with the ledger (or, with --chain, credits with the chain's
+    final blocks); exit 1 on any mismatch."""
+    if chain:
+        from payflow.chain.recon_cli import run_chain_recon
+
+        if not _run(run_chain_recon(_settings(), from_block=from_block)):
+            raise typer.Exit(1)
+        return
     from payflow.ops.recon_report import run_recon
 
     clean = _run(run_recon(_settings(), full=full))

@@ -141,6 +141,7 @@ class Settings(BaseSettings):
     chain_deposits_interval_s: float = Field(default=3.0, gt=0)
     chain_deposits_batch: int = Field(default=200, ge=1, le=10000)
     chain_recheck_s: float = Field(default=3.0, gt=0)
+    chain_report_grace_s: float = Field(default=900.0, ge=0)
     chain_orphan_recheck_s: float = Field(default=3600.0, ge=0)
     chain_reorg_watch_blocks: int = Field(default=64, ge=0)
     recon_chain_interval_s: float = Field(default=86400.0, gt=0)

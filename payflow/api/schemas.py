@@ -217,6 +217,9 @@ class AccountView(BaseModel):
     balance: str
     held: str = Field(description="Sum of open payout holds (amount plus fee at its maximum)")
     available: str = Field(description="balance - held; what a new payout or withdrawal may use")
+    pending_incoming: str = Field(
+        description="Chain deposits seen but not yet final and credited; never spendable"
+    )
     status: Literal["active", "frozen"]
     created_at: str
     updated_at: str

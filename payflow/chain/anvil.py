@@ -12,6 +12,7 @@ Not used by the service itself: production talks to a real node through `RpcClie
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -165,29 +166,35 @@ class AnvilNode:
         self.stop()
         raise RuntimeError(f"anvil did not listen on {self.port} within {timeout_s}s")
 
+    def _signal(self, sig: signal.Signals) -> None:
+        """Signal anvil's whole process group: the npm entry point is a Node.js wrapper
+        that runs the native binary as its child (started in its own session)."""
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, sig)
+
     def kill(self) -> None:
         """SIGKILL: the node vanishes at once (its state is lost unless `state_path`)."""
         if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+            self._signal(signal.SIGKILL)
             self.process.wait()
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self._signal(signal.SIGCONT)  # a paused node must be able to exit
+            self._signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                self._signal(signal.SIGKILL)
                 self.process.wait()
 
     def pause(self) -> None:
         """SIGSTOP: connections hang (a node that stopped answering)."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGSTOP)
+        self._signal(signal.SIGSTOP)
 
     def resume(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGCONT)
+        self._signal(signal.SIGCONT)
 
     async def aclose(self) -> None:
         await self.rpc.aclose()

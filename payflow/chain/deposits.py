@@ -21,9 +21,8 @@ from decimal import Decimal
 from enum import StrEnum
 from uuid import UUID
 
-import asyncpg
-
 from payflow.chain.transfers import NATIVE_POSITION, Transfer, transfer_id
+from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.ledger.limits import LimitExceeded, LimitKind, check_limit
 from payflow.money import from_base_units
@@ -35,6 +34,7 @@ SOURCES = frozenset({"webhook", "alchemy", "scanner"})
 class ObserveOutcome(StrEnum):
     NEW = "new"  # a new report, pending verification (or, from the scanner, verified)
     DUPLICATE = "duplicate"  # this source already reported exactly this
+    AMBIGUOUS = "ambiguous"  # the provider event id already names another claim
     IGNORED = "ignored"  # not a deposit payflow takes (reason says why); nothing stored
 
 
@@ -67,7 +67,7 @@ def claim_text(to_address: str, contract: str | None, units: int, where: str) ->
 
 
 async def destination(
-    conn: asyncpg.Connection, chain: str, to_address: str, contract: str | None
+    conn: Connection, chain: str, to_address: str, contract: str | None
 ) -> Destination | str:
     """The account and registered asset of a transfer, or the reason it is not ours:
     `unknown_address`, `unknown_chain`, `unknown_token` or `asset_mismatch`."""
@@ -88,21 +88,25 @@ async def destination(
 
 
 async def observe(
-    conn: asyncpg.Connection,
+    conn: Connection,
     transfer: Transfer,
     *,
     source: str,
     trace_id: str,
     seen_in_block: tuple[int, str] | None = None,
     position_known: bool = True,
+    log_index: int | None = None,
+    provider_event_id: str | None = None,
 ) -> ObserveResult:
     """Record one report of `transfer` (`source`: webhook, alchemy or scanner).
 
     Idempotent: the same claim from the same source is a DUPLICATE; another source adds
     its own report, which verification links to the same deposit (one credit).
-    `position_known=False` (a webhook's token transfer: providers give a block-level
-    log index, kept as `log_index`) lets verification find the position inside the
-    transaction by content. `seen_in_block=(number, hash)` (the scanner, which read the
+    `position_known=False` (a webhook's token transfer: providers give at most a
+    block-level `log_index`, kept as a hint) lets verification find the position
+    inside the transaction by content. `provider_event_id` (the namespaced id of a
+    webhook event) may name one claim only: reused for another, it is AMBIGUOUS.
+    `seen_in_block=(number, hash)` (the scanner, which read the
     block itself) confirms the report and records the deposit verified at that block.
     Raises `ValueError` for an unknown source; never raises on the transfer's content.
     """
@@ -124,9 +128,10 @@ async def observe(
     position: int | None = NATIVE_POSITION if native else None
     if not native and (position_known or seen_in_block is not None):
         position = transfer.position
-    log_index = None if native or position is not None else transfer.position
+    log_index = None if native or position is not None else log_index
     where = f"p{position}" if position is not None else f"l{log_index}"
     tid = transfer_id(transfer.chain, transfer.tx_hash, position) if position is not None else None
+    claim = claim_text(to_address, contract, transfer.units, where)
     report_id = await conn.fetchval(
         SQL["insert_report"],
         source,
@@ -134,16 +139,20 @@ async def observe(
         transfer.tx_hash.lower(),
         position,
         log_index,
-        claim_text(to_address, contract, transfer.units, where),
+        claim,
         to_address,
         contract,
         Decimal(transfer.units),
         found.account_id,
         amount,
         trace_id,
+        provider_event_id,
     )
     if report_id is None:
-        return ObserveResult(ObserveOutcome.DUPLICATE, tid)
+        same = await conn.fetchval(
+            SQL["same_claim"], source, transfer.chain, transfer.tx_hash.lower(), claim
+        )
+        return ObserveResult(ObserveOutcome.DUPLICATE if same else ObserveOutcome.AMBIGUOUS, tid)
     if seen_in_block is not None and tid is not None:
         number, block_hash = seen_in_block
         await record_verified(
@@ -160,7 +169,7 @@ async def observe(
 
 
 async def record_verified(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     transfer_id: str,
     transfer: Transfer,
@@ -195,7 +204,14 @@ async def record_verified(
     return status
 
 
-async def pending_incoming(conn: asyncpg.Connection, account_id: UUID) -> Decimal:
+async def recheck_transaction(conn: Connection, chain: str, tx_hash: str) -> int:
+    """Bring the deposits and pending reports of a transaction forward for checking
+    (an Alchemy `removed: true` notice); how many rows."""
+    count: int = await conn.fetchval(SQL["recheck_tx"], chain, tx_hash.lower())
+    return count
+
+
+async def pending_incoming(conn: Connection, account_id: UUID) -> Decimal:
     """Seen but not credited, for `account_id` (never spendable): verified deposits plus
     pending reports not yet linked to a deposit (one per claimed transfer)."""
     value: Decimal = await conn.fetchval(SQL["pending_incoming"], account_id)

@@ -7,7 +7,8 @@ through the chain's circuit breaker (`payflow.chain.breaker`) and raises the ret
 Cache (Redis, `{prefix}chain:{chain}:…`; an outage only costs speed):
 - answers about FINAL blocks never change: a final block's hash, a receipt or a
   transaction whose block is final (and whose hash is the final one at that height)
-  are kept `CHAIN_CACHE_FINAL_TTL_S`;
+  are kept `CHAIN_CACHE_FINAL_TTL_S` (on a `confirmations:N` chain only below the
+  reorg watch, since a deeper reorg can still undo them);
 - everything else (head, the finalized height, non-final blocks and receipts, a
   missing receipt) only `CHAIN_CACHE_RECENT_TTL_S`.
 So re-verifying a deposit in a final block with a warm cache costs no RPC call.
@@ -47,6 +48,7 @@ def _trim_receipt(receipt: dict[str, Any] | None) -> dict[str, Any] | None:
                 "address": str(log.get("address", "")).lower(),
                 "topics": [str(topic).lower() for topic in log.get("topics", [])],
                 "data": str(log.get("data", "0x")),
+                "logIndex": hex_int(log.get("logIndex")),
             }
             for log in receipt.get("logs", [])
         ],
@@ -179,9 +181,19 @@ class FinalityOracle:
             return None if cached is None else str(cached)
         block = await self.call(chain, lambda rpc: rpc.get_block(number))
         found = None if block is None else str(block.get("hash", "")).lower() or None
-        final = found is not None and number <= await self.finalized_height(chain)
+        final = found is not None and await self._settled(chain, number)
         await self._store(key, found, final=final)
         return found
+
+    async def _settled(self, chain: str, number: int) -> bool:
+        """May answers about block `number` be cached long? Under `finalized`, once it is
+        final. Under `confirmations:N` "final" can still be undone by a deeper reorg, so
+        only below the reorg watch (`CHAIN_REORG_WATCH_BLOCKS` under head - N)."""
+        config = self.config(chain)
+        if config.policy.kind is PolicyKind.FINALIZED:
+            return number <= await self.finalized_height(chain)
+        depth = self.settings.chain_reorg_watch_blocks
+        return number <= await self.finalized_height(chain) - depth
 
     async def is_final(self, chain: str, number: int, block_hash: str) -> bool | None:
         """True when block `number` is final and its hash is `block_hash`; False when the
@@ -196,7 +208,7 @@ class FinalityOracle:
         if item is None or item.get("blockNumber") is None or not item.get("blockHash"):
             return False
         number = int(item["blockNumber"])
-        if number > await self.finalized_height(chain):
+        if not await self._settled(chain, number):
             return False
         return await self.block_hash(chain, number) == str(item["blockHash"])
 

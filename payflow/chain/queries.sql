@@ -15,13 +15,33 @@ SELECT asset, decimals FROM chain_tokens WHERE chain = $1 AND contract = $2;
 -- name: insert_report
 -- $1 source, $2 chain, $3 tx hash, $4 position or null, $5 block-level log index or null,
 -- $6 claim text, $7 to, $8 contract or null, $9 units, $10 account id, $11 amount,
--- $12 trace id. Returns the id when new; nothing for a duplicate claim.
+-- $12 trace id, $13 provider event id or null. Returns the id when new; nothing for a
+-- duplicate claim or a provider id already naming another claim.
 INSERT INTO chain_deposit_reports
     (source, chain, tx_hash, position, log_index, claim, to_address, contract, units,
-     account_id, amount, trace_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-ON CONFLICT (source, chain, tx_hash, claim) DO NOTHING
+     account_id, amount, trace_id, provider_event_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+ON CONFLICT DO NOTHING
 RETURNING id;
+
+-- name: same_claim
+-- $1 source, $2 chain, $3 tx hash, $4 claim: is this exact claim already reported?
+SELECT EXISTS (SELECT 1 FROM chain_deposit_reports
+               WHERE source = $1 AND chain = $2 AND tx_hash = $3 AND claim = $4);
+
+-- name: recheck_tx
+-- $1 chain, $2 tx hash: check its deposits and pending reports again now (a provider
+-- said a log was removed)
+WITH deposits AS (
+    UPDATE chain_deposits SET next_check_at = now()
+    WHERE chain = $1 AND tx_hash = $2 AND status IN ('verified', 'orphaned')
+    RETURNING 1
+), reports AS (
+    UPDATE chain_deposit_reports SET next_check_at = now()
+    WHERE chain = $1 AND tx_hash = $2 AND status = 'pending'
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM deposits) + (SELECT count(*) FROM reports);
 
 -- name: confirm_report
 -- $1 report id, $2 transfer id the node showed
@@ -116,8 +136,8 @@ WHERE transfer_id = $1 AND status = $2;
 -- name: watched_credits
 -- $1 chain, $2 lowest block number still watched, $3 batch size: credited deposits a
 -- reorg deeper than the confirmations could still undo
-SELECT transfer_id, chain, tx_hash, position, account_id, asset, amount, block_number,
-       block_hash, trace_id
+SELECT transfer_id, chain, tx_hash, position, to_address, contract, units, account_id,
+       asset, amount, block_number, block_hash, trace_id
 FROM chain_deposits
 WHERE status = 'credited' AND chain = $1 AND block_number >= $2
 ORDER BY block_number
@@ -141,11 +161,12 @@ WHERE transfer_id = $1 AND status = 'reversed';
 
 -- name: pending_incoming
 -- $1 account id: verified deposits not credited, plus pending reports not yet linked
--- to a deposit (one per claimed transfer, however many sources reported it)
+-- to a deposit (one per claimed transfer and position or log-index hint)
 SELECT COALESCE((SELECT sum(amount) FROM chain_deposits
                  WHERE account_id = $1 AND status = 'verified'), 0)
      + COALESCE((SELECT sum(amount) FROM (
-           SELECT DISTINCT ON (r.chain, r.tx_hash, r.to_address, r.contract, r.units) r.amount
+           SELECT DISTINCT ON (r.chain, r.tx_hash, r.to_address, r.contract, r.units,
+                               COALESCE(r.position, r.log_index)) r.amount
            FROM chain_deposit_reports r
            WHERE r.account_id = $1 AND r.status = 'pending'
              AND NOT EXISTS (
@@ -174,3 +195,17 @@ WHERE chain = $1 AND status = 'credited' AND block_number BETWEEN $2 AND $3;
 -- $1 transfer ids: those credited (or reversed after a credit)
 SELECT transfer_id FROM chain_deposits
 WHERE transfer_id = ANY($1::text[]) AND status IN ('credited', 'reversed');
+
+-- name: deposit_for_reversal
+-- $1 transfer id: a credited deposit's account, asset, amount and trace (null otherwise)
+SELECT account_id, asset, amount, trace_id FROM chain_deposits
+WHERE transfer_id = $1 AND status = 'credited';
+
+-- name: deposit_events_without_credit
+-- $1 event id prefix `chain:<chain>:`: confirmed deposit events of the chain that no
+-- credited (or reversed) deposit accounts for
+SELECT e.event_id FROM payment_events e
+WHERE starts_with(e.event_id, $1) AND e.event_type = 'deposit' AND e.status = 'confirmed'
+  AND NOT EXISTS (SELECT 1 FROM chain_deposits d
+                  WHERE d.credit_event_id = e.event_id AND d.status IN ('credited', 'reversed'))
+ORDER BY e.event_id;

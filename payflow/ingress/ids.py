@@ -11,6 +11,7 @@ Every source owns a prefix, and payflow's own derived ids live elsewhere:
 | `alchemy-sha256:<64 hex>` | Alchemy id part that is too long or not plain (as above) |
 | `<source>-review:<64 hex>` | unmatched row with no usable or no unambiguous provider id |
 | `payment:<uuid>`, `wd:<hash>` | payflow's own (payment credits, withdrawals) |
+| `chain:<transfer id>`, `reorg:<transfer id>` | payflow's own (chain deposit, its reversal) |
 
 So an outsider's id can never equal an id payflow derives, and no prefix list has to
 be refused. Every id fits `payment_events.event_id` (at most 200 characters).

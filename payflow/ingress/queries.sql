@@ -43,10 +43,6 @@ SELECT native_asset, native_decimals FROM chains WHERE chain = $1;
 -- $1 chain, $2 lower-case contract address: the registered asset and on-chain decimals
 SELECT asset, decimals FROM chain_tokens WHERE chain = $1 AND contract = $2;
 
--- name: stored_event
--- $1 event id: what an existing payment event moved, to tell a redelivery from a reuse
-SELECT account_id, amount, event_type FROM payment_events WHERE event_id = $1;
-
 -- name: keep_delivery
 -- $1 SHA-256 of the body, $2 the exact body bytes (stored once per body)
 INSERT INTO provider_deliveries (body_sha256, body) VALUES ($1, $2)

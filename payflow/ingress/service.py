@@ -16,14 +16,25 @@ from uuid import UUID
 
 import asyncpg
 
+from payflow.chain.deposits import ObserveOutcome, ObserveResult, observe, recheck_transaction
+from payflow.chain.transfers import NATIVE_POSITION, TX_HASH_RE, Transfer
+from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.errors import Conflict
+from payflow.ingress.ids import ALCHEMY
 from payflow.ingress.payloads import ProviderEvent, UnmatchedReason, ambiguous
 from payflow.ingress.registry import RegisteredAsset, UnknownToken, resolve_asset
 from payflow.ledger.accounts import asset_scale, record_event
 from payflow.ledger.limits import LimitExceeded, LimitKind, check_limit
 from payflow.ledger.records import EventType
-from payflow.money import EXACT, InvalidAmount, format_amount, from_base_units, parse_amount
+from payflow.money import (
+    EXACT,
+    InvalidAmount,
+    format_amount,
+    from_base_units,
+    parse_amount,
+    to_base_units,
+)
 from payflow.outbox.writer import enqueue
 
 SQL = load_queries("payflow.ingress")
@@ -64,7 +75,7 @@ class Delivery:
 
 
 async def record_and_announce(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     event_id: str,
     account_id: UUID,
@@ -153,16 +164,21 @@ async def _unmatched(
 async def land_event(
     conn: asyncpg.Connection, event: ProviderEvent, trace_id: str, *, delivery: Delivery
 ) -> Landing:
-    """Credit one provider event to the account behind its deposit address, or keep it.
+    """Report one provider deposit for the chain to verify, or keep it for review.
 
     The asset and decimals come from the registry (`resolve_asset`), the account from
-    `deposit_addresses`; the account's asset must equal the registry's. A new event is
-    stored `pending` with its `ledger.event` outbox row. An existing event with the same
-    id is a duplicate only when it moved the same amount of the same type to the same
-    account; otherwise this one is kept as `ambiguous_id` (an id never merges two
-    different movements). Never raises on the event's content.
+    `deposit_addresses`; the account's asset must equal the registry's, and the amount
+    respects the deposit limit. A creditable event is then only OBSERVED
+    (`payflow.chain.deposits.observe`): the node is the source of truth, and the
+    deposit lifecycle credits it once the node shows it final (issue 8). The same claim
+    again is a duplicate; a provider id reused for another claim is kept as
+    `ambiguous_id`. A `removed: true` activity brings its transaction's deposits
+    forward for re-verification. Never raises on the event's content.
     """
     if event.problem is not None:
+        if event.problem is UnmatchedReason.REMOVED and event.tx_hash:
+            # a reorg removed the log: the chain decides again, now (never a debit here)
+            await recheck_transaction(conn, event.chain, event.tx_hash)
         return await _unmatched(conn, event, event.problem, event.detail, trace_id, delivery)
     try:
         registered: RegisteredAsset = await resolve_asset(conn, event)
@@ -195,35 +211,71 @@ async def land_event(
         await check_limit(conn, row["asset"], LimitKind.DEPOSIT, value)
     except LimitExceeded as error:
         return await keep(UnmatchedReason.OVER_LIMIT, str(error))
-    inserted = await record_and_announce(
-        conn,
-        event_id=event.event_id,
-        account_id=row["account_id"],
-        amount=amount,
-        event_type=event.event_type,
-        scale=scale,
-        trace_id=trace_id,
-    )
-    if inserted:
+    result = await _observe(conn, event, value, registered, trace_id)
+    if result is None:
+        return await keep(UnmatchedReason.INVALID, "tx_hash is not an EVM transaction hash")
+    if result.outcome is ObserveOutcome.NEW:
         return Landing(event.event_id, IngressResult.RECORDED)
-    stored = await conn.fetchrow(SQL["stored_event"], event.event_id)
-    assert stored is not None  # rows of payment_events are never deleted
-    same = (stored["account_id"], stored["amount"], stored["event_type"]) == (
-        row["account_id"],
-        value,
-        event.event_type.value,
-    )
-    if same:
+    if result.outcome is ObserveOutcome.DUPLICATE:
         return Landing(event.event_id, IngressResult.DUPLICATE)
-    other = ambiguous(event, f"id {event.event_id} already names a different movement")
-    return await _unmatched(
+    if result.outcome is ObserveOutcome.AMBIGUOUS:
+        other = ambiguous(event, f"id {event.event_id} already names a different movement")
+        return await _unmatched(
+            conn,
+            other,
+            UnmatchedReason.AMBIGUOUS_ID,
+            other.detail,
+            trace_id,
+            delivery,
+            registered.decimals,
+        )
+    reason = UnmatchedReason(result.reason or UnmatchedReason.INVALID.value)
+    return await keep(reason, f"not a deposit payflow takes: {result.reason}")
+
+
+def _log_index(event: ProviderEvent) -> int | None:
+    """The block-level log index an Alchemy activity names (a hint for the position)."""
+    activity = event.payload if isinstance(event.payload, dict) else {}
+    log = activity.get("log")
+    raw = log.get("logIndex") if isinstance(log, dict) else None
+    if isinstance(raw, str) and raw.startswith("0x"):
+        try:
+            value = int(raw, 16)
+        except ValueError:
+            return None
+        return value if value < 2**31 else None  # only a hint; odd values are dropped
+    return None
+
+
+async def _observe(
+    conn: asyncpg.Connection,
+    event: ProviderEvent,
+    value: Decimal,
+    registered: RegisteredAsset,
+    trace_id: str,
+) -> ObserveResult | None:
+    """Record the deposit as a REPORT for the chain to verify (`payflow.chain.deposits`):
+    a provider's word never credits by itself. None when the event names no EVM
+    transaction."""
+    tx_hash = (event.tx_hash or "").lower()
+    if not TX_HASH_RE.fullmatch(tx_hash) or event.to_address is None:
+        return None
+    transfer = Transfer(
+        chain=event.chain,
+        tx_hash=tx_hash,
+        position=NATIVE_POSITION,
+        to_address=event.to_address,
+        contract=None if event.native else event.contract,
+        units=to_base_units(value, registered.decimals),
+    )
+    return await observe(
         conn,
-        other,
-        UnmatchedReason.AMBIGUOUS_ID,
-        other.detail,
-        trace_id,
-        delivery,
-        registered.decimals,
+        transfer,
+        source="alchemy" if event.source == ALCHEMY else "webhook",
+        trace_id=trace_id,
+        position_known=event.native,
+        log_index=_log_index(event),
+        provider_event_id=event.event_id,
     )
 
 

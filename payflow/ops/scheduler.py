@@ -23,6 +23,7 @@ import asyncpg
 import structlog
 from redis.asyncio import Redis
 
+from payflow.chain.jobs import chain_deposits_job, recon_chain_job
 from payflow.chain.payouts.job import payouts_job
 from payflow.config import Settings
 from payflow.db.queries import load_queries
@@ -116,6 +117,18 @@ _SPECS: tuple[JobSpec, ...] = (
         payouts_job,
         lambda s: s.payout_interval_s,
         "sign, send, track, fee-bump and settle on-chain payouts",
+    ),
+    JobSpec(
+        "chain_deposits",
+        chain_deposits_job,
+        lambda s: s.chain_deposits_interval_s,
+        "verify chain deposit reports, credit final deposits, orphan dropped ones",
+    ),
+    JobSpec(
+        "recon_chain",
+        recon_chain_job,
+        lambda s: s.recon_chain_interval_s,
+        "final blocks vs credits: uncredited transfers, credits without a transfer",
     ),
 )
 JOBS: dict[str, JobSpec] = {spec.name: spec for spec in _SPECS}

@@ -58,6 +58,8 @@ class Status:
     broker: str  # "ok" or "unreachable: <reason>"
     queues: list[QueueDepth]
     alerts: list[dict[str, Any]] | None  # None: no `alerts` table yet
+    # each configured chain's RPC circuit breaker: closed | open | half_open | unknown
+    breakers: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -124,7 +126,38 @@ def judge(status: Status, settings: Settings) -> list[str]:
     if status.broker != "ok":
         problems.append(f"broker {status.broker}")
     problems.extend(f"queue missing: {q.name}" for q in status.queues if q.messages is None)
+    problems.extend(
+        f"rpc breaker {chain}: {state}"
+        for chain, state in status.breakers.items()
+        if state in ("open", "half_open")
+    )
     return problems
+
+
+async def _breakers(settings: Settings) -> dict[str, str]:
+    """The shared breaker state of every configured chain, read from Redis."""
+    from redis.asyncio import Redis
+
+    from payflow.chain.breaker import REDIS_ERRORS, Breaker, BreakerState
+    from payflow.chain.config import chain_configs
+
+    chains = chain_configs(settings)
+    if not chains:
+        return {}
+    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
+    states: dict[str, str] = {}
+    try:
+        for chain in chains:
+            try:
+                await redis.ping()
+            except REDIS_ERRORS:
+                states[chain] = "unknown"
+                continue
+            state = await Breaker(chain, redis, prefix=settings.redis_key_prefix).state()
+            states[chain] = BreakerState(state).name.lower()
+    finally:
+        await redis.aclose()
+    return states
 
 
 async def collect_status(pool: asyncpg.Pool, settings: Settings) -> Status:
@@ -153,6 +186,7 @@ async def collect_status(pool: asyncpg.Pool, settings: Settings) -> Status:
         broker=broker,
         queues=queues,
         alerts=alerts,
+        breakers=await _breakers(settings),
     )
     status.problems = judge(status, settings)
     return status
@@ -195,6 +229,8 @@ def render(status: Status, console: Console) -> None:
     for q in status.queues:
         shown = "missing" if q.messages is None else f"{q.messages} ({q.consumers} consumers)"
         row(f"queue {q.name}", shown, q.messages is None)
+    for chain, state in status.breakers.items():
+        row(f"rpc breaker {chain}", state, state in ("open", "half_open"))
     console.print(table)
     if status.alerts is not None:
         for alert in status.alerts:

@@ -28,6 +28,7 @@ from payflow.api.schemas import (
     problem_responses,
 )
 from payflow.api.state import api_state
+from payflow.chain.deposits import pending_incoming
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, Conflict, NotFound
 from payflow.idempotency import idempotency_key
@@ -56,14 +57,16 @@ WITHDRAWAL_SCOPE = "accounts.withdraw"
 EventId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
 
 
-def account_view(row: Any) -> dict[str, Any]:
-    """The wire form of an accounts row."""
+def account_view(row: Any, pending: Decimal = Decimal(0)) -> dict[str, Any]:
+    """The wire form of an accounts row; `pending` is its `pending_incoming` (chain
+    deposits seen but not credited: shown, never spendable)."""
     return {
         "account_id": str(row["id"]),
         "asset": row["asset"],
         "balance": wire_amount(row["balance"], row["asset"]),
         "held": wire_amount(row["held"], row["asset"]),
         "available": wire_amount(add(row["balance"], negate(row["held"])), row["asset"]),
+        "pending_incoming": wire_amount(pending, row["asset"]),
         "status": row["status"],
         "created_at": iso(row["created_at"]),
         "updated_at": iso(row["updated_at"]),
@@ -111,7 +114,8 @@ async def read_account(
     state = api_state(request)
     async with connection(state.pool) as conn:
         row = await _owned_account(conn, account_id, merchant)
-    return JsonResponse(account_view(row))
+        pending = await pending_incoming(conn, account_id)
+    return JsonResponse(account_view(row, pending))
 
 
 @router.get(

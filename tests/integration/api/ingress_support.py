@@ -3,6 +3,7 @@ signed deliveries, and posting pending events as the ledger worker would."""
 
 from __future__ import annotations
 
+import uuid
 from decimal import Decimal
 from typing import Any
 
@@ -71,6 +72,15 @@ async def balance(app: Any, account_id: str) -> Decimal:
     return value
 
 
+async def incoming(app: Any, account_id: str) -> Decimal:
+    """The account's `pending_incoming`: deposits reported, waiting for the node (issue 8:
+    a provider's webhook never credits by itself, so `balance` stays as it was)."""
+    from payflow.chain.deposits import pending_incoming
+
+    async with app.state.api.pool.acquire() as conn:
+        return await pending_incoming(conn, uuid.UUID(account_id))
+
+
 def generic(**fields: Any) -> dict[str, Any]:
     return {
         "event_id": "evt-1",
@@ -82,3 +92,47 @@ def generic(**fields: Any) -> dict[str, Any]:
         "contract_address": USDC_CONTRACT,
         **fields,
     }
+
+
+async def credit_as_the_node_would(app: Any) -> list[str]:
+    """Stand-in for the node in API tests without one: every pending report is taken
+    as verified at a final block and credited through the lifecycle's own `credit`
+    (the exactly-once path). Returns the credit event ids (`chain:<transfer id>`)."""
+    from payflow.chain.deposits import SQL as CHAIN_SQL
+    from payflow.chain.deposits import destination, record_verified
+    from payflow.chain.lifecycle import credit, credit_event_id
+    from payflow.chain.transfers import Transfer, transfer_id
+    from payflow.db.tx import transaction
+
+    pool, settings = app.state.api.pool, app.state.api.settings
+    block_hash = "0x" + "00" * 32
+    credited = []
+    for report in await rows(app, "SELECT * FROM chain_deposit_reports WHERE status = 'pending'"):
+        position = report["position"] if report["position"] is not None else 0
+        tid = transfer_id(report["chain"], report["tx_hash"], position)
+        transfer = Transfer(
+            report["chain"],
+            report["tx_hash"],
+            position,
+            report["to_address"],
+            report["contract"],
+            int(report["units"]),
+        )
+        async with pool.acquire() as conn, transaction(conn, settings):
+            found = await destination(
+                conn, report["chain"], report["to_address"], report["contract"]
+            )
+            assert not isinstance(found, str), found
+            await record_verified(
+                conn,
+                transfer_id=tid,
+                transfer=transfer,
+                destination=found,
+                block=(1, block_hash),
+                source=report["source"],
+                trace_id=report["trace_id"],
+            )
+            await conn.execute(CHAIN_SQL["confirm_report"], report["id"], tid)
+        assert await credit(pool, settings, {"transfer_id": tid, "block_hash": block_hash})
+        credited.append(credit_event_id(tid))
+    return credited

@@ -12,6 +12,7 @@ from payflow.ledger.posting import post_event
 
 from .alchemy import USDC_CONTRACT
 from .conftest import signed
+from .ingress_support import credit_as_the_node_would
 
 
 def key() -> dict[str, str]:
@@ -40,13 +41,13 @@ async def _deposit(
             "to_address": address,
             "asset": "USDC",
             "amount": amount,
-            "tx_hash": "0x" + "ab" * 32,
+            "tx_hash": "0x" + uuid.uuid4().hex * 2,
             "contract_address": USDC_CONTRACT,
         }
     )
     response = await anon.post("/api/v1/webhooks/provider", content=body, headers=signed(body))
-    event_id = response.json()["events"][0]["event_id"]
-    await post_event(app.state.api.pool, app.state.api.settings, event_id)
+    assert response.json()["events"][0]["result"] == "recorded"
+    await credit_as_the_node_would(app)  # issue 8: only the node's word credits
 
 
 async def test_create_and_read_account(client: httpx.AsyncClient) -> None:

@@ -66,17 +66,19 @@ async def test_generic_event_lands_pending_with_outbox_row(
         "trace_id": trace,
         "events": [{"event_id": "gen:evt-1", "result": "recorded"}],
     }
-    events = await rows(
-        app, "SELECT event_id, account_id, amount, status, trace_id FROM payment_events"
+    # Issue 8: a provider's word is a report for the node to verify, never a credit.
+    reports = await rows(
+        app,
+        "SELECT provider_event_id, account_id, amount, status, trace_id, source"
+        " FROM chain_deposit_reports",
     )
     assert [
-        (e["event_id"], str(e["account_id"]), e["amount"], e["status"], e["trace_id"])
-        for e in events
+        (r["provider_event_id"], str(r["account_id"]), r["amount"], r["status"], r["trace_id"])
+        for r in reports
     ] == [("gen:evt-1", usdc_account, Decimal("12.5"), "pending", trace)]
-    outbox = await rows(app, "SELECT topic, payload FROM outbox")
-    assert [(o["topic"], o["payload"]) for o in outbox] == [
-        ("ledger.event", {"version": 1, "event_id": "gen:evt-1"})
-    ]
+    assert reports[0]["source"] == "webhook"
+    assert await rows(app, "SELECT 1 FROM payment_events") == []
+    assert await rows(app, "SELECT topic, payload FROM outbox") == []
 
 
 async def test_duplicate_delivery_writes_nothing_new(
@@ -87,8 +89,8 @@ async def test_duplicate_delivery_writes_nothing_new(
     second = await anon.post(URL, content=body, headers=signed(body))
     assert first.status_code == second.status_code == 202
     assert second.json()["events"] == [{"event_id": "gen:evt-1", "result": "duplicate"}]
-    assert len(await rows(app, "SELECT 1 FROM payment_events")) == 1
-    assert len(await rows(app, "SELECT 1 FROM outbox")) == 1
+    assert len(await rows(app, "SELECT 1 FROM chain_deposit_reports")) == 1
+    assert len(await rows(app, "SELECT 1 FROM payment_events")) == 0
 
 
 async def test_trace_id_is_generated_when_absent(
@@ -98,7 +100,7 @@ async def test_trace_id_is_generated_when_absent(
     response = await anon.post(URL, content=body, headers=signed(body))
     trace = response.json()["trace_id"]
     assert trace and response.headers["x-request-id"] == trace
-    stored = await rows(app, "SELECT trace_id FROM payment_events")
+    stored = await rows(app, "SELECT trace_id FROM chain_deposit_reports")
     assert stored[0]["trace_id"] == trace
 
 
@@ -264,14 +266,16 @@ async def test_alchemy_address_activity_becomes_one_event_per_activity(
         {"event_id": f"alchemy:{tx}:112", "result": "unmatched", "reason": "unknown_address"},
     ]
     events = {
-        e["event_id"]: e["amount"]
-        for e in await rows(app, "SELECT event_id, amount FROM payment_events")
+        e["provider_event_id"]: (e["amount"], e["position"], e["log_index"])
+        for e in await rows(
+            app, "SELECT provider_event_id, amount, position, log_index FROM chain_deposit_reports"
+        )
     }
-    assert events == {
-        f"alchemy:{tx}:110": Decimal("293.092129"),
-        "alchemy:0x" + "5b" * 32 + ":external": Decimal("1234.567890123456789012"),
+    assert events == {  # the token's position inside the transaction is the node's to find
+        f"alchemy:{tx}:110": (Decimal("293.092129"), None, 0x6E),
+        "alchemy:0x" + "5b" * 32 + ":external": (Decimal("1234.567890123456789012"), -1, None),
     }
-    assert len(await rows(app, "SELECT 1 FROM outbox WHERE topic = 'ledger.event'")) == 2
+    assert len(await rows(app, "SELECT 1 FROM outbox")) == 0
     again = await anon.post(URL, content=body, headers=signed(body))
     assert [e["result"] for e in again.json()["events"]] == [
         "duplicate",
@@ -279,7 +283,7 @@ async def test_alchemy_address_activity_becomes_one_event_per_activity(
         "duplicate",
         "unmatched",
     ]
-    assert len(await rows(app, "SELECT 1 FROM outbox")) == 2
+    assert len(await rows(app, "SELECT 1 FROM chain_deposit_reports")) == 2
 
 
 async def test_secret_is_not_the_api_key(anon: httpx.AsyncClient, usdc_account: str) -> None:

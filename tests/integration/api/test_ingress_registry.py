@@ -28,10 +28,10 @@ from .ingress_support import (
     FOREIGN_CONTRACT,
     USDC_ADDRESS,
     USDT_CONTRACT,
-    balance,
     deliver,
     eth_account,
     generic,
+    incoming,
     post_all,
     rows,
     usdc_account,
@@ -47,7 +47,7 @@ async def test_usdc_symbol_from_a_foreign_contract_credits_nothing(
     [event] = await deliver(anon, webhook(forged))
     assert (event["result"], event["reason"]) == ("unmatched", "unknown_token")
     await post_all(app)
-    assert await balance(app, usdc_account) == 0
+    assert await incoming(app, usdc_account) == 0
     assert await rows(app, "SELECT 1 FROM payment_events") == []
     assert await rows(app, "SELECT 1 FROM outbox") == []
     [kept] = await rows(app, "SELECT reason, asset, detail FROM unmatched_provider_events")
@@ -97,7 +97,7 @@ async def test_decimals_come_from_the_registry(
     events = await deliver(anon, webhook(no_decimals, hex_decimals, no_symbol))
     assert [e["result"] for e in events] == ["recorded"] * 3
     await post_all(app)
-    assert await balance(app, usdc_account) == Decimal("2.500004")
+    assert await incoming(app, usdc_account) == Decimal("2.500004")
 
 
 async def test_the_asset_of_the_address_must_be_the_registry_asset(
@@ -145,8 +145,8 @@ async def test_generic_native_and_token_events_credit_registered_assets(
         "result"
     ] == "recorded"
     await post_all(app)
-    assert await balance(app, eth_account) == Decimal("1.5")
-    assert await balance(app, usdc_account) == Decimal("12.5")
+    assert await incoming(app, eth_account) == Decimal("1.5")
+    assert await incoming(app, usdc_account) == Decimal("12.5")
 
 
 # --- item 2: provider ids live in their own namespace
@@ -178,12 +178,13 @@ async def test_provider_id_equal_to_a_payment_credit_id_never_takes_its_place(
     [settlement] = await rows(
         app, "SELECT id, balance FROM accounts WHERE settlement AND asset = 'RUB'"
     )
-    assert stored == {
-        f"gen:payment:{payment_id}": (usdc_account, Decimal("12.5"), "confirmed"),
+    assert stored == {  # the provider's event is a chain report now (issue 8), not a credit
         f"payment:{payment_id}": (str(settlement["id"]), Decimal("10.00"), "confirmed"),
     }
+    [report] = await rows(app, "SELECT provider_event_id FROM chain_deposit_reports")
+    assert report["provider_event_id"] == f"gen:payment:{payment_id}"
     assert settlement["balance"] == Decimal("10.00")
-    assert await balance(app, usdc_account) == Decimal("12.5")
+    assert await incoming(app, usdc_account) == Decimal("12.5")
 
 
 @pytest.mark.parametrize(
@@ -209,10 +210,9 @@ async def test_any_provider_id_is_stored_in_the_generic_namespace(
     assert event["result"] == "recorded"
     assert event["event_id"].startswith(("gen:", "gen-sha256:"))
     assert len(event["event_id"]) <= 200
-    [row] = await rows(app, "SELECT event_id FROM payment_events")
-    assert row["event_id"] == event["event_id"]
-    read = await client.get(f"/api/v1/events/{event['event_id']}")
-    assert read.status_code == 200 and read.json()["event_id"] == event["event_id"]
+    [row] = await rows(app, "SELECT provider_event_id FROM chain_deposit_reports")
+    assert row["provider_event_id"] == event["event_id"]
+    assert await rows(app, "SELECT 1 FROM payment_events") == []
     assert (await deliver(anon, generic(event_id=provider_id)))[0] == {
         "event_id": event["event_id"],
         "result": "duplicate",
@@ -229,7 +229,7 @@ async def test_a_reused_provider_id_with_other_content_is_ambiguous_not_a_duplic
     assert (await deliver(anon, generic(amount="999")))[0] == other
     assert (await deliver(anon, generic()))[0]["result"] == "duplicate"
     await post_all(app)
-    assert await balance(app, usdc_account) == Decimal("12.5")
+    assert await incoming(app, usdc_account) == Decimal("12.5")
     assert len(await rows(app, "SELECT 1 FROM unmatched_provider_events")) == 1
 
 
@@ -271,14 +271,14 @@ async def test_no_odd_value_in_any_generic_field_is_refused_or_changes_the_amoun
             [result] = await deliver(anon, body)
             results.append(result["result"])
     assert set(results) <= {"recorded", "unmatched", "duplicate"}
-    stored = await rows(app, "SELECT account_id, amount FROM payment_events")
+    stored = await rows(app, "SELECT account_id, amount FROM chain_deposit_reports")
     assert {(str(r["account_id"]), r["amount"]) for r in stored} <= {
         (usdc_account, Decimal("12.5"))
     }
     unmatched = await rows(app, "SELECT count(*) AS n FROM unmatched_provider_events")
     assert unmatched[0]["n"] == results.count("unmatched") > 0
     await post_all(app)
-    assert await balance(app, usdc_account) == Decimal("12.5") * len(stored)
+    assert await incoming(app, usdc_account) == Decimal("12.5") * len(stored)
 
 
 # --- item 6 at the edge: a deposit above the asset's max_deposit is kept, never credited
@@ -298,7 +298,7 @@ async def test_deposits_above_the_limit_are_kept_for_review_and_credit_nothing(
     at_limit = await deliver(anon, eth("at-limit", "1000000"))  # ETH max_deposit 1,000,000
     assert at_limit[0]["result"] == "recorded"
     await post_all(app)
-    assert await balance(app, eth_account) == Decimal("1000000")
+    assert await incoming(app, eth_account) == Decimal("1000000")
     kept = await rows(app, "SELECT reason, detail FROM unmatched_provider_events ORDER BY 1")
     assert [k["reason"] for k in kept] == ["over_limit", "over_limit"]
     assert all("max_deposit" in k["detail"] for k in kept)

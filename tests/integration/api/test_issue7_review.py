@@ -62,7 +62,7 @@ async def test_a_delivery_of_600_activities_is_landed_not_refused(
     assert [e["reason"] for e in events[:599]] == ["unknown_address"] * 599
     assert events[599] == {"event_id": f"alchemy:0x{'ee' * 32}:110", "result": "recorded"}
     async with app.state.api.pool.acquire() as conn:
-        landed = await conn.fetch("SELECT account_id, amount FROM payment_events")
+        landed = await conn.fetch("SELECT account_id, amount FROM chain_deposit_reports")
         kept = await conn.fetchval("SELECT count(*) FROM unmatched_provider_events")
     assert [(str(r["account_id"]), r["amount"]) for r in landed] == [(account, Decimal("3"))]
     assert kept == 599
@@ -155,19 +155,19 @@ async def test_a_kept_deposit_is_credited_by_replaying_its_delivery(
         f"alchemy:0x{'02' * 32}:110\trecorded\t",
     ]
     async with app.state.api.pool.acquire() as conn:
-        events = await conn.fetch("SELECT event_id, account_id, amount FROM payment_events")
+        events = await conn.fetch(
+            "SELECT provider_event_id, account_id, amount FROM chain_deposit_reports"
+        )
         outbox = await conn.fetch("SELECT topic, payload FROM outbox")
-    assert [(e["event_id"], str(e["account_id"]), e["amount"]) for e in events] == [
+    assert [(e["provider_event_id"], str(e["account_id"]), e["amount"]) for e in events] == [
         (f"alchemy:0x{'02' * 32}:110", account, Decimal("7"))
     ]
-    assert [(o["topic"], o["payload"]["event_id"]) for o in outbox] == [
-        ("ledger.event", f"alchemy:0x{'02' * 32}:110")
-    ]
+    assert outbox == []  # a report for the node to verify (issue 8), not a credit
     again = await asyncio.to_thread(_cli, api_settings, "unmatched", "replay", kept_id)
     assert again.stdout.splitlines()[1] == f"alchemy:0x{'02' * 32}:110\tduplicate\t"
     async with app.state.api.pool.acquire() as conn:
-        assert await conn.fetchval("SELECT count(*) FROM payment_events") == 1
-        assert await conn.fetchval("SELECT count(*) FROM outbox") == 1
+        assert await conn.fetchval("SELECT count(*) FROM chain_deposit_reports") == 1
+        assert await conn.fetchval("SELECT count(*) FROM outbox") == 0
     missing = await asyncio.to_thread(_cli, api_settings, "unmatched", "replay", "gen:none")
     assert missing.returncode == 1
     assert missing.stderr.strip() == (

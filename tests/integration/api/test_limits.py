@@ -21,6 +21,7 @@ from payflow.payments.processor import SUCCEEDED, credit_event_id, finalize, loa
 from payflow.webhooks.sender import webhook_body
 
 from .conftest import signed
+from .ingress_support import credit_as_the_node_would
 from .server import server_env
 
 # The registry's contracts (migration 0005): a token deposit must name its contract.
@@ -67,14 +68,14 @@ async def _deposit(
             "to_address": address,
             "asset": asset,
             "amount": amount,
-            "tx_hash": "0x" + "ab" * 32,
+            "tx_hash": "0x" + uuid.uuid4().hex * 2,
             **({"contract_address": TOKEN_CONTRACTS[asset]} if asset in TOKEN_CONTRACTS else {}),
         }
     )
     response = await anon.post("/api/v1/webhooks/provider", content=body, headers=signed(body))
     assert response.status_code in (200, 202), response.text
-    event_id: str = response.json()["events"][0]["event_id"]
-    await post_event(app.state.api.pool, app.state.api.settings, event_id)
+    assert response.json()["events"][0]["result"] == "recorded"
+    [event_id] = await credit_as_the_node_would(app)  # issue 8: only the node's word credits
     return event_id
 
 

@@ -93,6 +93,7 @@ UPGRADE: list[str] = [
         id BIGSERIAL PRIMARY KEY,
         source TEXT NOT NULL CONSTRAINT chain_deposit_reports_source_valid
             CHECK (source IN ('webhook', 'alchemy', 'scanner')),
+        provider_event_id TEXT CONSTRAINT chain_deposit_reports_provider_id_unique UNIQUE,
         chain TEXT NOT NULL REFERENCES chains (chain),
         tx_hash TEXT NOT NULL,
         position INTEGER CONSTRAINT chain_deposit_reports_position_range

@@ -1,0 +1,64 @@
+"""The chain's scheduled jobs: `chain_deposits` (the lifecycle, every few seconds) and
+`recon_chain` (reconciliation with the chain, daily). Both are plain async jobs
+(`payflow.ops.jobs`), singletons across replicas through the scheduler's claim, and do
+nothing but report "off" when no chain has an RPC configured (deposits then wait,
+observed, never credited unverified)."""
+
+from __future__ import annotations
+
+from payflow.chain.config import chain_configs
+from payflow.chain.finality import FinalityOracle
+from payflow.chain.lifecycle import process_deposits
+from payflow.chain.recon import reconcile_chain
+from payflow.errors import ChainUnavailable
+from payflow.ops.alerts import Severity
+from payflow.ops.jobs import JobContext, JobResult, Outcome
+
+
+async def chain_deposits_job(ctx: JobContext) -> JobResult:
+    """Verify reports, credit final deposits, orphan the dropped ones, reverse deep reorgs."""
+    configs = chain_configs(ctx.settings)
+    if not configs:
+        return JobResult(Outcome.SKIPPED, "no chain RPC configured: deposits wait")
+    oracle = FinalityOracle(ctx.settings, ctx.redis, configs)
+    try:
+        stats = await process_deposits(ctx.pool, ctx.settings, oracle, ctx.alerts)
+    finally:
+        await oracle.aclose()
+    return JobResult(Outcome.OK, stats.summary())
+
+
+async def recon_chain_job(ctx: JobContext) -> JobResult:
+    """Reconcile the last `RECON_CHAIN_WINDOW_BLOCKS` final blocks of every chain."""
+    configs = chain_configs(ctx.settings)
+    if not configs:
+        return JobResult(Outcome.SKIPPED, "no chain RPC configured")
+    oracle = FinalityOracle(ctx.settings, ctx.redis, configs)
+    summaries: list[str] = []
+    dirty = False
+    try:
+        for chain in configs:
+            try:
+                report = await reconcile_chain(ctx.pool, ctx.settings, oracle, chain)
+            except ChainUnavailable as error:
+                summaries.append(f"chain={chain} unavailable: {error}")
+                dirty = True
+                continue
+            summaries.append(report.summary())
+            key = f"recon.chain:{chain}"
+            if report.clean:
+                await ctx.alerts.resolve(key)
+            else:
+                dirty = True
+                await ctx.alerts.fire(
+                    key,
+                    Severity.CRITICAL,
+                    f"chain reconciliation of {chain} found mismatches",
+                    details={
+                        "uncredited": report.uncredited[:10],
+                        "credit_without_transfer": report.credit_without_transfer[:10],
+                    },
+                )
+    finally:
+        await oracle.aclose()
+    return JobResult(Outcome.ALERT if dirty else Outcome.OK, "; ".join(summaries))

@@ -1,0 +1,162 @@
+"""Reconciliation with the chain: `payflow recon --chain [--from-block N]` and the daily
+job `recon_chain` (issue 8).
+
+Re-reads the FINAL blocks of a range (default: the last `RECON_CHAIN_WINDOW_BLOCKS`
+up to the chain's finalized height) straight from the node and compares:
+- every final transfer to one of our deposit addresses — ERC-20 `Transfer` logs of the
+  registered contracts (`eth_getLogs`, topic2 = our addresses in batches of
+  `RECON_CHAIN_ADDRESS_BATCH`, spans of `RECON_CHAIN_BLOCK_SPAN` blocks) and native value
+  in the block bodies — must be credited (`uncredited`);
+- every credited deposit in the range must be such a transfer at the block hash that is
+  final now, and every confirmed `chain:<chain>:…` deposit event must belong to a
+  credited deposit (`credit_without_transfer`).
+Read-only. Any mismatch makes the report dirty (the command exits 1, the job alerts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from payflow.chain.deposits import SQL
+from payflow.chain.finality import FinalityOracle
+from payflow.chain.rpc import RpcClient, hex_int
+from payflow.chain.transfers import NATIVE_POSITION, TRANSFER_TOPIC, transfer_id
+from payflow.config import Settings
+
+BODY_BATCH = 50
+
+
+@dataclass(slots=True)
+class ChainReconReport:
+    """The range checked and what did not match (transfer ids / event ids)."""
+
+    chain: str
+    from_block: int
+    to_block: int
+    transfers_seen: int = 0
+    credits_checked: int = 0
+    uncredited: list[str] = field(default_factory=list)
+    credit_without_transfer: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not (self.uncredited or self.credit_without_transfer)
+
+    def summary(self) -> str:
+        return (
+            f"chain={self.chain} blocks={self.from_block}..{self.to_block} "
+            f"transfers={self.transfers_seen} credits={self.credits_checked} "
+            f"uncredited={len(self.uncredited)} "
+            f"credit_without_transfer={len(self.credit_without_transfer)} "
+            f"result={'clean' if self.clean else 'DIRTY'}"
+        )
+
+
+def _padded(address: str) -> str:
+    return "0x" + "0" * 24 + address[2:]
+
+
+async def _token_transfers(
+    oracle: FinalityOracle,
+    settings: Settings,
+    chain: str,
+    span: tuple[int, int],
+    tokens: list[str],
+    ours: list[str],
+) -> dict[str, str]:
+    """{transfer id: block hash} of registered-token Transfers to our addresses."""
+    found: dict[str, str] = {}
+    if not tokens or not ours:
+        return found
+    step, batch = settings.recon_chain_block_span, settings.recon_chain_address_batch
+    for start in range(span[0], span[1] + 1, step):
+        end = min(start + step - 1, span[1])
+        for first in range(0, len(ours), batch):
+            wanted = [TRANSFER_TOPIC, None, [_padded(a) for a in ours[first : first + batch]]]
+
+            async def logs(
+                rpc: RpcClient, s: int = start, e: int = end, t: list[Any] = wanted
+            ) -> list[Any]:
+                return await rpc.get_logs(s, e, address=tokens, topics=t)
+
+            for entry in await oracle.call(chain, logs):
+                if entry.get("removed"):
+                    continue
+                tx_hash = str(entry["transactionHash"]).lower()
+                receipt = await oracle.receipt(chain, tx_hash)
+                if receipt is None:
+                    continue
+                index = hex_int(entry.get("logIndex"))
+                position = next(
+                    (i for i, log in enumerate(receipt["logs"]) if log.get("logIndex") == index),
+                    None,
+                )
+                if position is not None:
+                    found[transfer_id(chain, tx_hash, position)] = str(entry["blockHash"]).lower()
+    return found
+
+
+async def _native_transfers(
+    oracle: FinalityOracle, chain: str, span: tuple[int, int], ours: set[str]
+) -> dict[str, str]:
+    """{transfer id: block hash} of successful native transfers to our addresses."""
+    found: dict[str, str] = {}
+    numbers = list(range(span[0], span[1] + 1))
+    for first in range(0, len(numbers), BODY_BATCH):
+        chunk = numbers[first : first + BODY_BATCH]
+
+        async def bodies(rpc: RpcClient, part: list[int] = chunk) -> list[Any]:
+            return await rpc.batch([("eth_getBlockByNumber", [hex(n), True]) for n in part])
+
+        for block in await oracle.call(chain, bodies):
+            if block is None:
+                continue
+            for tx in block.get("transactions", []):
+                to = (tx.get("to") or "").lower()
+                if to in ours and (hex_int(tx.get("value")) or 0) > 0:
+                    receipt = await oracle.receipt(chain, str(tx["hash"]))
+                    if receipt is not None and receipt.get("status") == "0x1":
+                        tid = transfer_id(chain, str(tx["hash"]), NATIVE_POSITION)
+                        found[tid] = str(block["hash"]).lower()
+    return found
+
+
+async def reconcile_chain(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    oracle: FinalityOracle,
+    chain: str,
+    *,
+    from_block: int | None = None,
+) -> ChainReconReport:
+    """Compare the final blocks `from_block`..finalized with payflow's credits.
+    Raises `ChainUnavailable` while the node cannot be asked."""
+    to_block = await oracle.finalized_height(chain)
+    start = (
+        from_block if from_block is not None else to_block - settings.recon_chain_window_blocks + 1
+    )
+    start = max(start, 0)
+    report = ChainReconReport(chain, start, to_block)
+    if to_block < start:
+        return report
+    async with pool.acquire() as conn:
+        ours = [r["address"] for r in await conn.fetch(SQL["our_addresses"], chain)]
+        tokens = [r["contract"] for r in await conn.fetch(SQL["chain_tokens"], chain)]
+    evm = [a for a in ours if a.startswith("0x") and len(a) == 42]
+    final = await _token_transfers(oracle, settings, chain, (start, to_block), tokens, evm)
+    final.update(await _native_transfers(oracle, chain, (start, to_block), set(evm)))
+    report.transfers_seen = len(final)
+    async with pool.acquire() as conn:
+        credited = {r["transfer_id"] for r in await conn.fetch(SQL["credited_ids"], list(final))}
+        in_range = await conn.fetch(SQL["credited_in_range"], chain, start, to_block)
+        orphan_events = await conn.fetch(SQL["deposit_events_without_credit"], f"chain:{chain}:")
+    report.uncredited = sorted(set(final) - credited)
+    report.credits_checked = len(in_range)
+    report.credit_without_transfer = sorted(
+        [r["transfer_id"] for r in in_range if final.get(r["transfer_id"]) != r["block_hash"]]
+        + [r["event_id"] for r in orphan_events]
+    )
+    return report

@@ -1,0 +1,49 @@
+"""`payflow recon --chain [--from-block N]`: print the chain reconciliation."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+from rich.console import Console
+
+from payflow.chain.config import chain_configs
+from payflow.chain.finality import FinalityOracle
+from payflow.chain.recon import reconcile_chain
+from payflow.config import Settings
+from payflow.db.pool import tool_pool
+from payflow.errors import ChainUnavailable
+
+SHOWN = 20
+
+
+async def run_chain_recon(settings: Settings, *, from_block: int | None) -> bool:
+    """Reconcile every configured chain and print the findings; True when clean.
+    No chain configured, or a node that cannot be asked, is not clean."""
+    console = Console(soft_wrap=True, markup=False, highlight=False)
+    configs = chain_configs(settings)
+    if not configs:
+        console.print("recon chain: no chain RPC configured (ETH_RPC_URL, EVM_CHAINS)")
+        return False
+    clean = True
+    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
+    oracle = FinalityOracle(settings, redis, configs)
+    try:
+        async with tool_pool(settings) as pool:
+            for chain in configs:
+                try:
+                    report = await reconcile_chain(
+                        pool, settings, oracle, chain, from_block=from_block
+                    )
+                except ChainUnavailable as error:
+                    console.print(f"recon chain={chain} unavailable: {error}")
+                    clean = False
+                    continue
+                console.print(f"recon {report.summary()}")
+                for tid in report.uncredited[:SHOWN]:
+                    console.print(f"  uncredited final transfer: {tid}")
+                for item in report.credit_without_transfer[:SHOWN]:
+                    console.print(f"  credit without a final transfer: {item}")
+                clean = clean and report.clean
+    finally:
+        await oracle.aclose()
+        await redis.aclose()
+    return clean
