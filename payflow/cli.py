@@ -20,6 +20,7 @@ from payflow.commands import (
     payments,
     tokens,
     unmatched,
+    wallet,
 )
 from payflow.commands.common import _run, _settings, console
 from payflow.config import SettingsError, exit_on_settings_error
@@ -226,6 +227,7 @@ app.add_typer(assets.assets_app, name="assets")
 app.add_typer(payments.payments_app, name="payments")
 app.add_typer(unmatched.unmatched_app, name="unmatched")
 app.add_typer(tokens.tokens_app, name="tokens")
+app.add_typer(wallet.wallet_app, name="wallet")
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from decimal import Decimal
 from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -173,6 +174,22 @@ class Settings(BaseSettings):
     api_auth_cache_seconds: float = Field(default=30.0, ge=0)
     api_ready_timeout_seconds: float = Field(default=2.0, gt=0)
     default_chain: str = "ETH_MAINNET"
+
+    # --- payouts (issue 11, docs/payouts.md): holds, hot wallet, signing, fee bumps
+    # The chain the hot wallet pays on: a `chains` row with an RPC in ETH_RPC_URL/EVM_CHAINS.
+    payout_chain: str = "ETH_MAINNET"
+    eth_hot_wallet_key: SecretStr | None = None  # hex private key, local runs only
+    eth_hot_wallet_keystore: str | None = None  # an encrypted keystore (JSON) file
+    eth_hot_wallet_keystore_password: SecretStr | None = None
+    payout_max_fee_per_gas_wei: int = Field(default=100_000_000_000, gt=0)  # the held ceiling
+    payout_priority_fee_wei: int = Field(default=1_000_000_000, ge=0)
+    payout_native_gas_limit: int = Field(default=21_000, ge=21_000)
+    payout_token_gas_limit: int = Field(default=100_000, ge=21_000)
+    payout_token_fee: Decimal = Field(default=Decimal(0), ge=0)  # per token payout, its units
+    payout_stuck_after_s: float = Field(default=120.0, ge=0)
+    payout_fee_bump_percent: int = Field(default=25, ge=10, le=500)
+    payout_interval_s: float = Field(default=5.0, gt=0)
+    payout_batch_size: int = Field(default=100, ge=1, le=10000)
 
     # --- alerts (payflow/ops/alerting): cooldown per key, bounded memory, delivery
     alert_cooldown_s: float = Field(default=300.0, ge=0)

@@ -57,6 +57,13 @@ POSTINGS = Counter(
     ("outcome",),
     registry=REGISTRY,
 )
+PAYOUTS = Counter(
+    "payflow_payouts_total",
+    "On-chain payout steps by state (signed, sent, bumped, confirmed, failed, waiting)",
+    ("state",),
+    registry=REGISTRY,
+)
+
 WEBHOOK_ATTEMPTS = Counter(
     "payflow_webhook_attempts_total",
     "Merchant webhook POST attempts by result (delivered, failed, refused)",

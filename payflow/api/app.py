@@ -22,7 +22,7 @@ from .db import connection
 from .errors import install_exception_handler
 from .metrics import Metrics
 from .middleware import RequestMiddleware
-from .routes import accounts, admin, health, ingress, payments
+from .routes import accounts, admin, health, ingress, payments, payouts
 from .state import ApiState
 
 
@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     install_exception_handler(app)
-    for module in (payments, accounts, ingress, admin, health):
+    for module in (payments, accounts, payouts, ingress, admin, health):
         app.include_router(module.router)
     app.add_middleware(
         RequestMiddleware,

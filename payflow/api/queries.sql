@@ -17,11 +17,11 @@ RETURNING id;
 -- name: create_account
 -- $1 merchant id, $2 asset
 INSERT INTO accounts (merchant_id, asset) VALUES ($1, $2)
-RETURNING id, merchant_id, asset, balance, status, created_at, updated_at;
+RETURNING id, merchant_id, asset, balance, held, status, created_at, updated_at;
 
 -- name: get_account_scoped
 -- $1 account id, $2 merchant id, $3 caller is admin (sees every account)
-SELECT id, merchant_id, asset, balance, status, created_at, updated_at
+SELECT id, merchant_id, asset, balance, held, status, created_at, updated_at
 FROM accounts WHERE id = $1 AND (merchant_id = $2 OR $3::boolean);
 
 -- name: get_event_scoped

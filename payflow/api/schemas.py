@@ -215,6 +215,8 @@ class AccountView(BaseModel):
     account_id: str
     asset: str
     balance: str
+    held: str = Field(description="Sum of open payout holds (amount plus fee at its maximum)")
+    available: str = Field(description="balance - held; what a new payout or withdrawal may use")
     pending_incoming: str = Field(
         description="Chain deposits seen but not yet final and credited; never spendable"
     )
@@ -257,6 +259,12 @@ class DepositAddressView(BaseModel):
 
 class WithdrawalCreate(Strict):
     amount: str = Field(min_length=1, max_length=64, examples=["1.5"], pattern=AMOUNT_FIELD_PATTERN)
+    # With `to_address` the request is an on-chain payout (issue 11); without it, the
+    # provider-reported ledger-only withdrawal of before.
+    to_address: str | None = Field(
+        default=None, pattern=r"^0x[0-9a-fA-F]{40}$", examples=["0x" + "ab" * 20]
+    )
+    chain: str | None = Field(default=None, pattern=r"^[A-Z0-9_]{2,40}$", examples=["ETH_MAINNET"])
 
     _amount_string = field_validator("amount", mode="before")(_amount_must_be_string)
 
@@ -274,6 +282,21 @@ class EventView(BaseModel):
     )
     last_error: str | None
     trace_id: str | None
+    created_at: str
+    updated_at: str
+
+
+class PayoutView(BaseModel):
+    payout_id: str
+    account_id: str
+    asset: str
+    amount: str = Field(description="Decimal string at the asset's scale")
+    fee_held: str = Field(description="The fee held at its maximum; the excess is released")
+    fee_paid: str | None
+    chain: str
+    to_address: str
+    status: Literal["held", "signed", "sent", "confirmed", "failed"]
+    tx_hash: str | None
     created_at: str
     updated_at: str
 

@@ -29,6 +29,7 @@ TOPIC_PAYMENT_CREATED = "payment.created"
 TOPIC_LEDGER_EVENT = "ledger.event"
 TOPIC_WEBHOOK_DELIVER = "webhook.deliver"
 TOPIC_NOTIFICATION = "notification.insufficient_funds"
+TOPIC_PAYOUT_NOTIFICATION = "notification.payout"  # payflow.chain.payouts.records
 
 
 class TopologyMismatch(PayflowError):
@@ -50,6 +51,8 @@ WORK_QUEUES: tuple[WorkQueue, ...] = (
     # No consumer in payflow: a notifier service reads it. Declared so that the
     # relay's mandatory publish of notification rows is routable.
     WorkQueue("notifications", TOPIC_NOTIFICATION),
+    # Payout state changes (held, sent, confirmed, failed; issue 11), for the notifier too.
+    WorkQueue("payout_notifications", TOPIC_PAYOUT_NOTIFICATION),
 )
 
 

@@ -144,8 +144,10 @@ ORDER BY block_number
 LIMIT $3;
 
 -- name: lock_account
--- $1 account id: its balance and status, locked until commit
-SELECT balance, status FROM accounts WHERE id = $1 FOR UPDATE;
+-- $1 account id: its balance and status, locked until commit. `balance` here is what a
+-- debit may take: the balance minus open payout holds (issue 11), which the posting guard
+-- keeps whole.
+SELECT balance - held AS balance, status FROM accounts WHERE id = $1 FOR UPDATE;
 
 -- name: mark_reversed
 -- $1 transfer id, $2 reversal event id or null, $3 shortfall or null

@@ -56,6 +56,20 @@ def bench_chain(
         raise typer.Exit(1)
 
 
+@bench_app.command("payouts")
+def bench_payouts(
+    payouts: Annotated[int, typer.Option(min=1, help="Payouts per phase")] = 200,
+    wallets: Annotated[int, typer.Option(min=2, max=32, help="Hot wallets, phase 2")] = 4,
+) -> None:
+    """Payouts/s hold->broadcast on anvil: one hot wallet, several, and a bare
+    sign+send loop of as many transactions (the ceiling)."""
+    from payflow.bench.payouts import PayoutBenchConfig, run_payouts_bench
+
+    ok = _run(run_payouts_bench(_settings(), PayoutBenchConfig(payouts, wallets)))
+    if not ok:
+        raise typer.Exit(1)
+
+
 @bench_app.command("e2e")
 def bench_e2e(
     payments: Annotated[

@@ -26,7 +26,13 @@ import structlog
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.tx import transaction
-from payflow.errors import AlreadyProcessed, DatabaseError, NotFound, RetryableError
+from payflow.errors import (
+    AlreadyProcessed,
+    DatabaseError,
+    InsufficientFunds,
+    NotFound,
+    RetryableError,
+)
 from payflow.idempotency import idempotency_key
 from payflow.ledger.records import EventType, Outcome, PostingResult
 from payflow.ledger.states import SQL, EventStatus, TransitionKind, TransitionResult, transition
@@ -87,8 +93,27 @@ async def post_event(
     return result
 
 
+async def post_within(
+    conn: Connection, event_id: str, *, consumes_hold: bool = False
+) -> PostingResult:
+    """Post `event_id` exactly once inside the CALLER's transaction (the same claim,
+    transition, outcome and guarded balance change as `post_event`).
+
+    For postings that must commit together with other writes (a payout's debit, its
+    `withdrawal_fee` and the release of its hold). A replay returns the recorded outcome.
+    `consumes_hold`: the debit spends a hold the caller released in this transaction
+    (a payout whose money already left on chain), so it applies to a frozen account too.
+    Raises `InsufficientFunds` when a debit is refused: the caller's transaction must
+    then roll back (nothing of this posting is kept).
+    """
+    try:
+        return await _post_optimistic(conn, event_id, None, frozen_ok=consumes_hold)
+    except _DebitRefused:
+        raise InsufficientFunds(f"event {event_id!r}: the debit is refused") from None
+
+
 async def _post_optimistic(
-    conn: Connection, event_id: str, on_outcome: OutcomeHook | None
+    conn: Connection, event_id: str, on_outcome: OutcomeHook | None, *, frozen_ok: bool = False
 ) -> PostingResult:
     """The common path: claim, confirm, record success, then change the balance last."""
     key = posting_key(event_id)
@@ -96,7 +121,7 @@ async def _post_optimistic(
         return await _replay(conn, event_id, key)
     moved = await _move(conn, event_id, EventStatus.CONFIRMED)
     await conn.execute(SQL["record_outcome"], key, Outcome.SUCCESS.value)
-    balance_after = await _apply(conn, moved)
+    balance_after = await _apply(conn, moved, frozen_ok=frozen_ok)
     if balance_after is None:
         raise _DebitRefused
     result = PostingResult(event_id, Outcome.SUCCESS, replayed=False, balance_after=balance_after)
@@ -158,7 +183,9 @@ async def _post_overflow(
     return result
 
 
-async def _apply(conn: Connection, event: asyncpg.Record) -> Decimal | None:
+async def _apply(
+    conn: Connection, event: asyncpg.Record, *, frozen_ok: bool = False
+) -> Decimal | None:
     """Change the balance and append the ledger row in one statement; None if refused."""
     event_type = EventType(event["event_type"])
     amount: Decimal = event["amount"]
@@ -169,7 +196,7 @@ async def _apply(conn: Connection, event: asyncpg.Record) -> Decimal | None:
         delta,
         event_type.value,
         event["event_id"],
-        event_type.requires_active,
+        event_type.requires_active and not frozen_ok,
     )
     return balance_after
 

@@ -70,12 +70,13 @@ UPDATE processed_events SET outcome = $2 WHERE idempotency_key = $1;
 -- name: apply_balance_change
 -- $1 account id, $2 signed amount, $3 event type, $4 source event id, $5 debits only from active
 -- One statement: the guarded balance change and its ledger row, so no read-then-write race.
+-- The guard keeps open payout holds whole: a debit never takes the balance below `held`.
 -- The row lock taken here is held until commit; callers issue it last.
 WITH changed AS (
     UPDATE accounts
     SET balance = balance + $2, updated_at = now()
     WHERE id = $1
-      AND balance + $2 >= 0
+      AND balance + $2 >= held
       AND (NOT $5::boolean OR status = 'active')
     RETURNING id, balance
 )

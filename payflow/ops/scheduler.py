@@ -24,6 +24,7 @@ import structlog
 from redis.asyncio import Redis
 
 from payflow.chain.jobs import chain_deposits_job, recon_chain_job
+from payflow.chain.payouts.job import payouts_job
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
@@ -111,6 +112,12 @@ _SPECS: tuple[JobSpec, ...] = (
     ),
     JobSpec("cleanup_job_runs", cleanup_job_runs, lambda s: 3600.0, "retention of job_runs"),
     JobSpec("drain_redis_dlq", drain_redis_dlq, _checks, "Redis DLQ fallback -> PostgreSQL"),
+    JobSpec(
+        "payouts",
+        payouts_job,
+        lambda s: s.payout_interval_s,
+        "sign, send, track, fee-bump and settle on-chain payouts",
+    ),
     JobSpec(
         "chain_deposits",
         chain_deposits_job,

@@ -14,6 +14,7 @@ from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.responses import JsonResponse, iso, wire_amount
 from payflow.api.routes.derived import add_derived_address
+from payflow.api.routes.payouts import record_payout
 from payflow.api.schemas import (
     COMMON_PROBLEMS,
     AccountCreate,
@@ -22,6 +23,7 @@ from payflow.api.schemas import (
     DepositAddressView,
     EventView,
     LedgerPage,
+    PayoutView,
     WithdrawalAccepted,
     WithdrawalCreate,
     problem_responses,
@@ -38,7 +40,7 @@ from payflow.ledger.limits import LimitKind, check_limit
 from payflow.ledger.posting import posting_key
 from payflow.ledger.records import EventType
 from payflow.ledger.states import SQL as LEDGER_SQL
-from payflow.money import parse_amount
+from payflow.money import add, negate, parse_amount
 from payflow.observability import log
 from payflow.outbox.writer import enqueue
 from payflow.payments.idempotency import (
@@ -63,6 +65,8 @@ def account_view(row: Any, pending: Decimal = Decimal(0)) -> dict[str, Any]:
         "account_id": str(row["id"]),
         "asset": row["asset"],
         "balance": wire_amount(row["balance"], row["asset"]),
+        "held": wire_amount(row["held"], row["asset"]),
+        "available": wire_amount(add(row["balance"], negate(row["held"])), row["asset"]),
         "pending_incoming": wire_amount(pending, row["asset"]),
         "status": row["status"],
         "created_at": iso(row["created_at"]),
@@ -272,9 +276,9 @@ async def _record_withdrawal(
 @router.post(
     "/accounts/{account_id}/withdrawals",
     status_code=202,
-    response_model=WithdrawalAccepted,
+    response_model=WithdrawalAccepted | PayoutView,
     responses=problem_responses(400, 404, 409, *COMMON_PROBLEMS),
-    summary="Request a withdrawal (idempotent); its outcome is read from /events/{event_id}",
+    summary="Request a withdrawal (idempotent); with `to_address`, an on-chain payout",
 )
 async def withdraw(
     request: Request,
@@ -290,7 +294,9 @@ async def withdraw(
     """
     state = api_state(request)
     key = idempotency_key_header
-    req_hash = request_hash(WITHDRAWAL_SCOPE, {"account_id": str(account_id), **body.model_dump()})
+    # exclude_none: a ledger-only withdrawal hashes exactly as before payouts existed
+    fields = body.model_dump(exclude_none=True)
+    req_hash = request_hash(WITHDRAWAL_SCOPE, {"account_id": str(account_id), **fields})
     event_id = withdrawal_event_id(merchant.id, key)
     trace_id: str = request.state.trace_id
     for attempt in (1, 2):
@@ -308,14 +314,26 @@ async def withdraw(
                 await check_limit(
                     conn, account["asset"], LimitKind.WITHDRAWAL, amount, field="body.amount"
                 )
-                answer, created = await _record_withdrawal(
-                    conn,
-                    event_id=event_id,
-                    account=account,
-                    amount=amount,
-                    scale=scale,
-                    trace_id=trace_id,
-                )
+                if body.to_address is not None:  # an on-chain payout (issue 11)
+                    answer, created = await record_payout(
+                        conn,
+                        state.settings,
+                        merchant=merchant,
+                        key=key,
+                        account=account,
+                        amount=amount,
+                        body=body,
+                        trace_id=trace_id,
+                    )
+                else:  # the provider-reported, ledger-only withdrawal
+                    answer, created = await _record_withdrawal(
+                        conn,
+                        event_id=event_id,
+                        account=account,
+                        amount=amount,
+                        scale=scale,
+                        trace_id=trace_id,
+                    )
                 if created:
                     response = StoredResponse(202, answer)
                     await store(conn, merchant.id, WITHDRAWAL_SCOPE, key, req_hash, response)

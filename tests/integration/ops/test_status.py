@@ -7,7 +7,7 @@ import json
 import aio_pika
 import asyncpg
 
-from payflow.broker.topology import declare_topology
+from payflow.broker.topology import WORK_QUEUES, declare_topology
 from payflow.config import Settings
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType
@@ -44,7 +44,7 @@ async def test_status_is_ok_on_a_clean_database_once_reconciled(
     assert status.problems == [] and status.ok
     assert [(r.kind, r.outcome) for r in status.recon] == [("hot", "ok"), ("full", "ok")]
     assert status.broker == "ok"
-    assert len(status.queues) == 4 * (2 + len(ops_settings.retry_tiers_ms))
+    assert len(status.queues) == len(WORK_QUEUES) * (2 + len(ops_settings.retry_tiers_ms))
     assert {q.messages for q in status.queues} == {0}
     assert status.alerts is None or status.alerts == []  # the alerts table may not exist yet
 

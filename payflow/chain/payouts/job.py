@@ -1,0 +1,87 @@
+"""The scheduler job `payouts`: one `PayoutEngine.tick` on `PAYOUT_CHAIN`, with the
+chain's RPC and finality policy from the chain configuration (`ETH_RPC_URL`/`EVM_CHAINS`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from redis.asyncio import Redis
+
+from payflow.chain.config import ChainConfig, chain_configs
+from payflow.chain.finality import FinalityOracle
+from payflow.chain.payouts.engine import PayoutEngine
+from payflow.chain.payouts.holds import SQL
+from payflow.chain.payouts.signer import wallets_from_settings
+from payflow.config import Settings
+from payflow.ops.alerts import Severity
+from payflow.ops.jobs import JobContext, JobResult, Outcome
+
+
+def payout_chain_config(settings: Settings) -> ChainConfig | None:
+    """The configuration of `PAYOUT_CHAIN`; None when that chain has no RPC configured."""
+    return chain_configs(settings).get(settings.payout_chain)
+
+
+@asynccontextmanager
+async def payout_oracle(
+    settings: Settings, redis: Redis | None
+) -> AsyncIterator[FinalityOracle | None]:
+    """The finality oracle of the payout chain alone (None without an RPC), closed after."""
+    config = payout_chain_config(settings)
+    if config is None:
+        yield None
+        return
+    oracle = FinalityOracle(settings, redis, {config.name: config})
+    try:
+        yield oracle
+    finally:
+        await oracle.aclose()
+
+
+async def payouts_job(ctx: JobContext) -> JobResult:
+    """Sign and send held payouts, track receipts, bump, rebroadcast, post or void.
+
+    `alert` when payouts wait for funds or are stuck (alerts `payouts.hot_wallet_low`,
+    `payouts.stuck`), or when open payouts exist but no hot wallet or no RPC for
+    `PAYOUT_CHAIN` is configured (`payouts.unconfigured`); `ok` otherwise.
+    A node that cannot be asked raises the retryable `ChainUnavailable` (a failed run;
+    the next tick resumes from PostgreSQL)."""
+    wallets = wallets_from_settings(ctx.settings)
+    async with payout_oracle(ctx.settings, ctx.redis) as oracle:
+        if not wallets or oracle is None:
+            return await _unconfigured(ctx)
+        rpc = oracle.clients[ctx.settings.payout_chain]
+        engine = PayoutEngine(
+            ctx.pool, ctx.settings, rpc, wallets, finality=oracle, alerts=ctx.alerts
+        )
+        report = await engine.tick()
+    if report.errors:
+        await ctx.alerts.fire(
+            "payouts.errors",
+            Severity.WARNING,
+            f"{report.errors} payout(s) could not be tracked this run (see"
+            " payflow.payouts.track_failed); they are retried every run",
+            details={"errors": report.errors},
+        )
+    else:
+        await ctx.alerts.resolve("payouts.errors")
+    outcome = Outcome.ALERT if report.waiting or report.stuck or report.errors else Outcome.OK
+    return JobResult(outcome, report.summary())
+
+
+async def _unconfigured(ctx: JobContext) -> JobResult:
+    """Without a hot wallet or an RPC nothing can leave: fine while no payout is open."""
+    async with ctx.pool.acquire() as conn:
+        open_count = await conn.fetchval(SQL["count_open"], ctx.settings.payout_chain)
+    if not open_count:
+        await ctx.alerts.resolve("payouts.unconfigured")
+        return JobResult(Outcome.OK, "no open payouts (no hot wallet or RPC configured)")
+    await ctx.alerts.fire(
+        "payouts.unconfigured",
+        Severity.CRITICAL,
+        f"{open_count} open payout(s) on {ctx.settings.payout_chain} but no hot wallet"
+        " or no RPC is configured for it",
+        details={"chain": ctx.settings.payout_chain, "open": open_count},
+    )
+    return JobResult(Outcome.ALERT, f"open={open_count} unconfigured")
