@@ -1,4 +1,5 @@
-"""`payflow bench e2e`: the whole system under load, with gateway delay 0 and a local sink.
+"""`payflow bench e2e`: the whole system under load, with a local sink and the emulated
+gateway answering at once or, with `--gateway-delay 2-5`, after the seed's 2-5 s.
 
 The service runs as real processes (`payflow up`, or one per role with `--split`,
 plus optional extra workers/relays; see `services.py`) in a throwaway database and a
@@ -55,6 +56,9 @@ from payflow.money import multiply
 
 COMPLETION_LIMIT_S = 300.0
 SUBMIT_CONCURRENCY = 32
+# The seed-004 service's payments/s at the gateway delay of 2-5 s (issue 10), the
+# reference of `vs_seed` on the last line.
+SEED_PAYMENTS_PER_S_SLOW_GATEWAY = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,7 @@ class E2EConfig:
     relays: int = 0  # extra `payflow relay` processes
     split: bool = False  # one process per role instead of `payflow up`
     direct: bool = False  # write rows straight to the database instead of the HTTP API
+    gateway_delay_s: tuple[float, float] = (0.0, 0.0)  # the emulator's uniform delay
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +274,7 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             api_port=spec.api_port,
             provider_secret=provider_secret,
             redis_prefix=f"payflow-{prefix}:",
+            gateway_delay_s=config.gateway_delay_s,
         )
         service = Service(env, spec, log_dir)
         try:
@@ -326,10 +332,17 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
         f"reconciliation: {'clean' if clean else 'dirty'}"
     )
     fixed, full = results
+    low, high = config.gateway_delay_s
+    extra: dict[str, object] = {}
+    if high > 0:
+        extra["vs_seed"] = round(full.payments_per_s / SEED_PAYMENTS_PER_S_SLOW_GATEWAY, 2)
     print(
         result_line(
+            gateway_delay=f"{low:g}-{high:g}",
+            gateway_max_in_flight=settings.gateway_max_in_flight,
             events_per_s=round(full.events_per_s, 1),
             payments_per_s=round(full.payments_per_s, 1),
+            **extra,
             publish_p50_ms=fixed.figures()["publish_p50_ms"],
             terminal_p99_ms=fixed.figures()["terminal_p99_ms"],
             delivered_p99_ms=fixed.figures()["delivered_p99_ms"],

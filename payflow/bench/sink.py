@@ -1,5 +1,6 @@
 """A tiny asyncio HTTP/1.1 server that records webhook POSTs (the bench's and the tests'
-receiver): no framework, keep-alive, answers with a configurable status."""
+receiver): no framework, keep-alive, answers with a configurable status after an optional
+delay (a slow merchant), and counts the requests it holds at once (`peak_in_flight`)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,14 @@ class Received:
 
 @dataclass
 class WebhookSink:
-    """Answers every POST with `status_for(request)` (200 by default) and records it."""
+    """Answers every POST with `status_for(request)` (200 by default), `delay_s` seconds
+    after reading it, and records it."""
 
     status_for: Callable[[Received], int] = field(default=lambda _r: 200)
     keep_bodies: bool = True
+    delay_s: float = 0.0
+    in_flight: int = 0
+    peak_in_flight: int = 0
     received: list[Received] = field(default_factory=list)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _server: asyncio.AbstractServer | None = None
@@ -36,7 +41,7 @@ class WebhookSink:
 
     async def start(self) -> None:
         """Listen on an ephemeral port of 127.0.0.1."""
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, backlog=4096)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -57,6 +62,13 @@ class WebhookSink:
                         headers[name.strip().lower()] = value.strip()
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 request = Received(headers, body if self.keep_bodies else b"", time.monotonic())
+                self.in_flight += 1
+                self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+                try:
+                    if self.delay_s > 0:
+                        await asyncio.sleep(self.delay_s)
+                finally:
+                    self.in_flight -= 1
                 status = self.status_for(request)
                 self.received.append(request)
                 self.arrived.set()

@@ -79,9 +79,7 @@ class Consumer:
     async def start(self) -> None:
         """Open one channel per route with its prefetch and start consuming every route."""
         for route in self._routes:
-            channel = await self._connection.channel(
-                publisher_confirms=True, on_return_raises=True
-            )
+            channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
             await channel.set_qos(prefetch_count=route.prefetch or self._settings.broker_prefetch)
             self._lanes[route.queue] = _Lane(
                 channel,

@@ -49,22 +49,39 @@ def bench_e2e(
         bool,
         typer.Option("--direct", help="Write rows straight to the DB instead of the HTTP API"),
     ] = False,
+    gateway_delay: Annotated[
+        str, typer.Option(help="The emulated gateway's delay in seconds, MIN-MAX (uniform) or one")
+    ] = "0",
 ) -> None:
-    """The whole system (gateway delay 0, local sink) at a fixed rate and at full speed.
+    """The whole system (local sink) at a fixed rate and at full speed.
 
     Submits through the HTTP API (merchant payments, signed provider deposits) unless
-    `--direct`, which isolates the pipeline from the API.
+    `--direct`, which isolates the pipeline from the API. `--gateway-delay 2-5` is the
+    seed's slow gateway; the last line then compares payments/s with the seed's 30/s.
     """
     import tempfile
     from pathlib import Path
 
     from payflow.bench.e2e import E2EConfig, run_e2e_bench
 
+    try:
+        low, _, high = gateway_delay.partition("-")
+        delay = (float(low), float(high or low))
+        if not 0 <= delay[0] <= delay[1]:
+            raise ValueError
+    except ValueError:
+        console.print(
+            "payflow: --gateway-delay must be MIN-MAX seconds, 0 <= MIN <= MAX", style="red"
+        )
+        raise typer.Exit(2) from None
+
     log_dir = Path(tempfile.mkdtemp(prefix="payflow-bench-e2e-"))
     console.print(f"service logs: {log_dir}")
     ok = _run(
         run_e2e_bench(
-            _settings(), E2EConfig(payments, rate, workers, relays, split, direct), log_dir
+            _settings(),
+            E2EConfig(payments, rate, workers, relays, split, direct, delay),
+            log_dir,
         )
     )
     if not ok:

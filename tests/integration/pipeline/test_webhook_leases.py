@@ -1,0 +1,196 @@
+"""Webhook delivery that does not hold the database while it waits for a merchant (issue 10).
+
+A send claims a lease in one short transaction, POSTs with no transaction open and records
+the result in a second one; the lease, not a row lock, keeps two sends of one job apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import asyncpg
+import pytest
+
+from payflow.bench.sink import WebhookSink
+from payflow.bench.submit import DirectSubmitter
+from payflow.broker.messages import Envelope
+from payflow.config import Settings
+from payflow.db.tx import transaction
+from payflow.webhooks.sender import (
+    WebhookInFlight,
+    WebhookSender,
+    build_http_client,
+    dead_letter_webhook,
+)
+from tests.integration.pipeline.conftest import wait_until
+
+SLOW_S = 2.0
+WEBHOOKS = 500
+POOL = 10
+
+
+def _envelope(payment_id: uuid.UUID) -> Envelope:
+    return Envelope(
+        payload={"version": 1, "payment_id": str(payment_id)},
+        message_id=f"m-{payment_id}",
+        routing_key="webhook.deliver",
+        trace_id="",
+        attempt=1,
+        body=b"",
+    )
+
+
+async def _final_payment(
+    pool: asyncpg.Pool, submitter: DirectSubmitter, merchant_id: uuid.UUID, url: str
+) -> uuid.UUID:
+    """A succeeded payment with a webhook URL (its outbox jobs are not relayed here)."""
+    payment_id = await submitter.submit_payment(merchant_id, "3.00", "USD", "k-lease", url)
+    await pool.execute(
+        "UPDATE payments SET status = 'succeeded', processed_at = now() WHERE id = $1",
+        payment_id,
+    )
+    return payment_id
+
+
+async def test_a_live_lease_keeps_other_sends_and_the_dead_letter_away(
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    pipe_settings: Settings,
+    submitter: DirectSubmitter,
+    merchant: tuple[uuid.UUID, str],
+    sink: WebhookSink,
+) -> None:
+    payment_id = await _final_payment(owner_pool, submitter, merchant[0], sink.url)
+    # Another send holds the lease (as if it were POSTing right now).
+    await owner_pool.execute(
+        "UPDATE payments SET webhook_lease_token = 'other', "
+        "webhook_lease_until = clock_timestamp() + interval '1 minute' WHERE id = $1",
+        payment_id,
+    )
+    client = build_http_client(pipe_settings)
+    try:
+        sender = WebhookSender(pool, pipe_settings, client)
+        with pytest.raises(WebhookInFlight):
+            await sender.handle(_envelope(payment_id))
+        async with pool.acquire() as conn:
+            with pytest.raises(WebhookInFlight):
+                async with transaction(conn, pipe_settings):
+                    await dead_letter_webhook(conn, {"payment_id": str(payment_id)}, "x", 4)
+            assert await pool.fetchval("SELECT count(*) FROM dead_letter_queue") == 0
+        row = await pool.fetchrow("SELECT * FROM payments WHERE id = $1", payment_id)
+        assert (row["webhook_attempts"], row["webhook_dead_at"]) == (0, None)
+
+        # The other send died: its lease runs out and the next send takes over.
+        await owner_pool.execute(
+            "UPDATE payments SET webhook_lease_until = clock_timestamp() - interval '1 second'"
+            " WHERE id = $1",
+            payment_id,
+        )
+        await sender.handle(_envelope(payment_id))
+    finally:
+        await client.aclose()
+    row = await pool.fetchrow("SELECT * FROM payments WHERE id = $1", payment_id)
+    assert row["webhook_attempts"] == 1
+    assert row["webhook_delivered_at"] is not None
+    assert (row["webhook_lease_token"], row["webhook_lease_until"]) == (None, None)
+    assert len(sink.received) == 1
+    # Delivered: dead-lettering it now records nothing (delivered or dead, never both).
+    async with pool.acquire() as conn, transaction(conn, pipe_settings):
+        assert await dead_letter_webhook(conn, {"payment_id": str(payment_id)}, "x", 4) is None
+    assert (
+        await pool.fetchval("SELECT webhook_dead_at FROM payments WHERE id = $1", payment_id)
+        is None
+    )
+
+
+async def _sample_idle_in_transaction(
+    owner_pool: asyncpg.Pool, database: str, app_role: str, stop: asyncio.Event, seen: list[int]
+) -> None:
+    while not stop.is_set():
+        seen.append(
+            await owner_pool.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND usename = $2"
+                " AND state = 'idle in transaction'",
+                database,
+                app_role,
+            )
+        )
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.slow
+async def test_500_slow_merchants_wait_on_http_not_on_postgresql(
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    pipe_settings: Settings,
+    submitter: DirectSubmitter,
+    merchant: tuple[uuid.UUID, str],
+    start_roles,
+) -> None:
+    receiver = WebhookSink(keep_bodies=False, delay_s=SLOW_S)
+    await receiver.start()
+    try:
+        settings = pipe_settings.model_copy(
+            update={"db_pool_max": POOL, "webhook_timeout_s": 5.0, "broker_prefetch": 16}
+        )
+        # The payments are processed first; their webhook jobs wait in the queue.
+        first = await start_roles(
+            ("relay", "worker"), settings=settings, worker_queues=("payments", "ledger")
+        )
+        for i in range(WEBHOOKS):
+            await submitter.submit_payment(merchant[0], "1.00", "USD", f"k-slow-{i}", receiver.url)
+        await wait_until(
+            lambda: pool.fetchval(
+                "SELECT count(*) = $1 FROM outbox WHERE topic = 'webhook.deliver'"
+                " AND published_at IS NOT NULL",
+                WEBHOOKS,
+            ),
+            limit_s=120,
+            what="every webhook job published",
+        )
+        await first.stop()
+
+        database = await pool.fetchval("SELECT current_database()")
+        app_role = await pool.fetchval("SELECT current_user")
+        stop = asyncio.Event()
+        seen: list[int] = []
+        sampler = asyncio.create_task(
+            _sample_idle_in_transaction(owner_pool, database, app_role, stop, seen)
+        )
+        started = time.monotonic()
+        second = await start_roles(("worker",), settings=settings, worker_queues=("webhooks",))
+        try:
+            await wait_until(
+                lambda: pool.fetchval(
+                    "SELECT count(*) = $1 FROM payments WHERE webhook_delivered_at IS NOT NULL",
+                    WEBHOOKS,
+                ),
+                limit_s=120,
+                what="every webhook delivered",
+            )
+            elapsed = time.monotonic() - started
+        finally:
+            stop.set()
+            await sampler
+            await second.stop()
+    finally:
+        await receiver.stop()
+    print(
+        f"\n{WEBHOOKS} webhooks, receiver delay {SLOW_S} s, DB pool {POOL}: delivered in "
+        f"{elapsed:.1f} s; {receiver.peak_in_flight} POSTs in flight at once at most; "
+        f"{max(seen)} sessions idle in transaction at most ({len(seen)} samples)"
+    )
+    rows = await pool.fetch(
+        "SELECT webhook_attempts, webhook_delivered_at, webhook_lease_token FROM payments"
+    )
+    assert len(rows) == WEBHOOKS
+    assert all(r["webhook_attempts"] == 1 and r["webhook_delivered_at"] for r in rows)
+    assert all(r["webhook_lease_token"] is None for r in rows)
+    assert len(receiver.received) == WEBHOOKS
+    assert await pool.fetchval("SELECT count(*) FROM dead_letter_queue") == 0
+    assert len(seen) > 0 and max(seen) <= POOL
+    # More merchants were waited on at once than the pool has connections: the POSTs
+    # wait on HTTP, not on PostgreSQL.
+    assert receiver.peak_in_flight > POOL
