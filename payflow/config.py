@@ -101,8 +101,9 @@ class Settings(BaseSettings):
     webhook_max_in_flight: int = Field(default=256, ge=1, le=10000)
     # How long a send's lease keeps other sends of the same job away; above the timeout.
     webhook_lease_s: float = Field(default=30.0, gt=0)
-    # Gateway calls in flight per process (also the payments queue's prefetch).
-    gateway_max_in_flight: int = Field(default=256, ge=1, le=10000)
+    # Gateway calls in flight per process (also the payments queue's prefetch). Little's
+    # law: 240 payments/s at a 3.5 s mean gateway delay needs 840 calls in flight.
+    gateway_max_in_flight: int = Field(default=1000, ge=1, le=10000)
     shutdown_grace_s: float = Field(default=30.0, gt=0)
     # Redis DLQ fallback (issue 9): where on_dead hooks park entries while PostgreSQL is
     # unreachable, and how the scheduler's drain moves them back.

@@ -88,6 +88,23 @@ def bench_e2e(
         raise typer.Exit(1)
 
 
+@bench_app.command("webhooks")
+def bench_webhooks(
+    webhooks: Annotated[int, typer.Option(min=1, help="Deliveries per measured run")] = 2000,
+    delay: Annotated[float, typer.Option(min=0.01, help="The slow receiver's delay (s)")] = 1.0,
+    prefill: Annotated[int, typer.Option(min=0, help="Delivered payments in the table")] = (
+        100_000
+    ),
+) -> None:
+    """Webhook deliveries/s of the sender and of a bare httpx loop, receiver delay 0 and
+    `--delay`, side by side; the ratios go on the last line."""
+    from payflow.bench.webhooks import WebhooksBenchConfig, run_webhooks_bench
+
+    ok = _run(run_webhooks_bench(_settings(), WebhooksBenchConfig(webhooks, delay, prefill)))
+    if not ok:
+        raise typer.Exit(1)
+
+
 @bench_app.command("api")
 def bench_api(
     seconds: Annotated[float, typer.Option(min=0.5, help="Duration of each run")] = 5.0,

@@ -91,10 +91,8 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
         ssl_context = httpx.create_ssl_context(trust_env=False)
     # Never fewer connections than sends in flight: a send waiting for a pooled
     # connection would spend its timeout in the queue, not on the merchant.
-    limits = httpx.Limits(
-        max_connections=max(settings.webhook_max_connections, settings.webhook_max_in_flight),
-        max_keepalive_connections=settings.webhook_max_connections,
-    )
+    size = max(settings.webhook_max_connections, settings.webhook_max_in_flight)
+    limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
     return httpx.AsyncClient(
         transport=PinnedTransport(ssl_context, limits),
         timeout=httpx.Timeout(settings.webhook_timeout_s),
