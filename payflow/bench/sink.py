@@ -5,9 +5,11 @@ delay (a slow merchant), and counts the requests it holds at once (`peak_in_flig
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection as Pipe
 
 
 @dataclass(slots=True)
@@ -86,3 +88,45 @@ class WebhookSink:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"sink got {len(self.received)} of {count} webhooks")
             await asyncio.sleep(0.02)
+
+
+@dataclass(frozen=True, slots=True)
+class SinkStats:
+    """What a `SinkProcess` saw: requests answered, the most held at once, and the
+    distinct `webhook-id` headers among them."""
+
+    answered: int
+    peak_in_flight: int
+    distinct_ids: int
+
+
+def _sink_main(delay_s: float, pipe: Pipe) -> None:
+    async def main() -> None:
+        sink = WebhookSink(keep_bodies=False, delay_s=delay_s)
+        await sink.start()
+        pipe.send(sink.port)
+        await asyncio.to_thread(pipe.recv)  # anything means stop
+        ids = {r.headers.get("webhook-id") for r in sink.received}
+        pipe.send(SinkStats(len(sink.received), sink.peak_in_flight, len(ids - {None})))
+        await sink.stop()
+
+    asyncio.run(main())
+
+
+class SinkProcess:
+    """A `WebhookSink` answering after `delay_s`, in its own OS process, so the receiver's
+    CPU is not the sender's; `stop()` returns its `SinkStats`."""
+
+    def __init__(self, delay_s: float) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._pipe, child = ctx.Pipe()
+        self._process = ctx.Process(target=_sink_main, args=(delay_s, child), daemon=True)
+        self._process.start()
+        self.url = f"http://127.0.0.1:{self._pipe.recv()}/hook"
+
+    def stop(self) -> SinkStats:
+        """Stop the receiver and return what it saw."""
+        self._pipe.send("stop")
+        stats: SinkStats = self._pipe.recv()
+        self._process.join(timeout=10)
+        return stats

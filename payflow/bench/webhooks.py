@@ -13,11 +13,9 @@ this process's.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import time
 import uuid
 from dataclasses import dataclass
-from multiprocessing.connection import Connection as Pipe
 
 import asyncpg
 import httpx
@@ -26,7 +24,7 @@ from rich.console import Console
 from payflow.api.auth import create_merchant
 from payflow.api.db import connection
 from payflow.bench.common import bench_database, result_line, setup_url
-from payflow.bench.sink import WebhookSink
+from payflow.bench.sink import SinkProcess
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
 from payflow.db.pool import create_pool
@@ -46,37 +44,6 @@ class WebhooksBenchConfig:
     webhooks: int = 2000  # deliveries per measured run
     delay_s: float = 1.0  # the slow receiver's delay
     prefill: int = 100_000  # delivered payments already in the table
-
-
-def _sink_process(delay_s: float, pipe: Pipe) -> None:
-    """A receiver in its own process: sends its port down `pipe`, serves until told."""
-
-    async def main() -> None:
-        sink = WebhookSink(keep_bodies=False, delay_s=delay_s)
-        await sink.start()
-        pipe.send(sink.port)
-        await asyncio.to_thread(pipe.recv)  # anything means stop
-        pipe.send(len(sink.received))
-        await sink.stop()
-
-    asyncio.run(main())
-
-
-class _Receiver:
-    """A `WebhookSink` process with a delay; `stop()` returns the requests it answered."""
-
-    def __init__(self, delay_s: float) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self._pipe, child = ctx.Pipe()
-        self._process = ctx.Process(target=_sink_process, args=(delay_s, child), daemon=True)
-        self._process.start()
-        self.url = f"http://127.0.0.1:{self._pipe.recv()}/hook"
-
-    def stop(self) -> int:
-        self._pipe.send("stop")
-        answered = int(self._pipe.recv())
-        self._process.join(timeout=10)
-        return answered
 
 
 async def _fill(
@@ -154,7 +121,7 @@ async def run_webhooks_bench(settings: Settings, config: WebhooksBenchConfig) ->
     every webhook was delivered exactly once (attempts = 1) and every bare POST got a 2xx."""
     console = Console(soft_wrap=True)
     configure_logging(settings.model_copy(update={"log_level": "WARNING"}))
-    receivers = {0.0: _Receiver(0.0), config.delay_s: _Receiver(config.delay_s)}
+    receivers = {0.0: SinkProcess(0.0), config.delay_s: SinkProcess(config.delay_s)}
     figures: dict[str, float] = {}
     ok = True
     try:
@@ -191,7 +158,7 @@ async def run_webhooks_bench(settings: Settings, config: WebhooksBenchConfig) ->
                 await client.aclose()
                 await pool.close()
     finally:
-        answered = sum(r.stop() for r in receivers.values())
+        answered = sum(r.stop().answered for r in receivers.values())
     console.print(
         f"{config.webhooks} webhooks per run; {config.prefill} delivered payments in the table; "
         f"WEBHOOK_MAX_IN_FLIGHT={settings.webhook_max_in_flight}, "
