@@ -49,6 +49,9 @@ def bench_e2e(
         bool,
         typer.Option("--direct", help="Write rows straight to the DB instead of the HTTP API"),
     ] = False,
+    payments_only: Annotated[
+        bool, typer.Option("--payments-only", help="Submit merchant payments, no deposits")
+    ] = False,
     gateway_delay: Annotated[
         str, typer.Option(help="The emulated gateway's delay in seconds, MIN-MAX (uniform) or one")
     ] = "0",
@@ -80,7 +83,7 @@ def bench_e2e(
     ok = _run(
         run_e2e_bench(
             _settings(),
-            E2EConfig(payments, rate, workers, relays, split, direct, delay),
+            E2EConfig(payments, rate, workers, relays, split, direct, delay, not payments_only),
             log_dir,
         )
     )
