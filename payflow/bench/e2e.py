@@ -160,6 +160,17 @@ async def _wait_done(
     raise TimeoutError(f"phase {tag} did not complete within {COMPLETION_LIMIT_S}s")
 
 
+async def _wait_settled(pool: asyncpg.Pool, service: Service) -> None:
+    """Wait until every ledger event (deposits and the payments' credits) is confirmed: a
+    webhook can reach the sink before its payment's credit is posted."""
+    deadline = time.monotonic() + COMPLETION_LIMIT_S
+    while await pool.fetchval("SELECT count(*) FROM payment_events WHERE status <> 'confirmed'"):
+        service.sample()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"ledger events not confirmed within {COMPLETION_LIMIT_S}s")
+        await asyncio.sleep(0.2)
+
+
 async def _measure(
     pool: asyncpg.Pool, tag: str, name: str, accepted: dict[str, float]
 ) -> PhaseResult:
@@ -324,6 +335,7 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             service.sample()
             cpu_after = cpu_by_program()
             wall = time.monotonic() - wall_before
+            await _wait_settled(pool, service)
             total = 2 * config.payments + 50
             once, clean = await _exactly_once(
                 pool, bench_settings, sink, total, total if config.deposits else 0
