@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -108,7 +109,10 @@ def _sink_main(delay_s: float, pipe: Pipe) -> None:
         await asyncio.to_thread(pipe.recv)  # anything means stop
         ids = {r.headers.get("webhook-id") for r in sink.received}
         pipe.send(SinkStats(len(sink.received), sink.peak_in_flight, len(ids - {None})))
-        await sink.stop()
+        pipe.close()
+        # The parent has what it needs: leave without cancelling open keep-alive handlers
+        # (asyncio would print each cancellation).
+        os._exit(0)
 
     asyncio.run(main())
 

@@ -50,6 +50,7 @@ from payflow.ops.dlq_fallback import DlqFallback
 from payflow.ops.sweeps import mark_webhook_dead
 from payflow.payments.processor import load_payment, payment_id_of
 from payflow.webhooks.pinning import PinnedTransport, pinned
+from payflow.webhooks.shards import ShardedTransport, shard_count
 from payflow.webhooks.signing import signature_headers
 from payflow.webhooks.ssrf import UnsafeWebhookUrl, resolve_webhook_url
 
@@ -79,9 +80,10 @@ def webhook_body(payment: asyncpg.Record) -> bytes:
 
 
 def build_http_client(settings: Settings) -> httpx.AsyncClient:
-    """The one webhook HTTP client of a process: bounded pool, timeouts, no redirects, no
-    env proxies, and a transport that connects only to the addresses pinned on each
-    request (`payflow.webhooks.pinning`); a request without a pin is refused.
+    """The one webhook HTTP client of a process: bounded pools (max(`WEBHOOK_MAX_CONNECTIONS`,
+    `WEBHOOK_MAX_IN_FLIGHT`) connections, split over pools of at most 16), timeouts, no
+    redirects, no env proxies, and transports that connect only to the addresses pinned on
+    each request (`payflow.webhooks.pinning`); a request without a pin is refused.
 
     TLS verifies against `WEBHOOK_CA_BUNDLE` when set (a PEM file), else certifi's roots.
     """
@@ -92,9 +94,12 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
     # Never fewer connections than sends in flight: a send waiting for a pooled
     # connection would spend its timeout in the queue, not on the merchant.
     size = max(settings.webhook_max_connections, settings.webhook_max_in_flight)
-    limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+    # Several small pools, not one large one (see `payflow.webhooks.shards`).
+    shards = shard_count(size)
+    per_shard = -(-size // shards)
+    limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
     return httpx.AsyncClient(
-        transport=PinnedTransport(ssl_context, limits),
+        transport=ShardedTransport([PinnedTransport(ssl_context, limits) for _ in range(shards)]),
         timeout=httpx.Timeout(settings.webhook_timeout_s),
         follow_redirects=False,
         trust_env=False,
