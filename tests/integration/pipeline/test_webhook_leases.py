@@ -16,8 +16,10 @@ import pytest
 from payflow.bench.sink import SinkProcess, WebhookSink
 from payflow.bench.submit import DirectSubmitter
 from payflow.broker.messages import Envelope
+from payflow.broker.topology import TOPIC_WEBHOOK_DELIVER
 from payflow.config import Settings
 from payflow.db.tx import transaction
+from payflow.outbox.writer import enqueue
 from payflow.webhooks.sender import (
     WebhookInFlight,
     WebhookSender,
@@ -131,7 +133,6 @@ async def test_500_slow_merchants_wait_on_http_not_on_postgresql(
     pool: asyncpg.Pool,
     owner_pool: asyncpg.Pool,
     pipe_settings: Settings,
-    submitter: DirectSubmitter,
     merchant: tuple[uuid.UUID, str],
     start_roles,
 ) -> None:
@@ -141,22 +142,21 @@ async def test_500_slow_merchants_wait_on_http_not_on_postgresql(
         update={"db_pool_max": POOL, "webhook_timeout_s": 10.0, "broker_prefetch": 16}
     )
     try:
-        # The payments are processed first; their webhook jobs wait in the queue.
-        first = await start_roles(
-            ("relay", "worker"), settings=settings, worker_queues=("payments", "ledger")
-        )
-        for i in range(WEBHOOKS):
-            await submitter.submit_payment(merchant[0], "1.00", "USD", f"k-slow-{i}", receiver.url)
-        await wait_until(
-            lambda: pool.fetchval(
-                "SELECT count(*) = $1 FROM outbox WHERE topic = 'webhook.deliver'"
-                " AND published_at IS NOT NULL",
+        # 500 final payments, each with its webhook job in the outbox (what finalize
+        # commits); the relay publishes them and one worker consumes only webhooks.
+        async with owner_pool.acquire() as conn:
+            ids = await conn.fetch(
+                "INSERT INTO payments (merchant_id, amount, currency, idempotency_key, status,"
+                " processed_at, webhook_url) SELECT $1, 1.00, 'USD', 'k-slow-' || i,"
+                " 'succeeded', now(), $2 FROM generate_series(1, $3) i RETURNING id",
+                merchant[0],
+                receiver.url,
                 WEBHOOKS,
-            ),
-            limit_s=120,
-            what="every webhook job published",
-        )
-        await first.stop()
+            )
+        async with pool.acquire() as conn, transaction(conn, settings):
+            for row in ids:
+                job = {"version": 1, "payment_id": str(row["id"])}
+                await enqueue(conn, TOPIC_WEBHOOK_DELIVER, job)
 
         database = await pool.fetchval("SELECT current_database()")
         app_role = await pool.fetchval("SELECT current_user")
@@ -166,7 +166,9 @@ async def test_500_slow_merchants_wait_on_http_not_on_postgresql(
             _sample_idle_in_transaction(owner_pool, database, app_role, stop, seen)
         )
         started = time.monotonic()
-        second = await start_roles(("worker",), settings=settings, worker_queues=("webhooks",))
+        running = await start_roles(
+            ("relay", "worker"), settings=settings, worker_queues=("webhooks",)
+        )
         try:
             await wait_until(
                 lambda: pool.fetchval(
@@ -180,7 +182,7 @@ async def test_500_slow_merchants_wait_on_http_not_on_postgresql(
         finally:
             stop.set()
             await sampler
-            await second.stop()
+            await running.stop()
     finally:
         stats = receiver.stop()
     idle = max(n for n, _ in seen)
