@@ -143,7 +143,7 @@ async def test_500_slow_merchants_wait_on_http_not_on_postgresql(
     )
     try:
         # 500 final payments, each with its webhook job in the outbox (what finalize
-        # commits); the relay publishes them and one worker consumes only webhooks.
+        # commits); the relay publishes them, then one worker consumes only webhooks.
         async with owner_pool.acquire() as conn:
             ids = await conn.fetch(
                 "INSERT INTO payments (merchant_id, amount, currency, idempotency_key, status,"
@@ -157,6 +157,15 @@ async def test_500_slow_merchants_wait_on_http_not_on_postgresql(
             for row in ids:
                 job = {"version": 1, "payment_id": str(row["id"])}
                 await enqueue(conn, TOPIC_WEBHOOK_DELIVER, job)
+        relay = await start_roles(("relay",), settings=settings)
+        await wait_until(
+            lambda: pool.fetchval(
+                "SELECT count(*) = 0 FROM outbox WHERE published_at IS NULL",
+            ),
+            limit_s=60,
+            what="every webhook job published",
+        )
+        await relay.stop()  # only the worker's sessions are sampled below
 
         database = await pool.fetchval("SELECT current_database()")
         app_role = await pool.fetchval("SELECT current_user")
@@ -166,9 +175,7 @@ async def test_500_slow_merchants_wait_on_http_not_on_postgresql(
             _sample_idle_in_transaction(owner_pool, database, app_role, stop, seen)
         )
         started = time.monotonic()
-        running = await start_roles(
-            ("relay", "worker"), settings=settings, worker_queues=("webhooks",)
-        )
+        running = await start_roles(("worker",), settings=settings, worker_queues=("webhooks",))
         try:
             await wait_until(
                 lambda: pool.fetchval(
