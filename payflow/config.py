@@ -94,9 +94,17 @@ class Settings(BaseSettings):
     charge_lease_s: float = Field(default=10.0, gt=0)
     webhook_timeout_s: float = Field(default=5.0, gt=0)
     webhook_max_connections: int = Field(default=100, ge=1)
-    webhook_concurrency: int = Field(default=8, ge=1)
     webhook_ca_bundle: str | None = None
     webhook_nat64_prefixes: Annotated[tuple[str, ...], NoDecode] = ()
+    # --- throughput: webhook leases and in-flight bounds (issue 10, docs/pipeline.md)
+    # Webhook POSTs in flight per process (also the webhooks queue's prefetch); a send
+    # holds no DB connection while it waits for the merchant.
+    webhook_max_in_flight: int = Field(default=256, ge=1, le=10000)
+    # How long a send's lease keeps other sends of the same job away; above the timeout.
+    webhook_lease_s: float = Field(default=30.0, gt=0)
+    # Gateway calls in flight per process (also the payments queue's prefetch). Little's
+    # law: 240 payments/s at a 3.5 s mean gateway delay needs 840 calls in flight.
+    gateway_max_in_flight: int = Field(default=1000, ge=1, le=10000)
     shutdown_grace_s: float = Field(default=30.0, gt=0)
     # Redis DLQ fallback (issue 9): where on_dead hooks park entries while PostgreSQL is
     # unreachable, and how the scheduler's drain moves them back.
@@ -245,6 +253,15 @@ class Settings(BaseSettings):
         secret = value.get_secret_value() if isinstance(value, SecretStr) else value
         if info.data.get("alert_delivery") == needs[str(info.field_name)] and not secret:
             raise ValueError(f"required when ALERT_DELIVERY={needs[str(info.field_name)]}")
+        return value
+
+    @field_validator("webhook_lease_s")
+    @classmethod
+    def _lease_outlasts_send(cls, value: float, info: ValidationInfo) -> float:
+        """A send is bounded by WEBHOOK_TIMEOUT_S; its lease must outlast it."""
+        timeout = info.data.get("webhook_timeout_s")
+        if timeout is not None and value <= timeout:
+            raise ValueError(f"must exceed WEBHOOK_TIMEOUT_S ({timeout:g})")
         return value
 
     @field_validator("retry_tiers_ms", mode="before")

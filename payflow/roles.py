@@ -104,10 +104,17 @@ def worker_routes(runtime: Runtime) -> list[Route]:
     payments = PaymentProcessor(runtime.pool, runtime.settings, runtime.gateway, fallback)
     ledger = LedgerWorker(runtime.pool, runtime.settings, fallback)
     webhooks = WebhookSender(runtime.pool, runtime.settings, runtime.http, fallback)
+    # Payments wait on the gateway and webhooks on merchants: each route has its own
+    # prefetch (its in-flight bound), so neither takes the ledger's BROKER_PREFETCH slots.
+    settings = runtime.settings
     every = {
-        "payments": Route("payments", payments.handle, payments.on_dead),
+        "payments": Route(
+            "payments", payments.handle, payments.on_dead, settings.gateway_max_in_flight
+        ),
         "ledger": Route("ledger", ledger.handle, ledger.on_dead),
-        "webhooks": Route("webhooks", webhooks.handle, webhooks.on_dead),
+        "webhooks": Route(
+            "webhooks", webhooks.handle, webhooks.on_dead, settings.webhook_max_in_flight
+        ),
     }
     return [every[name] for name in runtime.worker_queues]
 

@@ -1,4 +1,5 @@
-"""`payflow bench e2e`: the whole system under load, with gateway delay 0 and a local sink.
+"""`payflow bench e2e`: the whole system under load, with a local sink and the emulated
+gateway answering at once or, with `--gateway-delay 2-5`, after the seed's 2-5 s.
 
 The service runs as real processes (`payflow up`, or one per role with `--split`,
 plus optional extra workers/relays; see `services.py`) in a throwaway database and a
@@ -56,6 +57,9 @@ from payflow.money import multiply
 
 COMPLETION_LIMIT_S = 300.0
 SUBMIT_CONCURRENCY = 32
+# The seed-004 service's payments/s at the gateway delay of 2-5 s (issue 10), the
+# reference of `vs_seed` on the last line.
+SEED_PAYMENTS_PER_S_SLOW_GATEWAY = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +72,8 @@ class E2EConfig:
     relays: int = 0  # extra `payflow relay` processes
     split: bool = False  # one process per role instead of `payflow up`
     direct: bool = False  # write rows straight to the database instead of the HTTP API
+    gateway_delay_s: tuple[float, float] = (0.0, 0.0)  # the emulator's uniform delay
+    deposits: bool = True  # False: merchant payments only (`--payments-only`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +133,7 @@ async def _submit_phase(
     rate: float | None,
     sink_url: str,
     accepted: dict[str, float],
+    deposits: bool = True,
 ) -> None:
     """Submit `count` payments and `count` deposits; paced at `rate` each, or flat out.
 
@@ -142,13 +149,17 @@ async def _submit_phase(
         async with gate:
             await submitter.submit_payment(merchant_id, "1.25", "USD", f"{tag}-{i}", sink_url)
             accepted[f"{tag}-{i}"] = time.time()
+            if not deposits:
+                return
             await submitter.submit_deposit(f"{tag}-dep-{i}", accounts[i % len(accounts)], "2.50")
             accepted[f"{tag}-dep-{i}"] = time.time()
 
     await asyncio.gather(*(one(i) for i in range(count)))
 
 
-async def _wait_done(pool: asyncpg.Pool, tag: str, count: int, service: Service) -> None:
+async def _wait_done(
+    pool: asyncpg.Pool, tag: str, count: int, service: Service, deposits: bool = True
+) -> None:
     deadline = time.monotonic() + COMPLETION_LIMIT_S
     while time.monotonic() < deadline:
         service.sample()
@@ -162,10 +173,21 @@ async def _wait_done(pool: asyncpg.Pool, tag: str, count: int, service: Service)
             "        AND status = 'confirmed')",
             tag,
         )
-        if done >= 2 * count:
+        if done >= (2 if deposits else 1) * count:
             return
         await asyncio.sleep(0.2)
     raise TimeoutError(f"phase {tag} did not complete within {COMPLETION_LIMIT_S}s")
+
+
+async def _wait_settled(pool: asyncpg.Pool, service: Service) -> None:
+    """Wait until every ledger event (deposits and the payments' credits) is confirmed: a
+    webhook can reach the sink before its payment's credit is posted."""
+    deadline = time.monotonic() + COMPLETION_LIMIT_S
+    while await pool.fetchval("SELECT count(*) FROM payment_events WHERE status <> 'confirmed'"):
+        service.sample()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"ledger events not confirmed within {COMPLETION_LIMIT_S}s")
+        await asyncio.sleep(0.2)
 
 
 async def _measure(
@@ -217,7 +239,7 @@ async def _measure(
 
 
 async def _exactly_once(
-    pool: asyncpg.Pool, settings: Settings, sink: WebhookSink, total_payments: int
+    pool: asyncpg.Pool, settings: Settings, sink: WebhookSink, total_payments: int, deposits: int
 ) -> tuple[bool, bool]:
     ledger_rows = await pool.fetchval("SELECT count(*) FROM balance_events")
     duplicates = await pool.fetchval(
@@ -229,7 +251,7 @@ async def _exactly_once(
     )
     ids = [r.headers.get("webhook-id") for r in sink.received]
     once = (
-        ledger_rows == 2 * total_payments
+        ledger_rows == total_payments + deposits
         and duplicates == 0
         and merchant_balance == multiply(Decimal("1.25"), total_payments)
         and len(set(ids)) == total_payments
@@ -288,6 +310,7 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             api_port=spec.api_port,
             provider_secret=provider_secret,
             redis_prefix=f"payflow-{prefix}:",
+            gateway_delay_s=config.gateway_delay_s,
         )
         service = Service(env, spec, log_dir)
         try:
@@ -315,9 +338,10 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
                 merchant_id=tenant.merchant_id,
                 accounts=tenant.accounts,
                 sink_url=sink.url,
+                deposits=config.deposits,
             )
             await submit(tag="warm", count=50, rate=None)
-            await _wait_done(pool, "warm", 50, service)
+            await _wait_done(pool, "warm", 50, service, config.deposits)
             results = []
             cpu_before = cpu_by_program()
             wall_before = time.monotonic()
@@ -326,12 +350,16 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
                 ("full", "full speed", None),
             ):
                 await submit(tag=tag, count=config.payments, rate=rate)
-                await _wait_done(pool, tag, config.payments, service)
+                await _wait_done(pool, tag, config.payments, service, config.deposits)
                 results.append(await _measure(pool, tag, name, accepted))
             service.sample()
             cpu_after = cpu_by_program()
             wall = time.monotonic() - wall_before
-            once, clean = await _exactly_once(pool, bench_settings, sink, 2 * config.payments + 50)
+            await _wait_settled(pool, service)
+            total = 2 * config.payments + 50
+            once, clean = await _exactly_once(
+                pool, bench_settings, sink, total, total if config.deposits else 0
+            )
         finally:
             exit_codes = service.stop()
             if http is not None:
@@ -346,10 +374,18 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
         f"reconciliation: {'clean' if clean else 'dirty'}"
     )
     fixed, full = results
+    low, high = config.gateway_delay_s
+    extra: dict[str, object] = {}
+    if high > 0:
+        extra["vs_seed"] = round(full.payments_per_s / SEED_PAYMENTS_PER_S_SLOW_GATEWAY, 2)
     print(
         result_line(
+            gateway_delay=f"{low:g}-{high:g}",
+            gateway_max_in_flight=settings.gateway_max_in_flight,
+            deposits="yes" if config.deposits else "no",
             events_per_s=round(full.events_per_s, 1),
             payments_per_s=round(full.payments_per_s, 1),
+            **extra,
             publish_p50_ms=fixed.figures()["publish_p50_ms"],
             terminal_p99_ms=fixed.figures()["terminal_p99_ms"],
             delivered_p99_ms=fixed.figures()["delivered_p99_ms"],
@@ -374,7 +410,8 @@ def _report(
     """The human-readable figures (everything but the last line)."""
     for result in results:
         console.print(
-            f"[bold]{result.name}[/bold]: {config.payments} payments + {config.payments} deposits"
+            f"[bold]{result.name}[/bold]: {config.payments} payments + "
+            f"{config.payments if config.deposits else 0} deposits"
         )
         for key, value in result.figures().items():
             console.print(f"  {key:<18} {value}")

@@ -52,8 +52,12 @@ def service_env(
     api_port: int,
     provider_secret: str,
     redis_prefix: str,
+    gateway_delay_s: tuple[float, float] = (0.0, 0.0),
 ) -> dict[str, str]:
-    """The children's environment: gateway delay 0, the sink allowed, no rate limit in the way."""
+    """The children's environment: the gateway's delay (uniform in `gateway_delay_s`, 0 by
+    default) and no declines, the sink allowed, no rate limit in the way; the in-flight
+    bounds (`BROKER_PREFETCH`, `GATEWAY_MAX_IN_FLIGHT`, `WEBHOOK_MAX_IN_FLIGHT`) are this
+    process's settings."""
     env = dict(os.environ)
     env.pop("API_KEY", None)  # the bench authenticates as a merchant it creates
     env.update(
@@ -67,13 +71,15 @@ def service_env(
         API_WORKERS="1",
         PROVIDER_WEBHOOK_SECRET=provider_secret,
         RATE_LIMIT_PER_MINUTE="100000000",
-        GATEWAY_DELAY_MIN_S="0",
-        GATEWAY_DELAY_MAX_S="0",
+        GATEWAY_DELAY_MIN_S=str(gateway_delay_s[0]),
+        GATEWAY_DELAY_MAX_S=str(gateway_delay_s[1]),
         GATEWAY_FAILURE_RATE="0",
         WEBHOOK_ALLOW_HOSTS="127.0.0.1",
         LOG_LEVEL=os.environ.get("BENCH_SERVICE_LOG_LEVEL", "WARNING"),
         RELAY_POLL_INTERVAL_S="1",
         BROKER_PREFETCH=str(settings.broker_prefetch),
+        GATEWAY_MAX_IN_FLIGHT=str(settings.gateway_max_in_flight),
+        WEBHOOK_MAX_IN_FLIGHT=str(settings.webhook_max_in_flight),
     )
     return env
 

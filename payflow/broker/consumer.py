@@ -34,15 +34,30 @@ DEAD_HOOK_BACKOFF_S = 1.0
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """A work queue (short name) with its handler and its dead-letter hook."""
+    """A work queue (short name) with its handler and its dead-letter hook.
+
+    `prefetch`: messages in flight on this route (None: `BROKER_PREFETCH`); each route
+    consumes on its own channel, so a route waiting on slow outsiders (the gateway,
+    merchants) has its own bound and never takes the others' slots.
+    """
 
     queue: str
     handler: Handler
     on_dead: DeadHook
+    prefetch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Lane:
+    """One route's channel and the exchanges its failures are published to."""
+
+    channel: aio_pika.abc.AbstractChannel
+    retry_exchange: aio_pika.abc.AbstractExchange
+    dlx: aio_pika.abc.AbstractExchange
 
 
 class Consumer:
-    """Consumes a set of routes on one channel; `stop()` drains in-flight work."""
+    """Consumes a set of routes, one channel each; `stop()` drains in-flight work."""
 
     def __init__(
         self,
@@ -55,20 +70,22 @@ class Consumer:
         self._settings = settings
         self._names = names
         self._routes = routes
-        self._channel: aio_pika.abc.AbstractChannel | None = None
+        self._lanes: dict[str, _Lane] = {}
         self._consumers: list[tuple[aio_pika.abc.AbstractQueue, str]] = []
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
 
     async def start(self) -> None:
-        """Open the channel, set prefetch and start consuming every route."""
-        channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
-        await channel.set_qos(prefetch_count=self._settings.broker_prefetch)
-        self._channel = channel
-        self._retry_exchange = await channel.get_exchange(self._names.retry_exchange)
-        self._dlx = await channel.get_exchange(self._names.dlx)
+        """Open one channel per route with its prefetch and start consuming every route."""
         for route in self._routes:
+            channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
+            await channel.set_qos(prefetch_count=route.prefetch or self._settings.broker_prefetch)
+            self._lanes[route.queue] = _Lane(
+                channel,
+                await channel.get_exchange(self._names.retry_exchange),
+                await channel.get_exchange(self._names.dlx),
+            )
             queue = await channel.get_queue(self._names.queue(route.queue))
             tag = await queue.consume(self._callback(route))
             self._consumers.append((queue, tag))
@@ -89,8 +106,9 @@ class Consumer:
             await asyncio.wait_for(self._idle.wait(), timeout=grace_s)
         except TimeoutError:
             log.warning("payflow.consumer.drain_timeout", inflight=self._inflight)
-        if self._channel is not None and not self._channel.is_closed:
-            await self._channel.close()
+        for lane in self._lanes.values():
+            if not lane.channel.is_closed:
+                await lane.channel.close()
         log.info("payflow.consumer.stopped")
 
     def _callback(
@@ -139,7 +157,7 @@ class Consumer:
             # The ack or the retry publish could not reach the broker: the message stays
             # unacked and the broker redelivers it; handlers are idempotent.
             log.warning("payflow.consumer.unsettled", queue=route.queue, error=str(exc))
-            if not message.processed and self._channel is not None:
+            if not message.processed:
                 try:
                     await asyncio.sleep(DEAD_HOOK_BACKOFF_S)
                     await message.nack(requeue=True)
@@ -160,7 +178,7 @@ class Consumer:
         if isinstance(error, RetryableError) and envelope.attempt <= len(tiers):
             tier = tiers[envelope.attempt - 1]
             await publish(
-                self._retry_exchange,
+                self._lanes[route.queue].retry_exchange,
                 self._names.retry_key(route.queue, tier),
                 envelope.body,
                 message_id=envelope.message_id,
@@ -180,7 +198,7 @@ class Consumer:
         # and comes back, so the DLQ row is never lost.
         await route.on_dead(envelope, error)
         await publish(
-            self._dlx,
+            self._lanes[route.queue].dlx,
             self._names.queue(route.queue),
             envelope.body,
             message_id=envelope.message_id,

@@ -85,24 +85,61 @@ def bench_e2e(
         bool,
         typer.Option("--direct", help="Write rows straight to the DB instead of the HTTP API"),
     ] = False,
+    payments_only: Annotated[
+        bool, typer.Option("--payments-only", help="Submit merchant payments, no deposits")
+    ] = False,
+    gateway_delay: Annotated[
+        str, typer.Option(help="The emulated gateway's delay in seconds, MIN-MAX (uniform) or one")
+    ] = "0",
 ) -> None:
-    """The whole system (gateway delay 0, local sink) at a fixed rate and at full speed.
+    """The whole system (local sink) at a fixed rate and at full speed.
 
     Submits through the HTTP API (merchant payments, signed provider deposits) unless
-    `--direct`, which isolates the pipeline from the API.
+    `--direct`, which isolates the pipeline from the API. `--gateway-delay 2-5` is the
+    seed's slow gateway; the last line then compares payments/s with the seed's 30/s.
     """
     import tempfile
     from pathlib import Path
 
     from payflow.bench.e2e import E2EConfig, run_e2e_bench
 
+    try:
+        low, _, high = gateway_delay.partition("-")
+        delay = (float(low), float(high or low))
+        if not 0 <= delay[0] <= delay[1]:
+            raise ValueError
+    except ValueError:
+        console.print(
+            "payflow: --gateway-delay must be MIN-MAX seconds, 0 <= MIN <= MAX", style="red"
+        )
+        raise typer.Exit(2) from None
+
     log_dir = Path(tempfile.mkdtemp(prefix="payflow-bench-e2e-"))
     console.print(f"service logs: {log_dir}")
     ok = _run(
         run_e2e_bench(
-            _settings(), E2EConfig(payments, rate, workers, relays, split, direct), log_dir
+            _settings(),
+            E2EConfig(payments, rate, workers, relays, split, direct, delay, not payments_only),
+            log_dir,
         )
     )
+    if not ok:
+        raise typer.Exit(1)
+
+
+@bench_app.command("webhooks")
+def bench_webhooks(
+    webhooks: Annotated[int, typer.Option(min=1, help="Deliveries per measured run")] = 2000,
+    delay: Annotated[float, typer.Option(min=0.01, help="The slow receiver's delay (s)")] = 1.0,
+    prefill: Annotated[int, typer.Option(min=0, help="Delivered payments in the table")] = (
+        100_000
+    ),
+) -> None:
+    """Webhook deliveries/s of the sender and of a bare httpx loop, receiver delay 0 and
+    `--delay`, side by side; the ratios go on the last line."""
+    from payflow.bench.webhooks import WebhooksBenchConfig, run_webhooks_bench
+
+    ok = _run(run_webhooks_bench(_settings(), WebhooksBenchConfig(webhooks, delay, prefill)))
     if not ok:
         raise typer.Exit(1)
 

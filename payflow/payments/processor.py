@@ -211,6 +211,9 @@ class PaymentProcessor:
         self._settings = settings
         self._gateway = gateway
         self._worker = f"{socket.gethostname()}:{os.getpid()}"
+        # Gateway calls in flight per process, independent of the DB pool (a call holds
+        # no connection) and of other queues' prefetch.
+        self._charging = asyncio.Semaphore(settings.gateway_max_in_flight)
 
     async def handle(self, envelope: Envelope) -> None:
         """Process one payment; a duplicate delivery of a final payment does nothing.
@@ -231,6 +234,14 @@ class PaymentProcessor:
         if payment["status"] != "pending":
             log.info("payflow.payments.duplicate", status=payment["status"])
             return
+        # The slot is taken before the claim, so a claim's lease never runs out while
+        # it waits for one.
+        async with self._charging:
+            await self._charge(payment, trace_id)
+
+    async def _charge(self, payment: asyncpg.Record, trace_id: str | None) -> None:
+        """Claim, call the gateway with no transaction open, record and finalize."""
+        payment_id: UUID = payment["id"]
         token = f"{self._worker}:{uuid4().hex[:12]}"
         changed = False
         async with self._pool.acquire() as conn, transaction(conn, self._settings):

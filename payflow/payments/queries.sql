@@ -211,15 +211,36 @@ ON CONFLICT (merchant_id, asset) WHERE settlement DO NOTHING;
 SELECT id FROM accounts WHERE merchant_id = $1 AND asset = $2 AND settlement;
 
 -- name: record_webhook_attempt
--- $1 payment id, $2 delivered? Counts the attempt; a delivered time is never overwritten.
+-- $1 payment id, $2 delivered?, $3 lease token of the send. Counts the attempt; a delivered
+-- time is never overwritten; ends the send's lease (a lease another send took over after
+-- this one's expired is left alone). The second short transaction of a send.
 UPDATE payments
 SET webhook_attempts = webhook_attempts + 1,
     webhook_delivered_at = CASE
         WHEN $2::boolean AND webhook_delivered_at IS NULL THEN clock_timestamp()
         ELSE webhook_delivered_at
+    END,
+    webhook_lease_token = CASE
+        WHEN webhook_lease_token = $3 THEN NULL ELSE webhook_lease_token
+    END,
+    webhook_lease_until = CASE
+        WHEN webhook_lease_token = $3 THEN NULL ELSE webhook_lease_until
     END
 WHERE id = $1
 RETURNING webhook_attempts, webhook_delivered_at;
+
+-- name: release_webhook_lease
+-- $1 payment id, $2 lease token. The send ended without a POST (refused URL): its lease ends.
+UPDATE payments SET webhook_lease_token = NULL, webhook_lease_until = NULL
+WHERE id = $1 AND webhook_lease_token = $2;
+
+-- name: take_webhook_lease
+-- $1 payment id, $2 lease token, $3 lease seconds. Under the row lock taken by
+-- lock_payment_for_webhook, in the same short transaction: the first of a send.
+UPDATE payments
+SET webhook_lease_token = $2,
+    webhook_lease_until = clock_timestamp() + make_interval(secs => $3)
+WHERE id = $1;
 
 -- name: insert_payment
 -- $1 merchant id, $2 amount, $3 currency, $4 idempotency key, $5 webhook url, $6 trace id
@@ -228,17 +249,15 @@ VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id;
 
 -- name: lock_payment_for_webhook
--- $1 payment id. Held while one worker POSTs, so duplicate deliveries never POST in parallel;
--- a row locked by another sender is skipped (no row returned).
+-- $1 payment id. Locks the row for the claim's short transaction only (a lease, not the
+-- lock, keeps two sends of one job apart); `lease_live` is true while another send's lease
+-- runs. Waits at most lock_timeout (55P03, retryable) behind another short transaction.
 SELECT p.id, p.merchant_id, p.amount, p.currency, p.status, p.webhook_url,
-       p.webhook_delivered_at, p.webhook_attempts, p.trace_id, p.processed_at, p.created_at,
-       m.webhook_secret, a.scale
+       p.webhook_delivered_at, p.webhook_dead_at, p.webhook_attempts, p.trace_id,
+       p.processed_at, p.created_at, m.webhook_secret, a.scale,
+       coalesce(p.webhook_lease_until > clock_timestamp(), false) AS lease_live
 FROM payments p
 JOIN merchants m ON m.id = p.merchant_id
 JOIN assets a ON a.code = p.currency
 WHERE p.id = $1
-FOR UPDATE OF p SKIP LOCKED;
-
--- name: payment_exists
--- $1 payment id
-SELECT EXISTS (SELECT 1 FROM payments WHERE id = $1);
+FOR UPDATE OF p;

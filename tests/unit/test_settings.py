@@ -50,3 +50,9 @@ def test_comma_separated_lists_come_from_the_environment(monkeypatch: pytest.Mon
     settings = load_settings()
     assert settings.webhook_allow_hosts == ("127.0.0.1", "localhost")
     assert settings.fiat_currencies == ("USD", "EUR")
+
+
+def test_a_webhook_lease_must_outlast_the_send() -> None:
+    with pytest.raises(SettingsError, match="WEBHOOK_LEASE_S"):
+        load_settings(webhook_timeout_s=10.0, webhook_lease_s=10.0)
+    assert load_settings(webhook_timeout_s=10.0, webhook_lease_s=10.5).webhook_lease_s == 10.5
