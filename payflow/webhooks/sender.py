@@ -35,8 +35,8 @@ from payflow.ops.dlq import record_dead_letter
 from payflow.ops.dlq_fallback import DlqFallback
 from payflow.ops.sweeps import mark_webhook_dead
 from payflow.payments.processor import load_payment, payment_id_of
-from payflow.webhooks.pinning import PinnedTransport, pinned
 from payflow.webhooks.attempts import log_attempt
+from payflow.webhooks.pinning import PinnedTransport, pinned
 from payflow.webhooks.signing import signature_headers
 from payflow.webhooks.ssrf import UnsafeWebhookUrl, resolve_webhook_url
 
