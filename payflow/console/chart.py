@@ -92,9 +92,7 @@ def render(series: Mapping[str, list[int]], start: datetime) -> Markup:
         )
         parts.append(f'<text class="axis" x="0" y="{top + 10}">{peak}</text>')
         parts.append(f'<text class="axis" x="0" y="{base}">0</text>')
-        parts.append(
-            f'<line class="base" x1="{LEFT}" y1="{base}" x2="{WIDTH}" y2="{base}"></line>'
-        )
+        parts.append(f'<line class="base" x1="{LEFT}" y1="{base}" x2="{WIDTH}" y2="{base}"></line>')
         for slot in range(MINUTES):
             x = LEFT + slot * SLOT
             minute = (start + timedelta(minutes=slot)).strftime("%H:%M")
@@ -113,8 +111,9 @@ def render(series: Mapping[str, list[int]], start: datetime) -> Markup:
                 h = PANEL_H * failed[slot] / peak
                 label = f"{minute}: {failed[slot]} failed"
                 parts.append(_rect(x + half, base - below - h, half, h, "failed", label))
-        first, last = start.strftime("%H:%M"), (start + timedelta(minutes=MINUTES - 1)).strftime(
-            "%H:%M"
+        first, last = (
+            start.strftime("%H:%M"),
+            (start + timedelta(minutes=MINUTES - 1)).strftime("%H:%M"),
         )
         parts.append(f'<text class="axis" x="{LEFT}" y="{base + 12}">{first} UTC</text>')
         parts.append(

@@ -37,7 +37,8 @@ UPGRADE: list[str] = [
     CREATE TABLE webhook_attempt_log (
         id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         payment_id UUID NOT NULL REFERENCES payments (id),
-        attempt INTEGER NOT NULL CONSTRAINT webhook_attempt_log_attempt_positive CHECK (attempt >= 1),
+        attempt INTEGER NOT NULL
+            CONSTRAINT webhook_attempt_log_attempt_positive CHECK (attempt >= 1),
         http_status SMALLINT
             CONSTRAINT webhook_attempt_log_http_status_range
             CHECK (http_status IS NULL OR http_status BETWEEN 100 AND 599),
