@@ -177,7 +177,9 @@ async def payment_detail(request: Request, session: Live, payment_id: str) -> HT
         detail = f"{answer}; {a.error}" if a.error else answer
         steps.append((a.attempted_at, f"webhook attempt {a.attempt}", detail))
     if payment["webhook_delivered_at"] is not None:
-        steps.append((payment["webhook_delivered_at"], "webhook delivered", ""))
+        # Set in the attempt's transaction just before its log row: show it after it.
+        delivered = max([payment["webhook_delivered_at"], *(a.attempted_at for a in attempts)])
+        steps.append((delivered, "webhook delivered", ""))
     if payment["webhook_dead_at"] is not None:
         steps.append((payment["webhook_dead_at"], "webhook dead-lettered", "see the DLQ"))
     steps.sort(key=lambda s: s[0])

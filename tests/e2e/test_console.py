@@ -30,6 +30,7 @@ from payflow.bench.services import free_port
 from payflow.bench.sink import WebhookSink
 from payflow.config import Settings
 from payflow.db.tx import transaction
+from payflow.ingress.signature import sign
 from payflow.ledger.accounts import create_account
 from payflow.ops.dlq import record_dead_letter
 from tests.integration.pipeline.conftest import wait_until
@@ -223,12 +224,33 @@ async def test_admin_sees_payment_timeline_replays_dead_letter_and_signs_out(
             error="RuntimeError: ledger worker crashed",
             attempt=4,
         )
-        script = "<script>document.title='pwned'</script>"
-        await conn.execute(
-            "INSERT INTO unmatched_provider_events (event_id, reason, chain, address, payload)"
-            " VALUES ('evil-1', 'unknown_address', 'ETH_MAINNET', '0xabc', $1::jsonb)",
-            orjson.dumps({"note": script}).decode(),
+
+    # A provider deposit to an address we never issued, carrying a script in its payload.
+    script = "<script>document.title='pwned'</script>"
+    body = orjson.dumps(
+        {
+            "event_id": "evil-1",
+            "event_type": "deposit",
+            "to_address": "0x" + "ab" * 20,
+            "asset": "USDC",
+            "amount": "1.5",
+            "tx_hash": "0x" + "cd" * 32,
+            "contract_address": "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48",
+            "memo": script,
+        }
+    )
+    async with httpx.AsyncClient(base_url=console.base, timeout=10) as api:
+        delivered = await api.post(
+            "/api/v1/webhooks/provider",
+            content=body,
+            headers={
+                pipe_settings.provider_signature_header: sign(body, PROVIDER_SECRET.encode()),
+                "Content-Type": "application/json",
+            },
         )
+    assert delivered.status_code == 202, delivered.text
+    unmatched_id = await pool.fetchval("SELECT event_id FROM unmatched_provider_events")
+    assert unmatched_id is not None
 
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
@@ -263,7 +285,7 @@ async def test_admin_sees_payment_timeline_replays_dead_letter_and_signs_out(
         await shot(page, console, name)
 
     # The raw payload is text: the script is shown, not run.
-    await page.goto(f"{console.base}/console/unmatched/evil-1")
+    await page.goto(f"{console.base}/console/unmatched/{unmatched_id}")
     await shot(page, console, "unmatched_one")
     assert script in await page.locator("#raw").inner_text()
     assert await page.title() != "pwned"
