@@ -15,6 +15,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
 from payflow.api.db import connection
+from payflow.db.queries import load_queries
 from payflow.errors import NotFound
 from payflow.ledger.posting import posting_key
 from payflow.ops.alerting.store import AlertStore
@@ -25,9 +26,10 @@ from payflow.payments.processor import credit_event_id
 from payflow.webhooks.attempts import attempts_of
 
 from . import chart
-from .sessions import SQL, Session
+from .sessions import Session
 from .web import ConsoleError, current_session, page, require_admin, scope, state
 
+SQL = load_queries("payflow.console")
 router = APIRouter(prefix="/console", include_in_schema=False)
 Live = Annotated[Session, Depends(current_session)]
 PAYMENT_STATUSES = ("pending", "succeeded", "failed")
