@@ -32,6 +32,8 @@ from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ingress.signature import sign
 from payflow.ledger.accounts import create_account
+from payflow.ops.alerting.store import AlertStore
+from payflow.ops.alerts import Severity
 from payflow.ops.dlq import record_dead_letter
 from tests.integration.pipeline.conftest import wait_until
 
@@ -252,6 +254,10 @@ async def test_admin_sees_payment_timeline_replays_dead_letter_and_signs_out(
     unmatched_id = await pool.fetchval("SELECT event_id FROM unmatched_provider_events")
     assert unmatched_id is not None
 
+    await AlertStore(pool, pipe_settings).fire(
+        "console.test", Severity.WARNING, "a test alert for the console", {}
+    )
+
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
     await sign_in(page, console, keys.admin)
@@ -283,6 +289,21 @@ async def test_admin_sees_payment_timeline_replays_dead_letter_and_signs_out(
         response = await page.goto(f"{console.base}{path}")
         assert response is not None and response.status == 200, path
         await shot(page, console, name)
+
+    # Acknowledge the alert; run a job now (recorded like any run).
+    await page.goto(f"{console.base}/console/alerts")
+    await page.click("form[action='/console/alerts/ack'] button")
+    await page.wait_for_url(f"{console.base}/console/alerts")
+    assert "acknowledged by console:ops" in await page.content()
+    assert (
+        await pool.fetchval("SELECT acknowledged_by FROM alerts WHERE key = 'console.test'")
+        == "console:ops"
+    )
+    runs = await pool.fetchval("SELECT count(*) FROM job_runs WHERE job = 'recon_hot'")
+    await page.goto(f"{console.base}/console/jobs")
+    await page.click("form[action='/console/jobs/recon_hot/run'] button")
+    assert "recon_hot: ok" in await page.locator("#message").inner_text()
+    assert await pool.fetchval("SELECT count(*) FROM job_runs WHERE job = 'recon_hot'") > runs
 
     # The raw payload is text: the script is shown, not run.
     await page.goto(f"{console.base}/console/unmatched/{unmatched_id}")
