@@ -17,7 +17,7 @@ from payflow.ops.jobs import JobContext
 from payflow.ops.jobs_cli import job_overview
 from payflow.ops.scheduler import JOBS, run_job
 
-from .pages import Live
+from .pages import Live, dlq_number
 from .sessions import (
     COOKIE,
     PRE_COOKIE,
@@ -98,15 +98,16 @@ async def signout(request: Request, session: Live) -> Response:
 
 
 @router.post("/dlq/{dlq_id}/replay", response_class=HTMLResponse)
-async def dlq_replay(request: Request, session: Live, dlq_id: int) -> Response:
+async def dlq_replay(request: Request, session: Live, dlq_id: str) -> Response:
     """Replay one dead letter with a reason, as `console:<merchant name>`; a second
     replay is refused (409) with the resolution already recorded."""
     require_admin(session)
     form = await check_csrf(request, session)
     st = state(request)
     reason = form.get("reason", "").strip()
+    number = dlq_number(dlq_id)
     try:
-        row = await get_dead_letter(st.pool, dlq_id)
+        row = await get_dead_letter(st.pool, number)
     except NotFound as exc:
         raise ConsoleError(404, "There is no such dead letter.") from exc
     if not reason:
@@ -117,12 +118,12 @@ async def dlq_replay(request: Request, session: Live, dlq_id: int) -> Response:
         await replay_dead_letter(
             st.pool,
             st.settings,
-            dlq_id,
+            number,
             operator=f"console:{session.merchant.name}",
             reason=reason[:MAX_REASON],
         )
     except Conflict:
-        row = await get_dead_letter(st.pool, dlq_id)
+        row = await get_dead_letter(st.pool, number)
         return page(
             request,
             "dlq_one.html",
@@ -133,7 +134,7 @@ async def dlq_replay(request: Request, session: Live, dlq_id: int) -> Response:
         )
     except BadInput as exc:
         return page(request, "dlq_one.html", session, 400, row=row, message=str(exc))
-    return redirect(f"/console/dlq/{dlq_id}")
+    return redirect(f"/console/dlq/{number}")
 
 
 @router.post("/alerts/ack")

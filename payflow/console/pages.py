@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -34,8 +35,9 @@ router = APIRouter(prefix="/console", include_in_schema=False)
 Live = Annotated[Session, Depends(current_session)]
 PAYMENT_STATUSES = ("pending", "succeeded", "failed")
 EVENT_STATUSES = ("pending", "enqueued", "processing", "confirmed", "failed")
-# Columns other issues add to `accounts`; shown when the table has them.
-ACCOUNT_EXTRAS = ("pending_incoming", "held", "available")
+# `accounts` amount columns shown everywhere; any OTHER amount column of the table (other
+# issues add pending incoming, held, available) is shown after them, whatever its name.
+ACCOUNT_BASE_AMOUNTS = frozenset({"balance", "initial_balance"})
 
 
 def _cursor(created_at: datetime, key: object) -> str:
@@ -196,8 +198,13 @@ async def payment_detail(request: Request, session: Live, payment_id: str) -> HT
     )
 
 
-def _extras(row: Any) -> dict[str, Any]:
-    return {name: row[name] for name in ACCOUNT_EXTRAS if name in row.keys()}
+def _extras(row: Any) -> dict[str, Decimal]:
+    """The row's amount columns beyond balance and opening balance, in table order."""
+    return {
+        name: value
+        for name, value in row.items()
+        if isinstance(value, Decimal) and name not in ACCOUNT_BASE_AMOUNTS
+    }
 
 
 @router.get("/accounts", response_class=HTMLResponse)
@@ -216,14 +223,14 @@ async def accounts(request: Request, session: Live, after: str | None = None) ->
         "accounts.html",
         session,
         rows=[(r, _extras(r)) for r in rows],
-        extras=[n for n in ACCOUNT_EXTRAS if rows and n in rows[0].keys()],
+        extras=list(_extras(rows[0])) if rows else [],
         next_after=str(rows[-1]["id"]) if more else None,
     )
 
 
 @router.get("/accounts/{account_id}", response_class=HTMLResponse)
 async def account_detail(
-    request: Request, session: Live, account_id: str, before: int | None = None
+    request: Request, session: Live, account_id: str, before: str | None = None
 ) -> HTMLResponse:
     """One account and its ledger entries with balance_after, newest first."""
     st = state(request)
@@ -234,7 +241,8 @@ async def account_detail(
         )
         if account is None:
             raise ConsoleError(404, "There is no such account.")
-        entries = await conn.fetch(SQL["ledger_entries"], account["id"], before, size + 1)
+        cursor = int(before) if before and before.isdigit() and len(before) <= 18 else None
+        entries = await conn.fetch(SQL["ledger_entries"], account["id"], cursor, size + 1)
     more = len(entries) > size
     entries = entries[:size]
     return page(
@@ -307,14 +315,21 @@ async def dlq(request: Request, session: Live, resolved: str | None = None) -> H
 
 
 @router.get("/dlq/{dlq_id}", response_class=HTMLResponse)
-async def dlq_detail(request: Request, session: Live, dlq_id: int) -> HTMLResponse:
+async def dlq_detail(request: Request, session: Live, dlq_id: str) -> HTMLResponse:
     """One dead letter: payload, error, attempts, resolution; the Replay form. Admin only."""
     require_admin(session)
     try:
-        row = await get_dead_letter(state(request).pool, dlq_id)
+        row = await get_dead_letter(state(request).pool, dlq_number(dlq_id))
     except NotFound as exc:
         raise ConsoleError(404, "There is no such dead letter.") from exc
     return page(request, "dlq_one.html", session, row=row, message=None)
+
+
+def dlq_number(raw: str) -> int:
+    """A DLQ id from the URL; anything but a positive BIGINT is the unknown-id 404."""
+    if not raw.isdigit() or len(raw) > 18:
+        raise ConsoleError(404, "There is no such dead letter.")
+    return int(raw)
 
 
 @router.get("/unmatched", response_class=HTMLResponse)

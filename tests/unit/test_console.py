@@ -50,3 +50,18 @@ def test_csrf_tokens_compare_exactly() -> None:
     assert not tokens_match("abc" * 11, "abd" * 11)
     assert not tokens_match("abc" * 11, None)
     assert not tokens_match("abc" * 11, "")
+
+
+def test_account_amount_columns_added_by_other_issues_are_shown_whatever_their_name() -> None:
+    from payflow.console.pages import _extras
+
+    row = {
+        "id": "a",
+        "asset": "USDC",
+        "balance": Decimal("1.000000"),
+        "initial_balance": Decimal(0),
+        "pending_incoming": Decimal("2.5"),
+        "held": Decimal("0.25"),
+        "status": "active",
+    }
+    assert _extras(row) == {"pending_incoming": Decimal("2.5"), "held": Decimal("0.25")}
