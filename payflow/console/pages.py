@@ -377,3 +377,9 @@ async def jobs(request: Request, session: Live) -> HTMLResponse:
     st = state(request)
     rows = await job_overview(st.pool, st.settings)
     return page(request, "jobs.html", session, rows=rows, message=None)
+
+
+@router.get("/{rest:path}", response_class=HTMLResponse)
+async def unknown(request: Request, session: Live, rest: str) -> HTMLResponse:
+    """Any other /console path: the same 404 page (registered last)."""
+    raise ConsoleError(404, "There is no such page.")

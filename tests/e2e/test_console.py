@@ -403,7 +403,7 @@ async def test_merchant_sees_only_its_own_and_sign_in_failures_are_limited(
     assert others not in await page.content()
     assert "No payments match" in await page.content()  # the empty state says what appears
 
-    for path in (f"/console/payments/{others}", "/console/dlq", "/console/jobs"):
+    for path in (f"/console/payments/{others}", "/console/dlq", "/console/jobs", "/console/x"):
         response = await page.goto(f"{console.base}{path}")
         assert response is not None and response.status == 404, path
     await shot(page, console, "merchant_404")
