@@ -267,6 +267,16 @@ async def test_admin_sees_payment_timeline_replays_dead_letter_and_signs_out(
     # The payment is listed; its timeline shows every webhook attempt with its HTTP status.
     await page.goto(f"{console.base}/console/payments")
     await shot(page, console, "payments")
+    filtered = await page.goto(f"{console.base}/console/payments?status=failed")
+    assert filtered is not None and str(payment_id) not in await page.content()
+    await page.goto(
+        f"{console.base}/console/payments?status=succeeded&created_from=2000-01-01T00:00"
+    )
+    assert str(payment_id) in await page.content()
+    bad = await page.goto(f"{console.base}/console/payments?status=lost")
+    assert bad is not None and bad.status == 400
+    assert "status must be one of" in await page.content()
+    await page.goto(f"{console.base}/console/payments")
     await page.click(f"a[href='/console/payments/{payment_id}']")
     timeline = await page.locator("#timeline").inner_text()
     await shot(page, console, "payment")
