@@ -41,6 +41,7 @@ bench: install
 	uv run payflow bench ledger --mode spread --events 20000 --concurrency 16 --dup 3
 	uv run payflow bench api
 	uv run payflow bench e2e --payments 2000 --rate 200 --split
+	uv run payflow bench console
 
 # The PgBouncer tests (tests/integration/pgbouncer) start their own private pgbouncer;
 # this only installs the binary (Debian's package; it lands in /usr/sbin) when missing.

@@ -212,6 +212,17 @@ class Settings(BaseSettings):
     )
     alert_timeout_s: float = Field(default=5.0, gt=0, le=60)
 
+    # --- console (issue 12)
+    console_enabled: bool = True
+    # Signs the session cookie; empty: derived from PROVIDER_WEBHOOK_SECRET (same on every replica).
+    console_secret: SecretStr | None = Field(default=None, min_length=32)
+    console_session_ttl_s: float = Field(default=8 * 3600.0, ge=60, le=30 * 86400)
+    # auto: Secure when the request came over HTTPS (or X-Forwarded-Proto: https).
+    console_cookie_secure: Literal["auto", "always", "never"] = "auto"
+    console_signin_max_failures: int = Field(default=5, ge=1, le=1000)
+    console_signin_window_s: int = Field(default=300, ge=10, le=86400)
+    console_page_size: int = Field(default=50, ge=5, le=500)
+
     @field_validator("provider_webhook_secret")
     @classmethod
     def _secret_long_enough(cls, value: str | None) -> str | None:

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from payflow.config import Settings, load_settings
+from payflow.console import install_console
 from payflow.db.pool import create_pool
 from payflow.db.tx import transaction
 from payflow.ingress.signature import require_secret
@@ -66,6 +67,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_exception_handler(app)
     for module in (payments, accounts, payouts, ingress, admin, health):
         app.include_router(module.router)
+    if settings.console_enabled:
+        install_console(app)  # server-rendered /console (issue 12)
     app.add_middleware(
         RequestMiddleware,
         max_body_bytes=settings.max_body_bytes,

@@ -175,3 +175,19 @@ def bench_api(
         return
     if not ok:
         raise typer.Exit(1)
+
+
+@bench_app.command("console")
+def bench_console(
+    payments: Annotated[
+        int, typer.Option(min=1000, help="Payments (and as many deposit events) pre-filled")
+    ] = 200_000,
+    rounds: Annotated[int, typer.Option(min=1, help="Timed runs per query")] = 30,
+    inserts: Annotated[int, typer.Option(min=1, help="Payments per timed INSERT batch")] = 5_000,
+) -> None:
+    """The console's reads on filled tables with and without migration 0017's indexes."""
+    from payflow.bench.console import ConsoleBenchConfig, run_console_bench
+
+    ok = _run(run_console_bench(_settings(), ConsoleBenchConfig(payments, rounds, inserts)))
+    if not ok:
+        raise typer.Exit(1)

@@ -34,6 +34,7 @@ def dlq_show(dlq_id: Annotated[int, typer.Argument(help="DLQ row id")]) -> None:
 def dlq_replay(
     dlq_id: Annotated[int, typer.Argument(help="DLQ row id")],
     by: Annotated[str, typer.Option("--by", help="Operator name recorded as resolved_by")] = "",
+    reason: Annotated[str, typer.Option("--reason", help="Why; appended to the resolution")] = "",
 ) -> None:
     """Replay one dead letter by hand; audited, and never applies anything twice."""
     import getpass
@@ -41,4 +42,4 @@ def dlq_replay(
     from payflow.ops.dlq_cli import replay_one
 
     operator = by or getpass.getuser()
-    _run(replay_one(_settings(), dlq_id, operator))
+    _run(replay_one(_settings(), dlq_id, operator, reason))

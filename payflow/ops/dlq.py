@@ -107,9 +107,10 @@ async def get_dead_letter(pool: asyncpg.Pool, dlq_id: int) -> DeadLetter:
 
 
 async def replay_dead_letter(
-    pool: asyncpg.Pool, settings: Settings, dlq_id: int, *, operator: str
+    pool: asyncpg.Pool, settings: Settings, dlq_id: int, *, operator: str, reason: str = ""
 ) -> str:
-    """Replay one DLQ row by hand; returns the recorded resolution.
+    """Replay one DLQ row by hand; returns the recorded resolution (with `reason`, the
+    operator's why, appended as ``; reason: …`` when given, e.g. by the console).
 
     Invariant: in one transaction the row is locked, checked unresolved, its subject
     re-driven through the outbox (or found already done) and the audit columns set;
@@ -131,6 +132,8 @@ async def replay_dead_letter(
             resolution = await _replay_payment(conn, subject, webhook=False)
         else:
             resolution = await _replay_payment(conn, subject, webhook=True)
+        if reason.strip():
+            resolution = f"{resolution}; reason: {reason.strip()[:500]}"
         await conn.fetchval(SQL["resolve_dead_letter"], dlq_id, operator.strip(), resolution)
     return resolution
 

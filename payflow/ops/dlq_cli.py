@@ -49,8 +49,10 @@ async def print_one(settings: Settings, dlq_id: int) -> None:
     out.print(table)
 
 
-async def replay_one(settings: Settings, dlq_id: int, operator: str) -> None:
-    """Replay one dead letter and print the recorded resolution."""
+async def replay_one(settings: Settings, dlq_id: int, operator: str, reason: str = "") -> None:
+    """Replay one dead letter and print the recorded resolution (with the reason, if any)."""
     async with tool_pool(settings) as pool:
-        resolution = await replay_dead_letter(pool, settings, dlq_id, operator=operator)
+        resolution = await replay_dead_letter(
+            pool, settings, dlq_id, operator=operator, reason=reason
+        )
     out.print(f"dead letter {dlq_id}: {resolution} (by {operator})")

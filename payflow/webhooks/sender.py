@@ -49,6 +49,7 @@ from payflow.ops.dlq import record_dead_letter
 from payflow.ops.dlq_fallback import DlqFallback
 from payflow.ops.sweeps import mark_webhook_dead
 from payflow.payments.processor import load_payment, payment_id_of
+from payflow.webhooks.attempts import log_attempt
 from payflow.webhooks.pinning import PinnedTransport, pinned
 from payflow.webhooks.shards import ShardedTransport, shard_count
 from payflow.webhooks.signing import signature_headers
@@ -190,13 +191,13 @@ class WebhookSender:
                 approved = await resolve_webhook_url(
                     url, self._settings.webhook_allow_hosts, self._settings.webhook_nat64_prefixes
                 )
-                failure = await self._post(payment, url, approved)
+                http_status, failure = await self._post(payment, url, approved)
         except UnsafeWebhookUrl:
             WEBHOOK_ATTEMPTS.labels("refused").inc()  # never POSTed
             await self._release(payment_id, token)
             raise
         except TimeoutError as exc:
-            failure = exc
+            http_status, failure = None, exc
         except BaseException:
             await self._release(payment_id, token)
             raise
@@ -205,7 +206,8 @@ class WebhookSender:
             counted = await conn.fetchrow(
                 SQL["record_webhook_attempt"], payment_id, failure is None, token
             )
-        assert counted is not None  # payments are never deleted
+            assert counted is not None  # payments are never deleted
+            await log_attempt(conn, payment_id, counted["webhook_attempts"], http_status, failure)
         WEBHOOK_ATTEMPTS.labels("failed" if failure is not None else "delivered").inc()
         if failure is not None:
             log.warning(
@@ -218,9 +220,10 @@ class WebhookSender:
 
     async def _post(
         self, payment: asyncpg.Record, url: str, approved: list[str]
-    ) -> Exception | None:
+    ) -> tuple[int | None, Exception | None]:
         """One signed POST to one of the `approved` addresses (never a fresh DNS answer);
-        returns the failure (None for a 2xx) instead of raising it.
+        returns (HTTP status or None without an answer, the failure or None for a 2xx)
+        instead of raising it.
 
         Headers: the Standard Webhooks three, and `traceparent: 00-<payment's trace id>-
         <new span id>-01` so the merchant can join its logs to ours (omitted for a payment
@@ -238,10 +241,10 @@ class WebhookSender:
                 url, content=body, headers=headers, extensions=pinned(approved)
             )
         except httpx.HTTPError as exc:
-            return exc
+            return None, exc
         if 200 <= response.status_code < 300:
-            return None
-        return WebhookHTTPStatus(response.status_code)
+            return response.status_code, None
+        return response.status_code, WebhookHTTPStatus(response.status_code)
 
     async def on_dead(self, envelope: Envelope, error: PayflowError) -> None:
         """Retries exhausted (or a refused URL / answer): `dead_letter_webhook` in ONE
