@@ -62,7 +62,7 @@ class Window:
 
 def make_schedule(seed: int, duration_s: float) -> list[Fault]:
     """Every fault of a run whose load lasts about `duration_s` seconds, by time."""
-    rng = random.Random(seed ^ 0x5EED)
+    rng = random.Random(seed ^ 0x5EED)  # noqa: S311 - a reproducible schedule, not a secret
     faults: list[Fault] = []
     at = 2.0
     while at < duration_s:
@@ -76,7 +76,10 @@ def make_schedule(seed: int, duration_s: float) -> list[Fault]:
             break
         kinds = list(MAJOR)
         rng.shuffle(kinds)
-        slots = [cycle_start + span * (0.1 + 0.8 * (i + rng.random()) / len(kinds)) for i in range(len(kinds))]
+        slots = [
+            cycle_start + span * (0.1 + 0.8 * (i + rng.random()) / len(kinds))
+            for i in range(len(kinds))
+        ]
         for kind, when in zip(kinds, slots, strict=True):
             seconds = {
                 "kill_api": rng.uniform(0.5, 2.0),

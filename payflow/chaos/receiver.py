@@ -63,7 +63,7 @@ class Receiver:
                         length = int(value.strip())
                 await reader.readexactly(length)
                 parts = lines[0].split(" ")[1].strip("/").split("/")
-                mode, key = (parts + ["", ""])[:2]
+                mode, key = [*parts, "", ""][:2]
                 self.posts[key] += 1
                 status, delay = self._status(mode, key)
                 if delay:
@@ -72,7 +72,12 @@ class Receiver:
                 await writer.drain()
                 if status == 200:
                     self.answered_ok[key] += 1
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, IndexError):
+        except (
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ConnectionError,
+            IndexError,
+        ):
             pass
         finally:
             writer.close()

@@ -116,7 +116,9 @@ async def run_chaos(config: ChaosConfig, console: Console) -> ChaosResult:
                 await fault_task
             stop_faults.set()
             await fault_task
-            console.print(f"load done in {load_s:.1f} s; faults: {dict(sorted(faults.done.items()))}")
+            console.print(
+                f"load done in {load_s:.1f} s; faults: {dict(sorted(faults.done.items()))}"
+            )
             unresolved = await client.resolve(plan, RESOLVE_LIMIT_S)
         drain_s = await _drain(s, plan, config.drain_limit_s)
         stop_tick.set()
@@ -158,7 +160,9 @@ def _report(
     )
     restarts = {n: p.starts - 1 for n, p in s.supervisor.procs.items()}
     unplanned = {n: p.unplanned_exits for n, p in s.supervisor.procs.items() if p.unplanned_exits}
-    console.print(f"process restarts: {restarts}; exits not caused by a fault: {unplanned or 'none'}")
+    console.print(
+        f"process restarts: {restarts}; exits not caused by a fault: {unplanned or 'none'}"
+    )
     if faults.errors:
         console.print(f"faults that failed to run: {faults.errors}")
     console.print(

@@ -136,7 +136,7 @@ async def system(
             raise RuntimeError("payflow migrate failed: " + migrated.stdout.decode()[-500:])
         api_key, targets = await _prepare(admin, accounts)
         await receiver.start()
-        log_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(log_dir.mkdir, parents=True, exist_ok=True)
         supervisor = Supervisor(env, log_dir, ROLES)
         supervisor.start_all()
         api_url = f"http://127.0.0.1:{points.api_port}"

@@ -19,7 +19,9 @@ def _interrupt(_signum: int, _frame: FrameType | None) -> None:
 
 
 def chaos(
-    events: Annotated[int, typer.Option(min=50, help="HTTP requests of the load (first attempts)")] = 2000,
+    events: Annotated[
+        int, typer.Option(min=50, help="HTTP requests of the load (first attempts)")
+    ] = 2000,
     seed: Annotated[int, typer.Option(help="Seed of the load and the fault schedule")] = 1,
     load_s: Annotated[
         float, typer.Option(min=0, help="Pace the load over this many seconds (0: full speed)")
