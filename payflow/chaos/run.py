@@ -65,6 +65,18 @@ async def _tick(sys_: System, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), timeout=0.2)
 
 
+async def _progress(console: Console, client: Client, faults: FaultRunner, every: float) -> None:
+    """A line every `every` seconds while the load runs (long runs)."""
+    started = time.monotonic()
+    while True:
+        await asyncio.sleep(every)
+        c = client.counters
+        console.print(
+            f"  {time.monotonic() - started:.0f} s: {c.sent} attempts, {c.ok} answered 2xx, "
+            f"{sum(faults.done.values())} faults"
+        )
+
+
 async def _drain(sys_: System, plan: Plan, limit_s: float) -> float | None:
     """Seconds until quiet, or None when `limit_s` passed first."""
     started = time.monotonic()
@@ -110,7 +122,9 @@ async def run_chaos(config: ChaosConfig, console: Console) -> ChaosResult:
         ) as client:
             load_started = time.monotonic()
             fault_task = asyncio.create_task(faults.run(schedule, stop_faults))
+            progress = asyncio.create_task(_progress(console, client, faults, 30.0))
             await client.run(plan, rate)
+            progress.cancel()
             load_s = time.monotonic() - load_started
             if config.load_s is not None:  # a paced run: let the whole schedule happen
                 await fault_task
