@@ -22,9 +22,10 @@ from payflow.bench.common import result_line
 from payflow.chaos.faults import FaultRunner, make_schedule
 from payflow.chaos.load import Client, Plan, make_plan
 from payflow.chaos.system import System, system
-from payflow.chaos.verdict import Verdict, judge, settled
+from payflow.chaos.verdict import Verdict, judge, open_work
 
 RESOLVE_LIMIT_S = 120.0
+DRAIN_STUCK_S = 120.0  # the drain gives up when nothing moved for this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +39,7 @@ class ChaosConfig:
     seed: int = 1
     load_s: float | None = 45.0
     concurrency: int = 16
-    drain_limit_s: float = 180.0
+    drain_limit_s: float = 1800.0
     accounts: int = 50
     log_dir: Path = Path("chaos-logs")
     keep: bool = False
@@ -77,17 +78,26 @@ async def _progress(console: Console, client: Client, faults: FaultRunner, every
         )
 
 
-async def _drain(sys_: System, plan: Plan, limit_s: float) -> float | None:
-    """Seconds until quiet, or None when `limit_s` passed first."""
-    started = time.monotonic()
-    while time.monotonic() - started < limit_s:
+async def _drain(
+    sys_: System, plan: Plan, limit_s: float, console: Console | None = None
+) -> float | None:
+    """Seconds until quiet (`open_work` is 0), or None when `limit_s` passed first or
+    nothing moved for `DRAIN_STUCK_S` (work that is stuck, not slow)."""
+    started = last_move = time.monotonic()
+    least: int | None = None
+    while time.monotonic() - started < limit_s and time.monotonic() - last_move < DRAIN_STUCK_S:
         try:
             conn = await asyncpg.connect(sys_.direct_url)
             try:
-                if await settled(conn, plan):
-                    return time.monotonic() - started
+                left = await open_work(conn, plan)
             finally:
                 await conn.close()
+            if left == 0:
+                return time.monotonic() - started
+            if least is None or left < least:
+                least, last_move = left, time.monotonic()
+            if console is not None and int(time.monotonic() - started) % 30 == 0:
+                console.print(f"  draining: {left} open after {time.monotonic() - started:.0f} s")
         except (OSError, asyncpg.PostgresError):
             pass
         await asyncio.sleep(1.0)
@@ -134,7 +144,7 @@ async def run_chaos(config: ChaosConfig, console: Console) -> ChaosResult:
                 f"load done in {load_s:.1f} s; faults: {dict(sorted(faults.done.items()))}"
             )
             unresolved = await client.resolve(plan, RESOLVE_LIMIT_S)
-        drain_s = await _drain(s, plan, config.drain_limit_s)
+        drain_s = await _drain(s, plan, config.drain_limit_s, console)
         stop_tick.set()
         await ticker
         verdict = await judge(

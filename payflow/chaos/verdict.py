@@ -76,21 +76,21 @@ def deposit_event_id(op: Op) -> str:
     return namespaced(GENERIC, op.key)
 
 
-async def settled(conn: asyncpg.Connection, plan: Plan) -> bool:
-    """True when the run is quiet: every answered operation is terminal, every webhook
-    settled, no outbox row waits and no payment event is open."""
+async def open_work(conn: asyncpg.Connection, plan: Plan) -> int:
+    """What is still moving: answered payments not terminal or with an unsettled webhook,
+    open payment events and unpublished outbox rows (0: the run is quiet)."""
     payment_ids = [UUID(op.result["payment_id"]) for op in plan.of("payment") if op.result]
-    open_payments = await conn.fetchval(
+    open_payments: int = await conn.fetchval(
         "SELECT count(*) FROM payments WHERE id = ANY($1::uuid[]) AND (status = 'pending'"
         " OR (webhook_url IS NOT NULL AND webhook_delivered_at IS NULL"
         "     AND webhook_dead_at IS NULL))",
         payment_ids,
     )
-    open_events = await conn.fetchval(
+    open_events: int = await conn.fetchval(
         "SELECT count(*) FROM payment_events WHERE status NOT IN ('confirmed', 'failed')"
     )
-    unpublished = await conn.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
-    return bool(open_payments == 0 and open_events == 0 and unpublished == 0)
+    unpublished: int = await conn.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
+    return open_payments + open_events + unpublished
 
 
 async def _payments(

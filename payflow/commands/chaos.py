@@ -27,7 +27,7 @@ def chaos(
         float, typer.Option(min=0, help="Pace the load over this many seconds (0: full speed)")
     ] = 45.0,
     concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight")] = 16,
-    drain_limit_s: Annotated[float, typer.Option(min=1, help="Longest wait for quiet")] = 180.0,
+    drain_limit_s: Annotated[float, typer.Option(min=1, help="Longest wait for quiet")] = 1800.0,
     soak: Annotated[
         float | None, typer.Option(metavar="SECONDS", help="Soak: half capacity, no faults")
     ] = None,
