@@ -167,6 +167,7 @@ class PrivateRabbit:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        log.close()  # the child holds its own copy
         _wait(lambda: port_open(self.port), "private RabbitMQ")
 
     def stop(self) -> None:
@@ -223,6 +224,7 @@ class PrivateRedis:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        log.close()  # the child holds its own copy
         _wait(lambda: port_open(self.port), "private Redis")
 
     def down(self) -> None:

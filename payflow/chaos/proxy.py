@@ -138,3 +138,5 @@ class ProxyThread:
                 self._call(proxy.close()).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+        if not self._thread.is_alive():
+            self._loop.close()

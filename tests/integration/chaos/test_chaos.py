@@ -31,7 +31,8 @@ pytestmark = [
 
 async def test_short_chaos_run_is_exactly_once(tmp_path: Path) -> None:
     config = ChaosConfig(events=2000, seed=11, load_s=45.0, log_dir=tmp_path / "logs")
-    result = await run_chaos(config, Console(file=(tmp_path / "report.txt").open("w")))
+    with (tmp_path / "report.txt").open("w") as out:
+        result = await run_chaos(config, Console(file=out, soft_wrap=True))
 
     fields, verdict = result.fields, result.verdict
     report = (tmp_path / "report.txt").read_text() + f"\n{fields}\n{verdict.notes}"
