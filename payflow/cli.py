@@ -14,6 +14,7 @@ from payflow.commands import (
     alerts,
     assets,
     bench,
+    chaos,
     dlq,
     jobs,
     merchants,
@@ -196,6 +197,7 @@ def scanner(
 
 
 app.command()(jobs.status)  # jobs and status (issue 9, docs/operations.md)
+app.command()(chaos.chaos)  # chaos and soak runs (issue 10, docs/reliability.md)
 
 
 # --- api

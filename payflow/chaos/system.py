@@ -1,0 +1,172 @@
+"""The system under test of a chaos or soak run, built and torn down in one place.
+
+`system(seed, log_dir)` starts the private cluster and the proxies, migrates the
+private database as `payflow migrate` does (owner and app roles), creates the merchant
+and the deposit accounts, starts the six role processes through the proxies and waits
+until the API answers; on exit (also on failure or Ctrl-C) it stops everything it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from uuid import UUID
+
+import asyncpg
+import httpx
+from redis.asyncio import Redis
+
+from payflow.api.auth import create_merchant
+from payflow.chaos.cluster import Cluster, free_port
+from payflow.chaos.load import Target
+from payflow.chaos.procs import ROLES, Endpoints, Supervisor, chaos_env
+from payflow.chaos.proxy import ProxyThread
+from payflow.chaos.receiver import Receiver
+from payflow.ingress.registry import USDC_ETH_MAINNET
+from payflow.ingress.service import assign_address
+from payflow.payments.gateway import EmulatedGateway
+
+HEALTH_LIMIT_S = 90.0
+GATEWAY_FAILURE_RATE = 0.1
+CHAIN = "ETH_MAINNET"
+
+
+@dataclass
+class System:
+    """Everything a run drives and reads."""
+
+    cluster: Cluster
+    proxies: ProxyThread
+    supervisor: Supervisor
+    receiver: Receiver
+    direct_url: str  # the app role straight to PostgreSQL (verdict, drain)
+    admin_url: str  # the superuser straight to PostgreSQL (set-up, counts)
+    env: dict[str, str]  # the children's environment (through the proxies)
+    recon_env: dict[str, str]  # the same, but straight to PostgreSQL
+    api_url: str
+    api_key: str
+    provider_secret: str
+    targets: list[Target]
+    redis: Redis
+    gateway: EmulatedGateway
+
+
+async def _prepare(admin_url: str, accounts: int) -> tuple[str, list[Target]]:
+    """A merchant with an API key, and `accounts` USDC accounts of it with addresses."""
+    conn = await asyncpg.connect(admin_url)
+    try:
+        async with conn.transaction():
+            merchant_id, api_key, _secret = await create_merchant(conn, "chaos", admin=False)
+            targets = []
+            for index in range(accounts):
+                account_id: UUID = await conn.fetchval(
+                    "INSERT INTO accounts (merchant_id, asset) VALUES ($1, 'USDC') RETURNING id",
+                    merchant_id,
+                )
+                address = "0x" + account_id.hex + f"{index:08x}"
+                await assign_address(conn, CHAIN, address, account_id)
+                targets.append(Target(account_id, CHAIN, address, USDC_ETH_MAINNET))
+    finally:
+        await conn.close()
+    return api_key, targets
+
+
+async def wait_healthy(url: str, api_key: str, supervisor: Supervisor) -> None:
+    """Poll GET /health until 200 (restarting what dies meanwhile)."""
+    deadline = time.monotonic() + HEALTH_LIMIT_S
+    async with httpx.AsyncClient(base_url=url, timeout=2.0) as client:
+        while True:
+            supervisor.tick()
+            try:
+                response = await client.get("/health", headers={"X-API-Key": api_key})
+                if response.status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the API did not answer /health in {HEALTH_LIMIT_S:.0f} s")
+            await asyncio.sleep(0.3)
+
+
+@asynccontextmanager
+async def system(
+    seed: int, log_dir: Path, *, accounts: int = 50, keep: bool = False, **env_extra: str
+) -> AsyncIterator[System]:
+    """Build the system (see the module doc); `env_extra` overrides the children's settings."""
+    cluster = Cluster(keep=keep)
+    proxies: ProxyThread | None = None
+    supervisor: Supervisor | None = None
+    receiver = Receiver()
+    redis: Redis | None = None
+    try:
+        await asyncio.to_thread(cluster.start)
+        proxies = ProxyThread()
+        pg_proxy = proxies.add("postgres", cluster.pg.port)
+        rabbit_proxy = proxies.add("rabbitmq", cluster.rabbit.port)
+        direct = f"postgresql://payflow_app@127.0.0.1:{cluster.pg.port}/payflow"
+        admin = f"postgresql://{cluster.pg.superuser}@127.0.0.1:{cluster.pg.port}/payflow"
+        points = Endpoints(
+            database_url=f"postgresql://payflow_app@127.0.0.1:{pg_proxy.port}/payflow",
+            migration_url=admin,
+            rabbitmq_url=f"amqp://guest:guest@127.0.0.1:{rabbit_proxy.port}/",
+            redis_url=f"redis://127.0.0.1:{cluster.redis.port}/0",
+            api_port=free_port(),
+            provider_secret=secrets.token_hex(32),
+            gateway_seed=seed,
+            gateway_failure_rate=GATEWAY_FAILURE_RATE,
+        )
+        env = chaos_env(points, **env_extra)
+        recon_env = {**env, "DATABASE_URL": direct}
+        migrated = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "payflow", "migrate"],
+            env=recon_env,
+            capture_output=True,
+            check=False,
+            timeout=300,
+        )
+        if migrated.returncode != 0:
+            raise RuntimeError("payflow migrate failed: " + migrated.stdout.decode()[-500:])
+        api_key, targets = await _prepare(admin, accounts)
+        await receiver.start()
+        await asyncio.to_thread(log_dir.mkdir, parents=True, exist_ok=True)
+        supervisor = Supervisor(env, log_dir, ROLES)
+        supervisor.start_all()
+        api_url = f"http://127.0.0.1:{points.api_port}"
+        await wait_healthy(api_url, api_key, supervisor)
+        redis = Redis.from_url(points.redis_url)
+        gateway = EmulatedGateway(
+            redis, "payflow:", 0.0, 0.0, GATEWAY_FAILURE_RATE, seed=points.gateway_seed
+        )
+        yield System(
+            cluster=cluster,
+            proxies=proxies,
+            supervisor=supervisor,
+            receiver=receiver,
+            direct_url=direct,
+            admin_url=admin,
+            env=env,
+            recon_env=recon_env,
+            api_url=api_url,
+            api_key=api_key,
+            provider_secret=points.provider_secret,
+            targets=targets,
+            redis=redis,
+            gateway=gateway,
+        )
+    finally:
+        if supervisor is not None:
+            await asyncio.to_thread(supervisor.stop_all)
+        if redis is not None:
+            await redis.aclose()
+        await receiver.stop()
+        if proxies is not None:
+            proxies.close()
+        await asyncio.to_thread(cluster.stop)
