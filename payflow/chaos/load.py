@@ -4,9 +4,12 @@ The plan (`make_plan`) is a shuffled list of operations drawn from one seed:
 
 * merchant payments (`POST /api/v1/payments`, a fresh Idempotency-Key each), most with a
   webhook_url whose receiver mode (`receiver.MODES`) is drawn too;
-* provider deposits to deposit addresses of the run's accounts, each delivered 1-3 times
-  (the deliveries are shuffled into the plan independently, so a duplicate may arrive
-  before or long after the first), signed like the provider's (`deposit_body`);
+* deposits to deposit addresses of the run's ETH accounts: a real native transfer on the
+  run's private anvil (`eth_sendTransaction` from an unlocked account, sent once, at the
+  first delivery), then the signed provider webhook reporting it with its real tx hash,
+  delivered 1-3 times (the deliveries are shuffled into the plan independently, so a
+  duplicate may arrive before or long after the first; `deposit_body`). The webhook is
+  only a report: the `chain_deposits` job credits the transfer once the node shows it final;
 * withdrawals from those accounts, some small, some (`must_fail`) larger than every
   deposit the account will ever get, so their outcome is known in advance.
 
@@ -21,7 +24,6 @@ answer (`result`), or as `refused` (a 4xx: a bug the verdict reports).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
 import time
 from dataclasses import dataclass, field
@@ -32,24 +34,27 @@ from uuid import UUID
 import httpx
 import orjson
 
+from payflow.chain.anvil import DEFAULT_ACCOUNTS, AnvilNode
+from payflow.chain.rpc import RpcError, RpcUnavailable
 from payflow.chaos.receiver import MODES, Receiver
 from payflow.ingress.signature import sign
+from payflow.money import to_base_units
 
 RETRY = frozenset({409, 429, 500, 502, 503, 504})
 INLINE_ATTEMPTS = 4
 REQUEST_TIMEOUT_S = 5.0
-USDC = Decimal("0.000001")
+UNIT = Decimal("0.000001")  # deposit and withdrawal amounts are whole micro-ETH
+ETH_DECIMALS = 18
 MUST_FAIL_WITHDRAWAL = Decimal("900000")  # above every account's deposits, under max_withdrawal
 
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """An account of the run with its deposit address (chain, address, token contract)."""
+    """An ETH account of the run with its deposit address on `chain` (native: no contract)."""
 
     account_id: UUID
     chain: str
     address: str
-    contract: str
 
 
 @dataclass
@@ -68,6 +73,7 @@ class Op:
     attempts: int = 0
     latency_ms: float | None = None
     sent_at: float = 0.0
+    tx_hash: str | None = None  # deposits: the on-chain transfer, once sent
 
 
 @dataclass
@@ -100,7 +106,7 @@ def make_plan(seed: int, requests: int, accounts: int) -> Plan:
             order.append(index)
         elif draw < 0.85:
             copies = rng.choice((1, 1, 2, 3))
-            amount = Decimal(rng.randint(1_000_000, 50_000_000)) * USDC
+            amount = Decimal(rng.randint(1_000_000, 50_000_000)) * UNIT
             ops.append(
                 Op("deposit", f"chaos-d-{seed}-{index}", amount, rng.randrange(accounts), None)
             )
@@ -111,7 +117,7 @@ def make_plan(seed: int, requests: int, accounts: int) -> Plan:
             amount = (
                 MUST_FAIL_WITHDRAWAL
                 if must_fail
-                else Decimal(rng.randint(100_000, 20_000_000)) * USDC
+                else Decimal(rng.randint(100_000, 20_000_000)) * UNIT
             )
             ops.append(Op("withdrawal", f"chaos-w-{seed}-{index}", amount, rng.randrange(accounts)))
             ops[-1].must_fail = must_fail
@@ -121,18 +127,18 @@ def make_plan(seed: int, requests: int, accounts: int) -> Plan:
 
 
 def deposit_body(op: Op, target: Target) -> bytes:
-    """A generic provider deposit event to the target's address (the one place that knows
-    how a deposit enters: a signed provider webhook; no node verification in a chaos run)."""
+    """A generic provider report of the native ETH transfer `op.tx_hash` (already sent)
+    to the target's address; the amount is the transfer's value as a decimal string."""
+    assert op.tx_hash is not None
     return orjson.dumps(
         {
             "event_id": op.key,
             "event_type": "deposit",
             "chain": target.chain,
             "to_address": target.address,
-            "asset": "USDC",
+            "asset": "ETH",
             "amount": format(op.amount, "f"),
-            "tx_hash": "0x" + hashlib.sha256(op.key.encode()).hexdigest(),
-            "contract_address": target.contract,
+            "tx_hash": op.tx_hash,
         }
     )
 
@@ -160,10 +166,12 @@ class Client:
     signature_header: str
     targets: list[Target]
     receiver: Receiver
+    anvil: AnvilNode
     concurrency: int = 16
     counters: Counters = field(default_factory=Counters)
     parked: list[tuple[int, int]] = field(default_factory=list)  # (op index, delivery)
     _http: httpx.AsyncClient | None = None
+    _senders: dict[int, asyncio.Lock] = field(default_factory=dict)
 
     async def __aenter__(self) -> Client:
         self._http = httpx.AsyncClient(
@@ -200,9 +208,32 @@ class Client:
         body = orjson.dumps({"amount": format(op.amount, "f")})
         return f"/api/v1/accounts/{target.account_id}/withdrawals", body, headers
 
+    async def transfer(self, op: Op) -> bool:
+        """Send deposit `op`'s transfer on chain once (value = amount in wei, exact) from
+        unlocked anvil account `op.account % 10`; True when `op.tx_hash` is set. Sends of
+        one sender are serialized (one nonce at a time); a node error leaves it unsent
+        (retried at the next attempt; the anvil is not faulted, so a send the node took
+        but did not answer does not happen in a run)."""
+        sender = op.account % len(DEFAULT_ACCOUNTS)
+        async with self._senders.setdefault(sender, asyncio.Lock()):
+            if op.tx_hash is None:
+                wei = to_base_units(op.amount, ETH_DECIMALS)
+                target = self.targets[op.account].address
+                try:
+                    op.tx_hash = await self.anvil.send_eth(
+                        target, wei, sender=DEFAULT_ACCOUNTS[sender]
+                    )
+                except (RpcUnavailable, RpcError):
+                    return False
+        return True
+
     async def attempt(self, op: Op) -> bool:
-        """One POST; True when the operation has its final answer (2xx or a refusal)."""
+        """One POST; True when the operation has its final answer (2xx or a refusal).
+        A deposit's transfer is sent first, once (`transfer`)."""
         assert self._http is not None
+        if op.kind == "deposit" and op.tx_hash is None:
+            if not await self.transfer(op):
+                return False
         path, body, headers = self._request(op)
         self.counters.sent += 1
         op.attempts += 1

@@ -1,8 +1,8 @@
 """The payflow processes of a chaos run, and the supervisor that keeps them running.
 
 Each role is a real `python -m payflow <role>` subprocess with the run's environment
-(`chaos_env`): one API, two relays, two workers, one scheduler. `Supervisor.tick()`
-restarts any process that exited without being told to (as systemd or Kubernetes
+(`chaos_env`): one API, two relays, two workers, one scheduler, one chain scanner.
+`Supervisor.tick()` restarts any process that exited without being told to (as systemd or Kubernetes
 would) and counts it; `kill9()` is a fault: SIGKILL to one process, restarted by the
 fault after its pause. Only our own children's pids are ever signalled.
 """
@@ -26,6 +26,7 @@ ROLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("worker-1", ("worker",)),
     ("worker-2", ("worker",)),
     ("scheduler", ("scheduler",)),
+    ("scanner", ("scanner",)),
 )
 
 
@@ -45,8 +46,9 @@ class Endpoints:
 
 def chaos_env(points: Endpoints, **extra: str) -> dict[str, str]:
     """The children's environment: short retry tiers, leases and sweeps so a run drains
-    in seconds; the local receiver allowed; no rate limit; no ETH_RPC_URL (deposits are
-    provider webhooks, not node-verified). Secrets travel only here, never in logs."""
+    in seconds; the local receiver allowed; no rate limit; the machine's ETH_* settings
+    dropped (the run's own chain comes in `extra`: ETH_RPC_URL of its private anvil).
+    Secrets travel only here, never in logs."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -69,6 +71,9 @@ def chaos_env(points: Endpoints, **extra: str) -> dict[str, str]:
         GATEWAY_FAILURE_RATE=str(points.gateway_failure_rate),
         GATEWAY_SEED=str(points.gateway_seed),
         CHARGE_LEASE_S="3",
+        # A killed worker's webhook lease must expire inside the retry tiers (7 s), or
+        # the redelivery dead-letters on WebhookInFlight while nobody sends.
+        WEBHOOK_LEASE_S="2",
         RETRY_TIERS_MS="1000,2000,4000",
         WEBHOOK_TIMEOUT_S="1",
         WEBHOOK_ALLOW_HOSTS="127.0.0.1",

@@ -128,6 +128,7 @@ async def run_chaos(config: ChaosConfig, console: Console) -> ChaosResult:
             "X-Alchemy-Signature",
             s.targets,
             s.receiver,
+            s.anvil,
             concurrency=config.concurrency,
         ) as client:
             load_started = time.monotonic()

@@ -124,6 +124,7 @@ async def run_soak(config: SoakConfig, console: Console) -> bool:
             "X-Alchemy-Signature",
             s.targets,
             s.receiver,
+            s.anvil,
             concurrency=config.concurrency,
         ) as client:
             capacity, probe = await _capacity(s, client, config, console)

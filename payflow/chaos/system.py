@@ -1,9 +1,11 @@
 """The system under test of a chaos or soak run, built and torn down in one place.
 
-`system(seed, log_dir)` starts the private cluster and the proxies, migrates the
-private database as `payflow migrate` does (owner and app roles), creates the merchant
-and the deposit accounts, starts the six role processes through the proxies and waits
-until the API answers; on exit (also on failure or Ctrl-C) it stops everything it started.
+`system(seed, log_dir)` starts the private cluster, a private anvil (a block a second,
+`finalized` = head - 2) and the proxies, migrates the private database as `payflow
+migrate` does (owner and app roles), creates the merchant and the ETH deposit accounts
+(fresh random addresses), starts the seven role processes (with the scanner; ETH_RPC_URL
+points at the anvil) through the proxies and waits until the API answers; on exit (also
+on failure or Ctrl-C) it stops everything it started.
 """
 
 from __future__ import annotations
@@ -24,18 +26,25 @@ import httpx
 from redis.asyncio import Redis
 
 from payflow.api.auth import create_merchant
+from payflow.chain.anvil import AnvilNode
 from payflow.chaos.cluster import Cluster, free_port
 from payflow.chaos.load import Target
 from payflow.chaos.procs import ROLES, Endpoints, Supervisor, chaos_env
 from payflow.chaos.proxy import ProxyThread
 from payflow.chaos.receiver import Receiver
-from payflow.ingress.registry import USDC_ETH_MAINNET
 from payflow.ingress.service import assign_address
 from payflow.payments.gateway import EmulatedGateway
 
 HEALTH_LIMIT_S = 90.0
 GATEWAY_FAILURE_RATE = 0.1
 CHAIN = "ETH_MAINNET"
+BLOCK_TIME_S = 1  # anvil interval mining: `finalized` (head - 2) moves every second
+# The chain settings of every role process: the lifecycle and scanner poll every second.
+CHAIN_ENV = {
+    "CHAIN_DEPOSITS_INTERVAL_S": "1",
+    "CHAIN_RECHECK_S": "1",
+    "ETH_SCANNER_POLL_INTERVAL_S": "1",
+}
 
 
 @dataclass
@@ -43,6 +52,7 @@ class System:
     """Everything a run drives and reads."""
 
     cluster: Cluster
+    anvil: AnvilNode
     proxies: ProxyThread
     supervisor: Supervisor
     receiver: Receiver
@@ -59,20 +69,21 @@ class System:
 
 
 async def _prepare(admin_url: str, accounts: int) -> tuple[str, list[Target]]:
-    """A merchant with an API key, and `accounts` USDC accounts of it with addresses."""
+    """A merchant with an API key, and `accounts` ETH accounts of it, each with a fresh
+    random deposit address on ETH_MAINNET (no anvil account: nothing sends from them)."""
     conn = await asyncpg.connect(admin_url)
     try:
         async with conn.transaction():
             merchant_id, api_key, _secret = await create_merchant(conn, "chaos", admin=False)
             targets = []
-            for index in range(accounts):
+            for _ in range(accounts):
                 account_id: UUID = await conn.fetchval(
-                    "INSERT INTO accounts (merchant_id, asset) VALUES ($1, 'USDC') RETURNING id",
+                    "INSERT INTO accounts (merchant_id, asset) VALUES ($1, 'ETH') RETURNING id",
                     merchant_id,
                 )
-                address = "0x" + account_id.hex + f"{index:08x}"
+                address = "0x" + secrets.token_hex(20)
                 await assign_address(conn, CHAIN, address, account_id)
-                targets.append(Target(account_id, CHAIN, address, USDC_ETH_MAINNET))
+                targets.append(Target(account_id, CHAIN, address))
     finally:
         await conn.close()
     return api_key, targets
@@ -101,12 +112,14 @@ async def system(
 ) -> AsyncIterator[System]:
     """Build the system (see the module doc); `env_extra` overrides the children's settings."""
     cluster = Cluster(keep=keep)
+    anvil = AnvilNode(block_time_s=BLOCK_TIME_S, log_path=str(cluster.root / "anvil.log"))
     proxies: ProxyThread | None = None
     supervisor: Supervisor | None = None
     receiver = Receiver()
     redis: Redis | None = None
     try:
         await asyncio.to_thread(cluster.start)
+        await asyncio.to_thread(anvil.start)
         proxies = ProxyThread()
         pg_proxy = proxies.add("postgres", cluster.pg.port)
         rabbit_proxy = proxies.add("rabbitmq", cluster.rabbit.port)
@@ -122,7 +135,7 @@ async def system(
             gateway_seed=seed,
             gateway_failure_rate=GATEWAY_FAILURE_RATE,
         )
-        env = chaos_env(points, **env_extra)
+        env = chaos_env(points, ETH_RPC_URL=anvil.url, **{**CHAIN_ENV, **env_extra})
         recon_env = {**env, "DATABASE_URL": direct}
         migrated = await asyncio.to_thread(
             subprocess.run,
@@ -147,6 +160,7 @@ async def system(
         )
         yield System(
             cluster=cluster,
+            anvil=anvil,
             proxies=proxies,
             supervisor=supervisor,
             receiver=receiver,
@@ -169,4 +183,6 @@ async def system(
         await receiver.stop()
         if proxies is not None:
             proxies.close()
+        await anvil.rpc.aclose()
+        await asyncio.to_thread(anvil.stop)
         await asyncio.to_thread(cluster.stop)

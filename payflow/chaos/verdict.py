@@ -4,7 +4,10 @@ every dead letter explained by an injected fault.
 
 The model is independent of the service: a payment's outcome is the gateway's decision
 (`EmulatedGateway.decide`, a pure function of the seed and the payment id, as a real
-gateway's answer is an outside fact), a deposit credits its amount once, a withdrawal
+gateway's answer is an outside fact), a deposit (a native ETH transfer on the run's
+anvil, reported by the provider webhook) is credited once: one confirmed payment event
+`chain:ETH_MAINNET:<txhash>:-1`, one balance_events row for it and its `chain_deposits`
+row `credited` with that event; a withdrawal
 larger than every deposit its account ever gets must fail `insufficient_funds`, and an
 account's balance is its deposits minus its confirmed withdrawals. The readings come
 from PostgreSQL (a direct connection, not through the proxies) and the gateway
@@ -25,12 +28,14 @@ from uuid import UUID
 import asyncpg
 from redis.asyncio import Redis
 
+from payflow.chain.lifecycle import credit_event_id
+from payflow.chain.transfers import NATIVE_POSITION, transfer_id
 from payflow.chaos.faults import Window
 from payflow.chaos.load import Op, Plan
-from payflow.ingress.ids import GENERIC, namespaced
 from payflow.money import EXACT
 from payflow.payments.gateway import EmulatedGateway
 
+DEPOSIT_CHAIN = "ETH_MAINNET"
 DLQ_SLACK_S = 60.0  # retry tiers (7 s), leases, sweeps and the fallback drain after a fault
 
 
@@ -71,14 +76,23 @@ class Verdict:
             self.notes.append(text)
 
 
+def deposit_transfer_id(op: Op) -> str:
+    """The chain transfer id of a deposit's native transfer (`<chain>:<txhash>:-1`);
+    "" when its transfer was never sent."""
+    if op.tx_hash is None:
+        return ""
+    return transfer_id(DEPOSIT_CHAIN, op.tx_hash, NATIVE_POSITION)
+
+
 def deposit_event_id(op: Op) -> str:
-    """The stored id of a generic provider deposit."""
-    return namespaced(GENERIC, op.key)
+    """The payment event id of a deposit's credit (`chain:<transfer id>`)."""
+    return credit_event_id(deposit_transfer_id(op))
 
 
 async def open_work(conn: asyncpg.Connection, plan: Plan) -> int:
     """What is still moving: answered payments not terminal or with an unsettled webhook,
-    open payment events and unpublished outbox rows (0: the run is quiet)."""
+    open payment events, chain deposits not yet credited, provider reports not yet
+    decided and unpublished outbox rows (0: the run is quiet)."""
     payment_ids = [UUID(op.result["payment_id"]) for op in plan.of("payment") if op.result]
     open_payments: int = await conn.fetchval(
         "SELECT count(*) FROM payments WHERE id = ANY($1::uuid[]) AND (status = 'pending'"
@@ -90,7 +104,11 @@ async def open_work(conn: asyncpg.Connection, plan: Plan) -> int:
         "SELECT count(*) FROM payment_events WHERE status NOT IN ('confirmed', 'failed')"
     )
     unpublished: int = await conn.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL")
-    return open_payments + open_events + unpublished
+    uncredited: int = await conn.fetchval(
+        "SELECT (SELECT count(*) FROM chain_deposits WHERE status <> 'credited')"
+        " + (SELECT count(*) FROM chain_deposit_reports WHERE status = 'pending')"
+    )
+    return open_payments + open_events + unpublished + uncredited
 
 
 async def _payments(
@@ -165,14 +183,29 @@ async def _events(conn: asyncpg.Connection, plan: Plan, verdict: Verdict) -> dic
     if deposit_rows != len(plan.of("deposit")):
         verdict.duplicated += max(0, deposit_rows - len(plan.of("deposit")))
         verdict.note(f"deposit events {deposit_rows} for {len(plan.of('deposit'))} deposits")
+    chain_rows = {
+        r["transfer_id"]: r
+        for r in await conn.fetch(
+            "SELECT transfer_id, status, credit_event_id FROM chain_deposits"
+            " WHERE transfer_id = ANY($1::text[])",
+            [deposit_transfer_id(op) for op in deposits],
+        )
+    }
     for op in deposits:
         row = rows.get(deposit_event_id(op))
         if row is None or row["status"] != "confirmed":
             verdict.lost += 1
-            verdict.note(f"deposit {op.key} not confirmed")
+            verdict.note(f"deposit {op.key} ({op.tx_hash}) not confirmed")
             continue
         verdict.duplicated += row["n"] > 1
         verdict.lost += row["n"] == 0
+        chain_row = chain_rows.get(deposit_transfer_id(op))
+        if chain_row is None or (chain_row["status"], chain_row["credit_event_id"]) != (
+            "credited",
+            deposit_event_id(op),
+        ):
+            verdict.wrong_outcome += 1
+            verdict.note(f"deposit {op.key}: chain_deposits row {chain_row and dict(chain_row)}")
         expected[op.account] = EXACT.add(expected.get(op.account, Decimal(0)), op.amount)
     for op in withdrawals:
         assert op.result is not None

@@ -36,6 +36,7 @@ async def test_verdict_counts_what_the_database_contradicts(
     missing_payment.result = {"payment_id": str(uuid.uuid4())}
     uncredited = Op("deposit", "d-1", Decimal("2"), account=0)
     uncredited.result = {"events": [{"result": "recorded"}]}
+    uncredited.tx_hash = "0x" + "ab" * 32  # reported, never credited on chain
     unanswered = Op("withdrawal", "w-1", Decimal("1"), account=0)
     plan = Plan([missing_payment, uncredited, unanswered], [0, 1, 2])
     redis = Redis.from_url(settings.redis_url)
