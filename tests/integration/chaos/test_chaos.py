@@ -1,10 +1,11 @@
 """`payflow chaos` short version: ~2,000 requests under every fault, then the verdict.
 
-The run builds its own PostgreSQL cluster, RabbitMQ node and Redis on free ports (the
-shared services are never touched), drives the six role processes through the public
-API with a seeded load while a seeded schedule kills, restarts, stalls and cuts, and
-then asserts the verdict: nothing lost, nothing duplicated, balances equal to the
-model, recon clean, webhooks settled exactly one way, every dead letter explained.
+The run builds its own PostgreSQL cluster, RabbitMQ node, Redis and anvil on free ports
+(the shared services are never touched), drives the seven role processes (with the chain
+scanner) through the public API with a seeded load (deposits are anvil transfers) while a
+seeded schedule kills, restarts, stalls and cuts, and then asserts the verdict: nothing
+lost, nothing duplicated, balances equal to the model, recon clean, webhooks settled
+exactly one way, every dead letter explained.
 """
 
 from __future__ import annotations
@@ -15,16 +16,27 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from payflow.chain.anvil import AnvilNotInstalled, find_anvil
 from payflow.chaos.faults import MAJOR
 from payflow.chaos.run import ChaosConfig, run_chaos
+
+
+def _no_anvil() -> bool:
+    try:
+        find_anvil()
+    except AnvilNotInstalled:
+        return True
+    return False
+
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         shutil.which("redis-server") is None
         or not Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists()
-        or not Path("/usr/lib/postgresql/15/bin/initdb").exists(),
-        reason="needs PostgreSQL 15 binaries, rabbitmq-server and redis-server",
+        or not Path("/usr/lib/postgresql/15/bin/initdb").exists()
+        or _no_anvil(),
+        reason="needs PostgreSQL 15 binaries, rabbitmq-server, redis-server and anvil",
     ),
 ]
 
