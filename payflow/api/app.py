@@ -24,6 +24,7 @@ from .errors import install_exception_handler
 from .metrics import Metrics
 from .middleware import RequestMiddleware
 from .routes import accounts, admin, health, ingress, payments, payouts
+from .routing import BoundedJsonRoute
 from .state import ApiState
 
 
@@ -64,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Merchant payments, signed provider webhooks, accounts and withdrawals.",
         lifespan=lifespan,
     )
+    app.router.route_class = BoundedJsonRoute  # routes added on the app itself too
     install_exception_handler(app)
     for module in (payments, accounts, payouts, ingress, admin, health):
         app.include_router(module.router)

@@ -6,13 +6,14 @@ that says why. Timestamps are RFC 3339 in UTC.
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from payflow.wirejson import stdlib_loads
 
 AMOUNT_FIELD_PATTERN = r"^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"  # as money.AMOUNT_PATTERN
 AMOUNT_EXAMPLE = "10.00"
@@ -107,7 +108,7 @@ def floats_round_trip(raw_body: bytes) -> bool:
     raw text, read with exact decimals, is compared with the float it became.
     """
     try:
-        document = json.loads(raw_body, parse_float=Decimal, parse_constant=_refuse_constant)
+        document = stdlib_loads(raw_body, parse_float=Decimal, parse_constant=_refuse_constant)
     except ValueError:
         return False
     pending = [document.get("metadata") if isinstance(document, dict) else None]

@@ -6,9 +6,10 @@ replay` calls)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
 
+from payflow.api.routing import api_router
 from payflow.errors import BadInput, Conflict, NotFound
 from payflow.ops.alerting import build_alert_sink
 from payflow.ops.alerting.store import AlertStore
@@ -34,7 +35,7 @@ from .sessions import (
 )
 from .web import ConsoleError, check_csrf, page, redirect, require_admin, state
 
-router = APIRouter(prefix="/console", include_in_schema=False)
+router = api_router(prefix="/console", include_in_schema=False)
 MAX_REASON = 500
 
 

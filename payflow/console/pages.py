@@ -12,10 +12,11 @@ from decimal import Decimal
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse
 
 from payflow.api.db import connection
+from payflow.api.routing import api_router
 from payflow.db.queries import load_queries
 from payflow.errors import NotFound
 from payflow.ledger.posting import posting_key
@@ -31,7 +32,7 @@ from .sessions import Session
 from .web import ConsoleError, current_session, page, require_admin, scope, state
 
 SQL = load_queries("payflow.console")
-router = APIRouter(prefix="/console", include_in_schema=False)
+router = api_router(prefix="/console", include_in_schema=False)
 Live = Annotated[Session, Depends(current_session)]
 PAYMENT_STATUSES = ("pending", "succeeded", "failed")
 EVENT_STATUSES = ("pending", "enqueued", "processing", "confirmed", "failed")

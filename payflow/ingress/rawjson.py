@@ -17,7 +17,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-import orjson
+from payflow.wirejson import loads_exact
 
 _UNSAFE_CHAR = re.compile(r"[\x00\ud800-\udfff]")
 _MAX_INT_DIGITS = 4000  # below Python's int-from-string limit (4300)
@@ -40,21 +40,18 @@ def _parse_int(text: str) -> int | Decimal:
 def decode_body(body: bytes) -> Any:
     """Decode a JSON document exactly as sent.
 
-    orjson is the fast path; a document it refuses but JSON allows (a lone surrogate
-    escape, a number beyond a double such as `1e999`) is decoded by the standard
-    library with non-integers as `Decimal` (never a float). Raises `NotJson` for bytes
-    that are not UTF-8 JSON, including the non-standard `NaN`/`Infinity` literals.
+    orjson is the fast path; a document it refuses or would change (a lone surrogate
+    escape, an integer beyond 64 bits, a number beyond a double such as `1e999`) is
+    decoded by the standard library with non-integers as `Decimal` (never a float), see
+    `payflow.wirejson.loads_exact`. Raises `NotJson` for bytes that are not UTF-8 JSON,
+    including the non-standard `NaN`/`Infinity` literals and documents nested deeper
+    than `payflow.wirejson.MAX_DEPTH` (1024) levels.
     """
     try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        text = body.decode("utf-8")
-        return json.loads(
-            text, parse_float=Decimal, parse_int=_parse_int, parse_constant=_refuse_constant
+        return loads_exact(
+            body, parse_float=Decimal, parse_int=_parse_int, parse_constant=_refuse_constant
         )
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+    except ValueError as error:
         raise NotJson(str(error)[:200]) from None
 
 

@@ -198,6 +198,8 @@ def test_bodies_json_allows_are_decoded_and_made_storable() -> None:
         "big": "1E+999",
         "wide": "123456789012345678901234567890",
     }
+    # Alone, a wide integer is kept too (orjson alone would have made a float of it).
+    assert decode_body(b'{"wide": 18446744073709551616}') == {"wide": 2**64}
     orjson.dumps(stored)  # the JSONB codec accepts it
     assert safe_text("x\x00y", 2) == "x\\"
     assert safe_text("plain") == "plain"
@@ -223,8 +225,15 @@ def test_deeply_nested_json_is_kept_without_recursion_errors() -> None:
     events = parse_payload(decode_body(body), "ETH_MAINNET")
     assert [e.problem for e in events] == [UnmatchedReason.INVALID, UnmatchedReason.INVALID]
     assert "nested deeper than" in orjson.dumps(events[0].payload).decode()
-    with pytest.raises(NotJson):  # beyond what any JSON decoder here accepts
-        decode_body(b"[" * 5000 + b"]" * 5000)
+    # Beyond the bound, on orjson's path and on the standard decoder's (a lone
+    # surrogate sends a document there), whatever the interpreter's recursion limit.
+    for prefix in (b"", b'["\\ud800", '):
+        for depth in (1025, 5000, 1_000_000):
+            body = prefix + b"[" * depth + b"]" * depth + (b"]" if prefix else b"")
+            with pytest.raises(NotJson):
+                decode_body(body)
+    kept = decode_body(b'["\\ud800", ' + b"[" * 1000 + b"]" * 1000 + b"]")
+    assert kept[0] == "\ud800"
 
 
 _JSON = st.recursive(

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
-from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi import Header, Path, Query, Request
 
 from payflow.api.auth import SQL, CurrentMerchant, Merchant, require_admin
 from payflow.api.db import connection
@@ -15,6 +15,7 @@ from payflow.api.errors import FieldError
 from payflow.api.responses import JsonResponse, iso, wire_amount
 from payflow.api.routes.derived import add_derived_address
 from payflow.api.routes.payouts import record_payout
+from payflow.api.routing import api_router
 from payflow.api.schemas import (
     COMMON_PROBLEMS,
     AccountCreate,
@@ -53,7 +54,7 @@ from payflow.payments.idempotency import (
     store,
 )
 
-router = APIRouter(prefix="/api/v1", tags=["accounts"])
+router = api_router(prefix="/api/v1", tags=["accounts"])
 WITHDRAWAL_SCOPE = "accounts.withdraw"
 EventId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import Path, Query, Request
 
 from payflow.api.auth import AdminMerchant
 from payflow.api.db import connection
 from payflow.api.responses import JsonResponse, iso
 from payflow.api.routes.payments import decode_cursor, encode_cursor
+from payflow.api.routing import api_router
 from payflow.api.schemas import (
     DeadLetterOut,
     DeadLetterPage,
@@ -23,7 +24,7 @@ from payflow.ops.dlq import DeadLetter, get_dead_letter, list_dead_letters, repl
 
 DlqId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
-router = APIRouter(prefix="/api/v1/admin", tags=["operations"])
+router = api_router(prefix="/api/v1/admin", tags=["operations"])
 
 
 @router.get(

@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 
 import aio_pika
-from fastapi import APIRouter, Request
+from fastapi import Request
 from starlette.responses import Response
 
 from payflow.api.auth import CurrentMerchant
 from payflow.api.responses import JsonResponse
+from payflow.api.routing import api_router
 from payflow.api.schemas import Health, Readiness, problem_responses
 from payflow.api.state import ApiState, api_state
 
-router = APIRouter(tags=["operations"])
+router = api_router(tags=["operations"])
 AUTH_PROBLEMS = problem_responses(401, 413, 429)
 
 

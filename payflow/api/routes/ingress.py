@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 
 from payflow.api.db import connection
 from payflow.api.errors import ApiProblem
 from payflow.api.ratelimit import hit
 from payflow.api.responses import JsonResponse
+from payflow.api.routing import api_router
 from payflow.api.schemas import IngressAccepted, problem_responses
 from payflow.api.state import api_state
 from payflow.db.tx import transaction
@@ -16,7 +17,7 @@ from payflow.ingress.payloads import InvalidPayload, parse_payload
 from payflow.ingress.rawjson import NotJson, decode_body
 from payflow.ingress.service import Delivery, land_event
 
-router = APIRouter(prefix="/api/v1/webhooks", tags=["provider webhooks"])
+router = api_router(prefix="/api/v1/webhooks", tags=["provider webhooks"])
 # Its bodies are capped by PROVIDER_MAX_BODY_BYTES, not MAX_BODY_BYTES (see app.py).
 PROVIDER_WEBHOOK_PATH = "/api/v1/webhooks/provider"
 

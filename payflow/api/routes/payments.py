@@ -9,13 +9,14 @@ from typing import Annotated, Any, overload
 from uuid import UUID
 
 import orjson
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import Header, Query, Request
 from pydantic import AwareDatetime
 
 from payflow.api.auth import CurrentMerchant
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.responses import JsonResponse, iso, wire_amount
+from payflow.api.routing import api_router
 from payflow.api.schemas import (
     COMMON_PROBLEMS,
     PaymentAccepted,
@@ -42,7 +43,7 @@ from payflow.payments.service import (
 )
 from payflow.webhooks.ssrf import check_webhook_url
 
-router = APIRouter(prefix="/api/v1/payments", tags=["payments"])
+router = api_router(prefix="/api/v1/payments", tags=["payments"])
 IdempotencyKey = Annotated[
     str,
     Header(alias="Idempotency-Key", pattern=KEY_PATTERN, description="Unique per request intent"),

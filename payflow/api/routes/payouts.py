@@ -9,12 +9,13 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
-from fastapi import APIRouter, Request
+from fastapi import Request
 
 from payflow.api.auth import CurrentMerchant, Merchant
 from payflow.api.db import connection
 from payflow.api.errors import ApiProblem, FieldError
 from payflow.api.responses import JsonResponse, iso, wire_amount
+from payflow.api.routing import api_router
 from payflow.api.schemas import COMMON_PROBLEMS, PayoutView, WithdrawalCreate, problem_responses
 from payflow.api.state import api_state
 from payflow.chain.payouts.holds import SQL, PayoutKeyReused, PayoutRefused, place_payout
@@ -22,7 +23,7 @@ from payflow.config import Settings
 from payflow.errors import AccountFrozen, InsufficientFunds, NotFound
 from payflow.payments.idempotency import IdempotencyKeyReused
 
-router = APIRouter(prefix="/api/v1", tags=["payouts"])
+router = api_router(prefix="/api/v1", tags=["payouts"])
 
 
 def payout_view(row: Any) -> dict[str, Any]:

@@ -3,8 +3,9 @@ and clients for the bootstrap merchant, a second merchant and the admin."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
@@ -15,7 +16,9 @@ from payflow.api.app import create_app
 from payflow.api.auth import create_merchant
 from payflow.config import Settings, load_settings
 from payflow.ingress.signature import sign
-from tests.conftest import OWNER_ROLE
+from tests.conftest import OWNER_ROLE, RUN_ID, _admin_execute, app_url, clone_database
+
+from .server import running_api
 
 API_KEY = "test-api-key-0123456789"
 ADMIN_KEY = "test-admin-key-0123456789"
@@ -106,3 +109,24 @@ async def other(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 def signed(body: bytes, secret: str = PROVIDER_SECRET) -> dict[str, str]:
     """Headers carrying a valid provider signature for `body`."""
     return {"X-Alchemy-Signature": sign(body, secret.encode()), "Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def live_api(template_database: str) -> Iterator[str]:
+    """One `payflow api` subprocess (one worker) and its own database for a whole test module."""
+    name = f"payflow_test_{RUN_ID}_fuzz_{uuid.uuid4().hex[:6]}"
+    asyncio.run(clone_database(template_database, name))
+    settings = load_settings(
+        database_url=app_url(name),
+        api_key=API_KEY,
+        admin_api_key=ADMIN_KEY,
+        provider_webhook_secret=PROVIDER_SECRET,
+        webhook_allow_hosts=("127.0.0.1",),
+        redis_key_prefix=f"payflow-test:{uuid.uuid4().hex[:12]}:",
+        rate_limit_per_minute=1_000_000,
+    )
+    try:
+        with running_api(settings, workers=1) as base:
+            yield base
+    finally:
+        asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -3,13 +3,9 @@ and every response matches the documented status codes, content types and schema
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import os
-import uuid
-from collections.abc import Iterator
 
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
@@ -20,11 +16,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from payflow.config import load_settings
-from tests.conftest import RUN_ID, _admin_execute, app_url, clone_database
-
-from .conftest import ADMIN_KEY, API_KEY, PROVIDER_SECRET
-from .server import running_api
+from .conftest import ADMIN_KEY
 
 EXAMPLES = int(os.environ.get("PAYFLOW_FUZZ_EXAMPLES", "30"))
 CHECKS = [
@@ -33,27 +25,6 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-
-
-@pytest.fixture(scope="module")
-def live_api(template_database: str) -> Iterator[str]:
-    """One API subprocess and database for the whole fuzz module."""
-    name = f"payflow_test_{RUN_ID}_fuzz_{uuid.uuid4().hex[:6]}"
-    asyncio.run(clone_database(template_database, name))
-    settings = load_settings(
-        database_url=app_url(name),
-        api_key=API_KEY,
-        admin_api_key=ADMIN_KEY,
-        provider_webhook_secret=PROVIDER_SECRET,
-        webhook_allow_hosts=("127.0.0.1",),
-        redis_key_prefix=f"payflow-test:{uuid.uuid4().hex[:12]}:",
-        rate_limit_per_minute=1_000_000,
-    )
-    try:
-        with running_api(settings, workers=1) as base:
-            yield base
-    finally:
-        asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def test_api_conforms_to_its_openapi_document(live_api: str) -> None:

@@ -1,0 +1,49 @@
+"""The route class every API and console router uses: JSON bodies decoded by
+`payflow.wirejson.loads_exact` (orjson where exact, else the depth-bounded standard
+decoder).
+
+FastAPI decodes a JSON body with `Request.json()`, which is the standard library's
+unbounded decoder; here it is replaced, so a deeply nested body is a 422 like any other
+body that is not JSON, in every process whatever its recursion limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.routing import APIRoute
+from starlette.requests import Request
+from starlette.responses import Response
+
+from payflow.wirejson import loads_exact
+
+
+class BoundedJsonRequest(Request):
+    """A request whose `json()` is `loads_exact`: the standard decoder's values (floats,
+    `NaN` literals, wide integers as `int`), bounded in depth.
+
+    Raises `json.JSONDecodeError`, which FastAPI answers 422 `json_invalid`."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = loads_exact(await self.body())
+        return self._json
+
+
+class BoundedJsonRoute(APIRoute):
+    """An `APIRoute` whose handler sees a `BoundedJsonRequest`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def bounded(request: Request) -> Response:
+            return await handler(BoundedJsonRequest(request.scope, request.receive))
+
+        return bounded
+
+
+def api_router(**options: Any) -> APIRouter:
+    """`APIRouter(**options)` with `BoundedJsonRoute`; every payflow router is made here."""
+    return APIRouter(route_class=BoundedJsonRoute, **options)
