@@ -27,7 +27,7 @@ from payflow.broker.connection import confirm_channel, connect
 from payflow.broker.consumer import Consumer, Route
 from payflow.broker.topology import Names, declare_topology
 from payflow.config import Settings
-from payflow.db.pool import create_pool
+from payflow.db.pool import open_pool_when_ready
 from payflow.ledger.worker import LedgerWorker
 from payflow.metrics import refreshing_state
 from payflow.metrics_server import serving_metrics
@@ -83,10 +83,17 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
     # session, so it goes to DATABASE_DIRECT_URL (PostgreSQL itself, past any PgBouncer
     # in transaction pooling) and its pool resets sessions on release (UNLISTEN); the
     # batch pool only runs transactions with SET LOCAL, so it skips that round trip.
-    listen_pool = await create_pool(
-        runtime.settings, dsn=runtime.settings.direct_url(), min_size=1, max_size=1
+    listen_pool = await open_pool_when_ready(
+        runtime.settings, stop, dsn=runtime.settings.direct_url(), min_size=1, max_size=1
     )
-    pool = await create_pool(runtime.settings, min_size=1, max_size=1, reset_session=False)
+    if listen_pool is None:
+        return
+    pool = await open_pool_when_ready(
+        runtime.settings, stop, min_size=1, max_size=1, reset_session=False
+    )
+    if pool is None:
+        await listen_pool.close()
+        return
     channel = await confirm_channel(runtime.connection)
     try:
         exchange = await channel.get_exchange(runtime.names.exchange)
@@ -214,7 +221,9 @@ async def run_roles(
         raise ValueError(f"unknown role(s): {', '.join(unknown)}")
     # Workers and the scheduler never set session state (SET LOCAL and transaction-scoped
     # advisory locks only; the relay LISTENs on its own pool), so releases skip the reset.
-    pool = await create_pool(settings, reset_session=False)
+    pool = await open_pool_when_ready(settings, stop, reset_session=False)
+    if pool is None:
+        return
     http = build_http_client(settings)
     # One Redis client (connects lazily): the DLQ fallback, and the emulator's memory.
     redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)

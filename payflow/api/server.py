@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -12,7 +13,7 @@ from uuid import UUID
 import uvicorn
 
 from payflow.config import Settings
-from payflow.db.pool import tool_pool
+from payflow.db.pool import open_pool_when_ready, tool_pool
 from payflow.db.tx import transaction
 from payflow.ingress.signature import require_secret
 
@@ -26,6 +27,12 @@ def _exit_cleanly(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
+async def _wait_for_postgres(settings: Settings) -> None:
+    pool = await open_pool_when_ready(settings, asyncio.Event(), min_size=1, max_size=1)
+    if pool is not None:
+        await pool.close()
+
+
 def serve(settings: Settings, *, host: str | None, port: int | None, workers: int | None) -> None:
     """Run uvicorn with the app factory; each worker builds its own pool in the lifespan.
 
@@ -37,6 +44,9 @@ def serve(settings: Settings, *, host: str | None, port: int | None, workers: in
     # in place beforehand, that ends the process with exit code 0 instead of -15.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _exit_cleanly)
+    # Started during a PostgreSQL outage: wait for it here (SIGTERM still exits 0) rather
+    # than let every worker's lifespan fail and uvicorn exit 1.
+    asyncio.run(_wait_for_postgres(settings))
     count = workers or settings.api_workers
     if count > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="payflow-metrics-")

@@ -11,14 +11,21 @@ session: it connects with `Settings.direct_url()` (DATABASE_DIRECT_URL).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
 import orjson
+import structlog
 
 from payflow.config import Settings
 from payflow.db import Connection
+from payflow.errors import is_retryable
+
+log = structlog.get_logger("payflow.db")
 
 
 async def _init_connection(conn: Connection) -> None:
@@ -81,3 +88,22 @@ async def tool_pool(settings: Settings, *, operator: bool = False) -> AsyncItera
         yield pool
     finally:
         await pool.close()
+
+
+async def open_pool_when_ready(
+    settings: Settings, stop: asyncio.Event, *, backoff_s: float = 1.0, **options: Any
+) -> asyncpg.Pool | None:
+    """`create_pool(settings, **options)`, retried every `backoff_s` seconds while
+    PostgreSQL refuses or is unreachable (a role started during an outage waits for it
+    instead of exiting). Returns None when `stop` is set first. A non-retryable error
+    (bad credentials, unknown database) is raised at once."""
+    while not stop.is_set():
+        try:
+            return await create_pool(settings, **options)
+        except Exception as exc:
+            if not is_retryable(exc):
+                raise
+            log.warning("payflow.db.connect_failed", error=f"{type(exc).__name__}: {exc}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=backoff_s)
+    return None
