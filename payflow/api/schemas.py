@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from payflow.chain.addresses import checked_evm_address
 from payflow.wirejson import stdlib_loads
 
 AMOUNT_FIELD_PATTERN = r"^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"  # as money.AMOUNT_PATTERN
@@ -249,6 +250,15 @@ class DepositAddressCreate(Strict):
         default=None, min_length=8, max_length=128, examples=["0x" + "ab" * 20]
     )
 
+    @field_validator("address")
+    @classmethod
+    def _checksummed(cls, value: str | None) -> str | None:
+        # An EVM-shaped address is checked (EIP-55, not zero); other chains' forms pass.
+        if value is None or not value.startswith("0x") or len(value) != 42:
+            return value
+        checked_evm_address(value)
+        return value
+
 
 class DepositAddressView(BaseModel):
     chain: str
@@ -268,6 +278,11 @@ class WithdrawalCreate(Strict):
     chain: str | None = Field(default=None, pattern=r"^[A-Z0-9_]{2,40}$", examples=["ETH_MAINNET"])
 
     _amount_string = field_validator("amount", mode="before")(_amount_must_be_string)
+
+    @field_validator("to_address")
+    @classmethod
+    def _checksummed(cls, value: str | None) -> str | None:
+        return None if value is None else checked_evm_address(value)
 
 
 class EventView(BaseModel):

@@ -175,3 +175,33 @@ async def test_events_are_tenant_scoped(
     event_id = response.json()["event_id"]
     assert (await other.get(f"/api/v1/events/{event_id}")).status_code == 404
     assert (await client.get("/api/v1/events/unknown")).status_code == 404
+
+
+async def test_payout_addresses_are_checked_before_anything_is_held(
+    app: Any, client: httpx.AsyncClient, admin: httpx.AsyncClient
+) -> None:
+    account_id = await _account(client, "ETH")
+    good = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+    typo = good[:-1] + "D"  # one letter's case changed: the checksum fails
+    for to_address, reason in ((typo, "EIP-55"), ("0x" + "0" * 40, "zero address")):
+        response = await client.post(
+            f"/api/v1/accounts/{account_id}/withdrawals",
+            json={"amount": "1", "to_address": to_address},
+            headers=key(),
+        )
+        assert response.status_code == 422, response.text
+        problem = response.json()
+        assert problem["errors"][0]["field"] == "body.to_address"
+        assert reason in problem["errors"][0]["message"]
+        imported = await admin.post(
+            f"/api/v1/accounts/{account_id}/deposit-addresses",
+            json={"chain": "ETH_MAINNET", "address": to_address},
+        )
+        assert imported.status_code == 422, imported.text
+    async with app.state.api.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM payouts") == 0
+        assert await conn.fetchval("SELECT count(*) FROM deposit_addresses") == 0
+        assert (
+            await conn.fetchval("SELECT held FROM accounts WHERE id = $1", uuid.UUID(account_id))
+            == 0
+        )
