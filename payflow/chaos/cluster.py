@@ -19,7 +19,10 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +33,31 @@ START_LIMIT_S = 90.0
 
 class ClusterError(RuntimeError):
     """A private service did not start or stop; the message names it."""
+
+
+class Guard:
+    """Serialises a service's start and its final stop across threads: a fault thread
+    restarting the service while the run tears down (Ctrl-C mid-restart) either finishes
+    first and is then stopped, or finds the service closed and starts nothing."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self.closed = False
+
+    @contextmanager
+    def starting(self, what: str) -> Iterator[None]:
+        """Hold the lock for a start; `ClusterError` once the service is closed."""
+        with self._lock:
+            if self.closed:
+                raise ClusterError(f"{what} is closed: the run is tearing down")
+            yield
+
+    @contextmanager
+    def closing(self) -> Iterator[None]:
+        """Mark closed (after any start in progress) and hold the lock for the stop."""
+        with self._lock:
+            self.closed = True
+            yield
 
 
 def free_port() -> int:
@@ -67,6 +95,7 @@ class PrivatePostgres:
     """One PostgreSQL cluster (initdb) in `root/pg`, on `port`, trust auth on 127.0.0.1."""
 
     root: Path
+    guard: Guard = field(default_factory=Guard, repr=False)
     port: int = field(default_factory=free_port)
 
     @property
@@ -108,9 +137,10 @@ class PrivatePostgres:
 
     def start(self) -> None:
         """pg_ctl start and wait until it accepts connections."""
-        log = str(self.root / "pg" / "server.log")
-        self._run("pg_ctl", "-D", str(self.data), "-l", log, "-w", "-t", "60", "start")
-        _wait(lambda: port_open(self.port), "private PostgreSQL")
+        with self.guard.starting("private PostgreSQL"):
+            log = str(self.root / "pg" / "server.log")
+            self._run("pg_ctl", "-D", str(self.data), "-l", log, "-w", "-t", "60", "start")
+            _wait(lambda: port_open(self.port), "private PostgreSQL")
 
     def restart(self) -> None:
         """A crash (`-m immediate`) and a start: crash recovery, every session cut."""
@@ -128,6 +158,7 @@ class PrivateRabbit:
     """One RabbitMQ node with its own name, ports, mnesia and cookie (private HOME)."""
 
     root: Path
+    guard: Guard = field(default_factory=Guard, repr=False)
     port: int = field(default_factory=free_port)
     dist_port: int = field(default_factory=free_port)
     node: str = field(default_factory=lambda: f"chaos{os.getpid()}_{free_port()}@localhost")
@@ -159,16 +190,17 @@ class PrivateRabbit:
 
     def start(self) -> None:
         """Start the node and wait until its AMQP port accepts connections."""
-        log = (self.root / "rabbit" / "server.out").open("ab")
-        self._proc = subprocess.Popen(  # noqa: S603 - fixed binary
-            [str(RABBIT_BIN / "rabbitmq-server")],
-            env=self._env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()  # the child holds its own copy
-        _wait(lambda: port_open(self.port), "private RabbitMQ")
+        with self.guard.starting("private RabbitMQ"):
+            log = (self.root / "rabbit" / "server.out").open("ab")
+            self._proc = subprocess.Popen(  # noqa: S603 - fixed binary
+                [str(RABBIT_BIN / "rabbitmq-server")],
+                env=self._env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log.close()  # the child holds its own copy
+            _wait(lambda: port_open(self.port), "private RabbitMQ")
 
     def stop(self) -> None:
         """`rabbitmqctl -n <node> stop`, then make sure the server process is gone."""
@@ -198,34 +230,36 @@ class PrivateRedis:
     """One redis-server on `port`; its data survives a down window (SHUTDOWN SAVE + RDB)."""
 
     root: Path
+    guard: Guard = field(default_factory=Guard, repr=False)
     port: int = field(default_factory=free_port)
     _proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         """Start and wait for the port."""
-        base = self.root / "redis"
-        base.mkdir(parents=True, exist_ok=True)
-        log = (base / "server.log").open("ab")
-        self._proc = subprocess.Popen(  # noqa: S603 - fixed binary
-            [
-                shutil.which("redis-server") or "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(base),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()  # the child holds its own copy
-        _wait(lambda: port_open(self.port), "private Redis")
+        with self.guard.starting("private Redis"):
+            base = self.root / "redis"
+            base.mkdir(parents=True, exist_ok=True)
+            log = (base / "server.log").open("ab")
+            self._proc = subprocess.Popen(  # noqa: S603 - fixed binary
+                [
+                    shutil.which("redis-server") or "redis-server",
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--dir",
+                    str(base),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            log.close()  # the child holds its own copy
+            _wait(lambda: port_open(self.port), "private Redis")
 
     def down(self) -> None:
         """SHUTDOWN SAVE: clients see a refused connection until `start`; data is kept."""
@@ -270,9 +304,10 @@ class Cluster:
 
     def stop(self) -> None:
         """Stop every service that runs (errors are swallowed: this runs on failure too)."""
-        for stop in (self.redis.stop, self.rabbit.stop, self.pg.stop):
+        for service in (self.redis, self.rabbit, self.pg):
             try:
-                stop()
+                with service.guard.closing():
+                    service.stop()
             except (OSError, subprocess.SubprocessError, ClusterError):
                 pass
         if not self.keep:

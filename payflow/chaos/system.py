@@ -15,14 +15,16 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from uuid import UUID
 
 import asyncpg
 import httpx
+import structlog
 from redis.asyncio import Redis
 
 from payflow.api.auth import create_merchant
@@ -34,6 +36,8 @@ from payflow.chaos.proxy import ProxyThread
 from payflow.chaos.receiver import Receiver
 from payflow.ingress.service import assign_address
 from payflow.payments.gateway import EmulatedGateway
+
+log = structlog.get_logger("payflow.chaos")
 
 HEALTH_LIMIT_S = 90.0
 GATEWAY_FAILURE_RATE = 0.1
@@ -176,13 +180,23 @@ async def system(
             gateway=gateway,
         )
     finally:
+        # Every step runs even when an earlier one fails (or the run was interrupted):
+        # nothing private may outlive the run.
+        steps: list[Callable[[], Awaitable[object]]] = []
         if supervisor is not None:
-            await asyncio.to_thread(supervisor.stop_all)
+            steps.append(partial(asyncio.to_thread, supervisor.stop_all))
         if redis is not None:
-            await redis.aclose()
-        await receiver.stop()
+            steps.append(redis.aclose)
+        steps.append(receiver.stop)
         if proxies is not None:
-            proxies.close()
-        await anvil.rpc.aclose()
-        await asyncio.to_thread(anvil.stop)
-        await asyncio.to_thread(cluster.stop)
+            steps.append(partial(asyncio.to_thread, proxies.close))
+        steps += [
+            anvil.rpc.aclose,
+            partial(asyncio.to_thread, anvil.stop),
+            partial(asyncio.to_thread, cluster.stop),
+        ]
+        for step in steps:
+            try:
+                await step()
+            except Exception as exc:
+                log.warning("payflow.chaos.teardown_failed", error=f"{type(exc).__name__}: {exc}")
