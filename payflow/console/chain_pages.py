@@ -254,7 +254,11 @@ def payout_steps(
     scale = int(payout["scale"])
     held = Decimal(payout["amount"]) + Decimal(payout["fee_hold"])
     steps: list[tuple[datetime, str, str]] = [
-        (payout["created_at"], "held", f"amount + fee at most = {amount(held, scale)} held")
+        (
+            payout["created_at"],
+            "held",
+            f"{amount(held, scale)} {payout['asset']} (amount + fee at most)",
+        )
     ]
     if payout["status"] == "held" and payout["wait_reason"]:
         steps.append((payout["updated_at"], "waiting", payout["wait_reason"]))
