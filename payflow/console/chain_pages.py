@@ -22,11 +22,13 @@ from payflow.api.routing import api_router
 from payflow.chain.config import chain_configs
 from payflow.chain.payouts.records import fee_event_id, withdrawal_event_id
 from payflow.config import Settings, SettingsError
+from payflow.db.queries import load_queries
 from payflow.money import from_base_units
 
-from .pages import SQL, Live, _cursor, _uncursor, _uuid
+from .pages import Live, _cursor, _uncursor, _uuid
 from .web import ConsoleError, amount, page, require_admin, scope, state
 
+SQL = load_queries("payflow.console")
 router = api_router(prefix="/console", include_in_schema=False)
 
 # Deposit filter values: a status of `chain_deposits`, or `all`. The default (no filter)
