@@ -92,6 +92,7 @@ async def overview(request: Request, session: Live) -> HTMLResponse:
     start = chart.window_start(now)
     async with connection(st.pool) as conn:
         rows = await conn.fetch(SQL["activity_per_minute"], scope(session), start)
+        onchain = await conn.fetchrow(SQL["chain_counts"], scope(session))
     series = chart.bucket([dict(r) for r in rows], start)
     status = None
     if session.merchant.is_admin:
@@ -103,6 +104,7 @@ async def overview(request: Request, session: Live) -> HTMLResponse:
         status=status,
         svg=chart.render(series, start),
         totals=chart.totals(series),
+        onchain=onchain,
     )
 
 

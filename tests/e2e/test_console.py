@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
+from urllib.parse import quote
 
 import asyncpg
 import httpx
@@ -35,6 +36,7 @@ from payflow.ledger.accounts import create_account
 from payflow.ops.alerting.store import AlertStore
 from payflow.ops.alerts import Severity
 from payflow.ops.dlq import record_dead_letter
+from tests.integration.console.chain_world import SCRIPT, ChainWorld, seed_chain
 from tests.integration.pipeline.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,6 +317,33 @@ async def test_admin_sees_payment_timeline_replays_dead_letter_and_signs_out(
     assert "recon_hot: ok" in await page.locator("#message").inner_text()
     assert await pool.fetchval("SELECT count(*) FROM job_runs WHERE job = 'recon_hot'") > runs
 
+    # The chain pages: deposits awaiting finality, every deposit, one deposit with its
+    # reports (a refuted one carries a script in text chosen outside), the reports to
+    # review, payouts with the hot wallets, one payout's timeline with its fee bump.
+    # (After the alert above: an open payout fires `payouts.unconfigured` in the running
+    # scheduler, which has no hot wallet, and the first Acknowledge button must be ours.)
+    world = await _chain_world(pool, pipe_settings, console, keys)
+    for name, path in (
+        ("deposits", "/console/deposits"),
+        ("deposits_all", "/console/deposits?status=all"),
+        ("deposit", f"/console/deposits/{quote(world.awaiting)}"),
+        ("deposit_reports", "/console/deposits/reports"),
+        ("payouts", "/console/payouts"),
+        ("payout", f"/console/payouts/{world.confirmed_payout}"),
+    ):
+        response = await page.goto(f"{console.base}{path}")
+        assert response is not None and response.status == 200, path
+        await shot(page, console, name)
+        assert await page.title() != "pwned"
+        assert "<script>document" not in await page.content()
+    assert "fee bump: attempt 2" in await page.locator("#timeline").inner_text()
+    await page.goto(f"{console.base}/console/deposits/reports")
+    assert SCRIPT in await page.locator("#reports").inner_text()
+    await page.goto(f"{console.base}/console/payouts")
+    assert world.wallet in await page.locator("#hot-wallets").inner_text()
+    await page.goto(f"{console.base}/console")
+    assert "Deposits awaiting finality" in await page.locator("#onchain").inner_text()
+
     # The raw payload is text: the script is shown, not run.
     await page.goto(f"{console.base}/console/unmatched/{unmatched_id}")
     await shot(page, console, "unmatched_one")
@@ -381,6 +410,15 @@ async def test_admin_sees_payment_timeline_replays_dead_letter_and_signs_out(
     await context.close()
 
 
+async def _chain_world(
+    pool: asyncpg.Pool, settings: Settings, console: Console, keys: Keys
+) -> ChainWorld:
+    async with httpx.AsyncClient(base_url=console.base, timeout=10) as api:
+        return await seed_chain(
+            pool, settings, api, shop_key=keys.shop, other_key=keys.other, admin_key=keys.admin
+        )
+
+
 def _csrf(response: httpx.Response) -> str:
     found = re.search(r'name="csrf_token" value="([^"]+)"', response.text)
     assert found is not None, response.text
@@ -388,7 +426,11 @@ def _csrf(response: httpx.Response) -> str:
 
 
 async def test_merchant_sees_only_its_own_and_sign_in_failures_are_limited(
-    keys: Keys, console: Console, browser: Browser
+    pool: asyncpg.Pool,
+    pipe_settings: Settings,
+    keys: Keys,
+    console: Console,
+    browser: Browser,
 ) -> None:
     async with httpx.AsyncClient(base_url=console.base, timeout=10) as api:
         created = await api.post(
@@ -413,7 +455,22 @@ async def test_merchant_sees_only_its_own_and_sign_in_failures_are_limited(
     assert others not in await page.content()
     assert "No payments match" in await page.content()  # the empty state says what appears
 
-    for path in (f"/console/payments/{others}", "/console/dlq", "/console/jobs", "/console/x"):
+    world = await _chain_world(pool, pipe_settings, console, keys)
+    await page.goto(f"{console.base}/console/deposits?status=all")
+    await shot(page, console, "merchant_deposits")
+    assert quote(world.credited) in await page.content()
+    await page.goto(f"{console.base}/console/payouts/{world.confirmed_payout}")
+    await shot(page, console, "merchant_payout")
+    assert await page.locator("#hot-wallets").count() == 0
+    for path in (
+        f"/console/payments/{others}",
+        f"/console/deposits/{quote(world.others_deposit)}",
+        f"/console/payouts/{world.others_payout}",
+        "/console/deposits/reports",
+        "/console/dlq",
+        "/console/jobs",
+        "/console/x",
+    ):
         response = await page.goto(f"{console.base}{path}")
         assert response is not None and response.status == 404, path
     await shot(page, console, "merchant_404")
