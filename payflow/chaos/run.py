@@ -121,16 +121,7 @@ async def run_chaos(config: ChaosConfig, console: Console) -> ChaosResult:
         faults = FaultRunner(s.cluster, s.proxies, s.supervisor)
         stop_faults, stop_tick = asyncio.Event(), asyncio.Event()
         ticker = asyncio.create_task(_tick(s, stop_tick))
-        async with Client(
-            s.api_url,
-            s.api_key,
-            s.provider_secret,
-            "X-Alchemy-Signature",
-            s.targets,
-            s.receiver,
-            s.anvil,
-            concurrency=config.concurrency,
-        ) as client:
+        async with s.client(config.concurrency) as client:
             load_started = time.monotonic()
             fault_task = asyncio.create_task(faults.run(schedule, stop_faults))
             progress = asyncio.create_task(_progress(console, client, faults, 30.0))

@@ -117,16 +117,7 @@ async def run_soak(config: SoakConfig, console: Console) -> bool:
     async with system(config.seed, config.log_dir, OUTBOX_RETENTION_HOURS="0.01") as s:
         stop_tick = asyncio.Event()
         ticker = asyncio.create_task(_tick(s, stop_tick))
-        async with Client(
-            s.api_url,
-            s.api_key,
-            s.provider_secret,
-            "X-Alchemy-Signature",
-            s.targets,
-            s.receiver,
-            s.anvil,
-            concurrency=config.concurrency,
-        ) as client:
+        async with s.client(config.concurrency) as client:
             capacity, probe = await _capacity(s, client, config, console)
             rate = capacity / 2
             plan = make_plan(config.seed, int(rate * config.seconds * 1.2) + 50, len(s.targets))

@@ -30,7 +30,7 @@ from redis.asyncio import Redis
 from payflow.api.auth import create_merchant
 from payflow.chain.anvil import AnvilNode
 from payflow.chaos.cluster import Cluster, free_port
-from payflow.chaos.load import Target
+from payflow.chaos.load import Client, Target
 from payflow.chaos.procs import ROLES, Endpoints, Supervisor, chaos_env
 from payflow.chaos.proxy import ProxyThread
 from payflow.chaos.receiver import Receiver
@@ -70,6 +70,19 @@ class System:
     targets: list[Target]
     redis: Redis
     gateway: EmulatedGateway
+
+    def client(self, concurrency: int) -> Client:
+        """The load client of this system (open it with `async with`)."""
+        return Client(
+            self.api_url,
+            self.api_key,
+            self.provider_secret,
+            "X-Alchemy-Signature",
+            self.targets,
+            self.receiver,
+            self.anvil,
+            concurrency=concurrency,
+        )
 
 
 async def _prepare(admin_url: str, accounts: int) -> tuple[str, list[Target]]:
