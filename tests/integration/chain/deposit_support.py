@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
@@ -26,30 +25,10 @@ from payflow.db.tx import transaction
 from payflow.ingress.payloads import parse_payload
 from payflow.ingress.service import Delivery, Landing, assign_address, land_event
 from payflow.ledger.accounts import create_account
-from payflow.ops.alerts import Severity
 from tests.conftest import OWNER_ROLE
+from tests.recording_alerts import RecordingSink
 
 CHAIN = "ETH_MAINNET"
-
-
-@dataclass
-class RecordingSink:
-    """An AlertSink that remembers what it was told."""
-
-    fired: list[tuple[str, Severity, str, dict[str, Any]]] = field(default_factory=list)
-
-    async def fire(
-        self,
-        key: str,
-        severity: Severity,
-        message: str,
-        *,
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.fired.append((key, severity, message, dict(details or {})))
-
-    async def resolve(self, key: str) -> None:
-        return None
 
 
 def chain_settings(database_url: str, migration_url: str, rpc_url: str, **extra: Any) -> Settings:

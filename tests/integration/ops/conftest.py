@@ -6,9 +6,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncIterator
 from urllib.parse import quote
 
 import asyncpg
@@ -16,33 +14,9 @@ import pytest
 from redis.asyncio import Redis
 
 from payflow.config import Settings
-from payflow.ops.alerts import Severity
 from payflow.ops.jobs import JobContext
 from tests.integration.pipeline.conftest import vhost  # noqa: F401 (the fixture, re-exported)
-
-
-@dataclass
-class RecordingSink:
-    """An AlertSink that remembers what it was told (the thing under test is the job)."""
-
-    fired: list[tuple[str, Severity, str, dict[str, Any]]] = field(default_factory=list)
-    resolved: list[str] = field(default_factory=list)
-
-    async def fire(
-        self,
-        key: str,
-        severity: Severity,
-        message: str,
-        *,
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.fired.append((key, severity, message, dict(details or {})))
-
-    async def resolve(self, key: str) -> None:
-        self.resolved.append(key)
-
-    def keys(self) -> list[str]:
-        return [key for key, *_ in self.fired]
+from tests.recording_alerts import RecordingSink
 
 
 @pytest.fixture

@@ -4,8 +4,7 @@ FRESH random hot-wallet key (never anvil's default accounts) and settings for bo
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
@@ -23,31 +22,10 @@ from payflow.chain.rpc import RpcClient
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account
-from payflow.ops.alerts import Severity
+from tests.recording_alerts import RecordingSink
 
 CHAIN = "ANVIL"
 WEI = 10**18
-
-
-@dataclass
-class RecordingAlerts:
-    """An alert sink that remembers what fired (tests read it)."""
-
-    fired: dict[str, str] = field(default_factory=dict)
-    resolved: list[str] = field(default_factory=list)
-
-    async def fire(
-        self,
-        key: str,
-        severity: Severity,
-        message: str,
-        *,
-        details: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.fired[key] = message
-
-    async def resolve(self, key: str) -> None:
-        self.resolved.append(key)
 
 
 @pytest.fixture
@@ -119,7 +97,7 @@ async def engine(
         rpc,
         [HotWallet(SecretStr(hot_key))],
         finality=oracle,
-        alerts=RecordingAlerts(),
+        alerts=RecordingSink(),
     )
 
 

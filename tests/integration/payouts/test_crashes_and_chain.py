@@ -18,13 +18,13 @@ from payflow.chain.payouts.wallet import wallet_status
 from payflow.config import Settings
 from tests.integration.payouts.conftest import (
     WEI,
-    RecordingAlerts,
     fresh_address,
     funded_account,
     ledger_rows,
     request_payout,
     settle_all,
 )
+from tests.recording_alerts import RecordingSink
 
 
 async def _nonce(anvil: AnvilNode, address: str) -> int:
@@ -175,8 +175,8 @@ async def test_a_poor_hot_wallet_makes_the_payout_wait_then_complete(
         await anvil.mine(3)
     row = await pool.fetchrow("SELECT status, wait_reason FROM payouts WHERE id = $1", payout["id"])
     assert row["status"] == "held" and row["wait_reason"] == "hot wallet balance too low"
-    assert isinstance(engine.alerts, RecordingAlerts)
-    assert "payouts.hot_wallet_low" in engine.alerts.fired
+    assert isinstance(engine.alerts, RecordingSink)
+    assert "payouts.hot_wallet_low" in engine.alerts.keys()
     assert await _nonce(anvil, hot) == 0 and await anvil.rpc.get_balance(to) == 0
     status = await wallet_status(pool, engine.settings, engine.rpc, [hot])
     assert [w["address"] for w in status["wallets"]] == [hot]
