@@ -52,7 +52,11 @@ async def transaction(
     try:
         yield conn
     except BaseException:
-        if not conn.is_closed():
+        try:
+            closed = conn.is_closed()
+        except asyncpg.InterfaceError:  # a lost connection the pool already took back
+            closed = True
+        if not closed:
             try:
                 await conn.execute("ROLLBACK")
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
