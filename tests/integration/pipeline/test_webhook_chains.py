@@ -16,7 +16,6 @@ from pathlib import Path
 import asyncpg
 
 from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.broker.topology import TOPIC_WEBHOOK_DELIVER
 from payflow.config import Settings
 from payflow.db.tx import transaction
@@ -50,6 +49,29 @@ async def _publish_duplicates(
             await enqueue(
                 conn, TOPIC_WEBHOOK_DELIVER, {"version": 1, "payment_id": str(payment_id)}
             )
+
+
+async def _final_payment_with_job(
+    owner_pool: asyncpg.Pool,
+    pool: asyncpg.Pool,
+    settings: Settings,
+    merchant_id: uuid.UUID,
+    url: str,
+    key: str,
+) -> uuid.UUID:
+    """A succeeded payment and its `webhook.deliver` job in the outbox, as
+    `finalize_payment` leaves them (no gateway involved)."""
+    payment_id: uuid.UUID = await owner_pool.fetchval(
+        "INSERT INTO payments (merchant_id, amount, currency, idempotency_key, status,"
+        " processed_at, webhook_url) VALUES ($1, 6.00, 'USD', $3, 'succeeded', now(), $2)"
+        " RETURNING id",
+        merchant_id,
+        url,
+        key,
+    )
+    async with pool.acquire() as conn, transaction(conn, settings):
+        await enqueue(conn, TOPIC_WEBHOOK_DELIVER, {"version": 1, "payment_id": str(payment_id)})
+    return payment_id
 
 
 async def _webhook_row(pool: asyncpg.Pool, payment_id: uuid.UUID) -> asyncpg.Record:
@@ -86,7 +108,6 @@ async def test_always_500_ends_with_one_dead_letter_despite_sweeps_and_duplicate
     pool: asyncpg.Pool,
     owner_pool: asyncpg.Pool,
     pipe_settings: Settings,
-    submitter: DirectSubmitter,
     merchant: tuple[uuid.UUID, str],
     sink: WebhookSink,
     start_roles,
@@ -98,8 +119,10 @@ async def test_always_500_ends_with_one_dead_letter_despite_sweeps_and_duplicate
         update={"retry_tiers_ms": (300, 300, 300), "webhook_sweep_after_s": 3.0}
     )
     sink.status_for = lambda _r: 500
-    await start_roles(settings=settings)
-    payment_id = await submitter.submit_payment(merchant[0], "4.00", "USD", "k-500", sink.url)
+    await start_roles(settings=settings, worker_queues=("webhooks",))
+    payment_id = await _final_payment_with_job(
+        owner_pool, pool, settings, merchant[0], sink.url, "k-500"
+    )
     await wait_until(
         lambda: pool.fetchval("SELECT webhook_attempts >= 1 FROM payments"), what="first POST"
     )
@@ -149,8 +172,8 @@ async def test_always_500_ends_with_one_dead_letter_despite_sweeps_and_duplicate
 
 async def test_duplicate_during_a_slow_send_is_dropped_and_delivered_once(
     pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
     pipe_settings: Settings,
-    submitter: DirectSubmitter,
     merchant: tuple[uuid.UUID, str],
     sink: WebhookSink,
     start_roles,
@@ -160,8 +183,10 @@ async def test_duplicate_during_a_slow_send_is_dropped_and_delivered_once(
     settings = pipe_settings.model_copy(update={"webhook_timeout_s": 5.0, "webhook_lease_s": 6.0})
     sink.delay_s = 3.0
     dropped_before = _duplicates_dropped()
-    await start_roles(settings=settings)
-    payment_id = await submitter.submit_payment(merchant[0], "5.00", "USD", "k-slow", sink.url)
+    await start_roles(settings=settings, worker_queues=("webhooks",))
+    payment_id = await _final_payment_with_job(
+        owner_pool, pool, settings, merchant[0], sink.url, "k-slow"
+    )
     await wait_until(lambda: asyncio.sleep(0, sink.in_flight), what="the POST in flight")
     await _publish_duplicates(pool, settings, payment_id)
     await wait_until(
@@ -220,15 +245,9 @@ async def test_sender_killed_mid_post_is_redelivered_by_the_sweep_after_its_leas
     dead-lettered); once the lease ran out and the job is overdue, the sweep re-announces
     it and it is delivered, under the same webhook-id."""
     settings = pipe_settings.model_copy(update={"webhook_sweep_after_s": 0.5})
-    payment_id = await owner_pool.fetchval(
-        "INSERT INTO payments (merchant_id, amount, currency, idempotency_key, status,"
-        " processed_at, webhook_url) VALUES ($1, 6.00, 'USD', 'k-killed', 'succeeded',"
-        " now(), $2) RETURNING id",
-        merchant[0],
-        sink.url,
+    payment_id = await _final_payment_with_job(
+        owner_pool, pool, settings, merchant[0], sink.url, "k-killed"
     )
-    async with pool.acquire() as conn, transaction(conn, settings):
-        await enqueue(conn, TOPIC_WEBHOOK_DELIVER, {"version": 1, "payment_id": str(payment_id)})
     await start_roles(("relay",), settings=settings)
     sink.delay_s = 4.0
     log_path = tmp_path / "worker.log"
