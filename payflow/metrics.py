@@ -66,7 +66,7 @@ PAYOUTS = Counter(
 
 WEBHOOK_ATTEMPTS = Counter(
     "payflow_webhook_attempts_total",
-    "Merchant webhook POST attempts by result (delivered, failed, refused)",
+    "Merchant webhook POST attempts by result (delivered, failed, refused, duplicate)",
     ("result",),
     registry=REGISTRY,
 )

@@ -71,8 +71,9 @@ def chaos_env(points: Endpoints, **extra: str) -> dict[str, str]:
         GATEWAY_FAILURE_RATE=str(points.gateway_failure_rate),
         GATEWAY_SEED=str(points.gateway_seed),
         CHARGE_LEASE_S="3",
-        # A killed worker's webhook lease must expire inside the retry tiers (7 s), or
-        # the redelivery dead-letters on WebhookInFlight while nobody sends.
+        # A killed worker's redelivered webhook message is dropped while the dead send's
+        # lease runs; the webhook sweep re-announces the job WEBHOOK_SWEEP_AFTER_S after
+        # the lease's end: a short lease keeps that recovery quick.
         WEBHOOK_LEASE_S="2",
         RETRY_TIERS_MS="1000,2000,4000",
         WEBHOOK_TIMEOUT_S="1",

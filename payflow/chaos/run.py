@@ -183,7 +183,8 @@ def _report(
         console.print(f"faults that failed to run: {faults.errors}")
     console.print(
         f"dead letters: {verdict.dlq_rows} {dict(verdict.dlq_by_source)}, "
-        f"unexplained {verdict.dlq_unexplained}"
+        f"unexplained {verdict.dlq_unexplained}; {len(verdict.dlq_per_webhook)} dead "
+        f"webhooks, at most {max(verdict.dlq_per_webhook.values(), default=0)} row(s) each"
     )
     console.print(
         f"verdict: lost {verdict.lost}, duplicated {verdict.duplicated}, refused "

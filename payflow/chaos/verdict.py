@@ -55,6 +55,8 @@ class Verdict:
     recon_clean: bool = False
     notes: list[str] = field(default_factory=list)
     dlq_by_source: Counter[str] = field(default_factory=Counter)
+    # DLQ rows per dead-lettered webhook (payment id): one each since migration 0018
+    dlq_per_webhook: Counter[str] = field(default_factory=Counter)
 
     @property
     def exactly_once(self) -> bool:
@@ -236,6 +238,8 @@ async def _dead_letters(
     ):
         verdict.dlq_rows += 1
         verdict.dlq_by_source[row["source"]] += 1
+        if row["source"] == "webhook":
+            verdict.dlq_per_webhook[row["subject_id"]] += 1
         if row["source"] == "webhook" and row["subject_id"] in dead_modes:
             continue  # the receiver always answers 500: an injected fault of the load
         at = row["created_at"].timestamp()

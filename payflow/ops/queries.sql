@@ -111,13 +111,20 @@ RETURNING payment_sweeps;
 
 -- name: overdue_webhooks
 -- $1 first wait in seconds (WEBHOOK_SWEEP_AFTER_S), $2 wait cap, $3 limit. Final
--- payments with a webhook URL whose webhook is neither delivered nor dead-lettered past
--- its wait (doubling per sweep), with no unpublished `webhook.deliver` row for them.
--- Served by payments_webhook_sweep_idx.
+-- payments with a webhook URL whose webhook is neither delivered nor dead-lettered and
+-- has no live chain: the chain that owns it was expected back (webhook_next_attempt_at:
+-- its lease's end, or its retry tier's end; never claimed: processed_at) more than the
+-- first wait ago. A job still in a send or on its retry tiers is not touched, however old
+-- its payment. Then the doubling wait per sweep, and no unpublished `webhook.deliver` row
+-- for it. The processed_at bound (implied: the chain's times follow it) is the sargable one
+-- for payments_webhook_sweep_idx.
 SELECT p.id, p.trace_id, p.processed_at FROM payments p
 WHERE p.webhook_delivered_at IS NULL AND p.webhook_dead_at IS NULL
   AND p.webhook_url IS NOT NULL AND p.status <> 'pending'
   AND p.processed_at < now() - make_interval(secs => least($1::float8, $2::float8))
+  AND coalesce(p.webhook_next_attempt_at, p.processed_at)
+      < now() - make_interval(secs => least($1::float8, $2::float8))
+  AND coalesce(p.webhook_lease_until, '-infinity') < now()
   AND coalesce(p.webhook_swept_at, p.processed_at)
       < now() - make_interval(secs => least($2::float8, $1::float8 * power(2, least(p.webhook_sweeps, 40))))
   AND NOT EXISTS (
@@ -137,15 +144,21 @@ RETURNING webhook_sweeps;
 
 -- name: mark_webhook_dead
 -- $1 payment id. The webhook job was dead-lettered (with its DLQ row, same transaction):
--- the webhook sweep leaves it alone. A delivered webhook is never marked dead.
+-- the webhook sweep leaves it alone. A delivered webhook is never marked dead, and one
+-- already dead is not marked again: a row comes back only for the transition, so the
+-- caller writes the job's one DLQ row only then.
 UPDATE payments SET webhook_dead_at = now()
-WHERE id = $1 AND webhook_delivered_at IS NULL
+WHERE id = $1 AND webhook_delivered_at IS NULL AND webhook_dead_at IS NULL
 RETURNING webhook_dead_at;
 
 -- name: clear_webhook_dead
--- $1 payment id. A manual DLQ replay hands the webhook back to the pipeline: the sweep
--- watches it again, its back-off restarting from now.
-UPDATE payments SET webhook_dead_at = NULL, webhook_sweeps = 0, webhook_swept_at = now()
+-- $1 payment id. A manual DLQ replay hands the webhook back to the pipeline: no chain owns
+-- it (the replay's message takes it), and the sweep watches it again, its wait restarting
+-- from now.
+UPDATE payments
+SET webhook_dead_at = NULL, webhook_sweeps = 0, webhook_swept_at = now(),
+    webhook_chain_message = NULL, webhook_chain_attempt = NULL,
+    webhook_next_attempt_at = now()
 WHERE id = $1;
 
 -- name: has_posting_claim

@@ -68,12 +68,15 @@ async def sweep_pending_payments(pool: asyncpg.Pool, settings: Settings) -> Swee
 
 async def sweep_undelivered_webhooks(pool: asyncpg.Pool, settings: Settings) -> SweepReport:
     """Re-announce `webhook.deliver` for final payments with a webhook URL whose
-    webhook is neither delivered nor dead-lettered past their wait
-    (`WEBHOOK_SWEEP_AFTER_S` after `processed_at`, doubling per sweep).
+    webhook is neither delivered nor dead-lettered and has no live retry chain: the chain
+    that owns the job was expected back (its lease's end, its retry tier's end; never
+    claimed: `processed_at`) more than `WEBHOOK_SWEEP_AFTER_S` ago (doubling per sweep).
 
-    Invariant: a dead-lettered webhook (`webhook_dead_at`) is never re-sent by the
-    sweep (delivered or dead-lettered, never both); otherwise as `sweep_pending_payments`,
-    with the alert `payflow.webhooks.waiting`.
+    Invariant: a job still in a send or on its retry tiers is never re-announced, however
+    old its payment (one live chain per job, `payflow.webhooks.chains`); a dead-lettered
+    webhook (`webhook_dead_at`) is never re-sent by the sweep (delivered or
+    dead-lettered, never both); otherwise as `sweep_pending_payments`, with the alert
+    `payflow.webhooks.waiting`.
     """
     return await _sweep(
         pool,
@@ -153,12 +156,14 @@ async def _sweep_result(ctx: JobContext, report: SweepReport, key: str, what: st
 
 async def mark_webhook_dead(conn: Connection, payment_id: UUID) -> bool:
     """Mark the payment's webhook dead-lettered, inside the caller's transaction (the
-    one that writes its DLQ row); False when it was delivered meanwhile (nothing marked).
+    one that writes its DLQ row); True only for the transition: False when it was
+    delivered meanwhile or is dead already (nothing marked, no DLQ row to write).
     """
     return await conn.fetchval(SQL["mark_webhook_dead"], payment_id) is not None
 
 
 async def clear_webhook_dead(conn: Connection, payment_id: UUID) -> None:
-    """Hand a dead-lettered webhook back to the pipeline (manual DLQ replay): the sweep
-    watches it again, its wait restarting now. Inside the caller's transaction."""
+    """Hand a dead-lettered webhook back to the pipeline (manual DLQ replay): no chain
+    owns it any more (the replay's message takes it), the sweep watches it again, its
+    wait restarting now. Inside the caller's transaction."""
     await conn.execute(SQL["clear_webhook_dead"], payment_id)

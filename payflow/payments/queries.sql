@@ -211,14 +211,26 @@ ON CONFLICT (merchant_id, asset) WHERE settlement DO NOTHING;
 SELECT id FROM accounts WHERE merchant_id = $1 AND asset = $2 AND settlement;
 
 -- name: record_webhook_attempt
--- $1 payment id, $2 delivered?, $3 lease token of the send. Counts the attempt; a delivered
--- time is never overwritten; ends the send's lease (a lease another send took over after
--- this one's expired is left alone). The second short transaction of a send.
+-- $1 payment id, $2 delivered?, $3 lease token of the send, $4 seconds until the chain's
+-- retry comes back from its tier (NULL: no retry follows, the message dead-letters or is
+-- redelivered as is), $5 the attempt the chain sends next. Counts the attempt; a delivered
+-- time is never overwritten; ends the send's lease and records when the owning chain is
+-- expected back (only this send's: a lease another send took over after this one's
+-- expired, and that send's chain, are left alone). The second short transaction of a send.
 UPDATE payments
 SET webhook_attempts = webhook_attempts + 1,
     webhook_delivered_at = CASE
         WHEN $2::boolean AND webhook_delivered_at IS NULL THEN clock_timestamp()
         ELSE webhook_delivered_at
+    END,
+    webhook_chain_attempt = CASE
+        WHEN webhook_lease_token = $3 AND $4::float8 IS NOT NULL THEN $5::integer
+        ELSE webhook_chain_attempt
+    END,
+    webhook_next_attempt_at = CASE
+        WHEN webhook_lease_token = $3
+        THEN clock_timestamp() + make_interval(secs => coalesce($4::float8, 0))
+        ELSE webhook_next_attempt_at
     END,
     webhook_lease_token = CASE
         WHEN webhook_lease_token = $3 THEN NULL ELSE webhook_lease_token
@@ -230,16 +242,24 @@ WHERE id = $1
 RETURNING webhook_attempts, webhook_delivered_at;
 
 -- name: release_webhook_lease
--- $1 payment id, $2 lease token. The send ended without a POST (refused URL): its lease ends.
-UPDATE payments SET webhook_lease_token = NULL, webhook_lease_until = NULL
+-- $1 payment id, $2 lease token. The send ended without a POST (refused URL, cancelled):
+-- its lease ends and its chain is due again at once (a redelivery may go on).
+UPDATE payments
+SET webhook_lease_token = NULL, webhook_lease_until = NULL,
+    webhook_next_attempt_at = clock_timestamp()
 WHERE id = $1 AND webhook_lease_token = $2;
 
 -- name: take_webhook_lease
--- $1 payment id, $2 lease token, $3 lease seconds. Under the row lock taken by
--- lock_payment_for_webhook, in the same short transaction: the first of a send.
+-- $1 payment id, $2 lease token, $3 lease seconds, $4 message id of the send's chain,
+-- $5 its attempt. Under the row lock taken by lock_payment_for_webhook, in the same short
+-- transaction: the first of a send. The chain owns the job from now on; it is expected
+-- back (recording the result) before the lease ends.
 UPDATE payments
 SET webhook_lease_token = $2,
-    webhook_lease_until = clock_timestamp() + make_interval(secs => $3)
+    webhook_lease_until = clock_timestamp() + make_interval(secs => $3),
+    webhook_chain_message = $4,
+    webhook_chain_attempt = $5,
+    webhook_next_attempt_at = clock_timestamp() + make_interval(secs => $3)
 WHERE id = $1;
 
 -- name: insert_payment
@@ -251,11 +271,15 @@ RETURNING id;
 -- name: lock_payment_for_webhook
 -- $1 payment id. Locks the row for the claim's short transaction only (a lease, not the
 -- lock, keeps two sends of one job apart); `lease_live` is true while another send's lease
--- runs. Waits at most lock_timeout (55P03, retryable) behind another short transaction.
+-- runs; `webhook_chain_*` name the chain that owns the job and `overdue_s` says how long
+-- ago it was expected back (negative: not yet; NULL: no chain yet). Waits at most
+-- lock_timeout (55P03, retryable) behind another short transaction.
 SELECT p.id, p.merchant_id, p.amount, p.currency, p.status, p.webhook_url,
        p.webhook_delivered_at, p.webhook_dead_at, p.webhook_attempts, p.trace_id,
        p.processed_at, p.created_at, m.webhook_secret, a.scale,
-       coalesce(p.webhook_lease_until > clock_timestamp(), false) AS lease_live
+       coalesce(p.webhook_lease_until > clock_timestamp(), false) AS lease_live,
+       p.webhook_chain_message, p.webhook_chain_attempt,
+       extract(epoch FROM clock_timestamp() - p.webhook_next_attempt_at)::float8 AS overdue_s
 FROM payments p
 JOIN merchants m ON m.id = p.merchant_id
 JOIN assets a ON a.code = p.currency

@@ -6,17 +6,20 @@ from a retry tier after a failed POST finds the payment already final, and must 
 
 A send never holds the database while it waits for a merchant (issue 10):
 
-1. claim, one short transaction: under the payment's row lock, check what is left to do
-   and take the webhook's lease (`webhook_lease_token`, `webhook_lease_until` =
-   now + `WEBHOOK_LEASE_S`); a live lease of another send makes this one retry later;
+1. claim, one short transaction: under the payment's row lock, check what is left to do,
+   that this message's chain may drive the job (`payflow.webhooks.chains`), and take the
+   webhook's lease (`webhook_lease_token`, `webhook_lease_until` = now +
+   `WEBHOOK_LEASE_S`); a duplicate (a live lease of another send, another live chain, a
+   stale copy) is acked and dropped: the owner of the job decides it;
 2. POST with no transaction open and no pooled connection held, bounded as a whole by
    `WEBHOOK_TIMEOUT_S` (below the lease, so two sends of one job never overlap);
 3. record, a second short transaction: count the attempt, set `webhook_delivered_at` on a
-   2xx, end the lease.
+   2xx, end the lease, and note when the chain's retry is due back from its tier.
 
-At most `WEBHOOK_MAX_IN_FLIGHT` sends run per process, independently of the DB pool. A
-crash between POST and record leaves the lease to expire; the next send POSTs again with
-the same `webhook-id`, which the receiver dedupes on.
+At most `WEBHOOK_MAX_IN_FLIGHT` sends run per process. A crash between POST and record
+leaves the lease to expire; its redelivery is a duplicate of the in-flight job and is
+dropped, and the webhook sweep re-announces the job once it is overdue; the next send
+POSTs again with the same `webhook-id`, which the receiver dedupes on.
 """
 
 from __future__ import annotations
@@ -27,8 +30,6 @@ import os
 import socket
 import ssl
 import time
-from collections.abc import Mapping
-from typing import Any
 from uuid import UUID, uuid4
 
 import asyncpg
@@ -38,18 +39,16 @@ import structlog
 
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
-from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
-from payflow.errors import NotFound, PayflowError, RetryableError, WebhookHTTPStatus
+from payflow.errors import NotFound, PayflowError, RetryableError, WebhookHTTPStatus, classify
 from payflow.metrics import WEBHOOK_ATTEMPTS
 from payflow.money import format_at_scale
 from payflow.observability import outbound_traceparent
-from payflow.ops.dlq import record_dead_letter
 from payflow.ops.dlq_fallback import DlqFallback
-from payflow.ops.sweeps import mark_webhook_dead
-from payflow.payments.processor import load_payment, payment_id_of
+from payflow.payments.processor import payment_id_of
 from payflow.webhooks.attempts import log_attempt
+from payflow.webhooks.chains import dead_letter_webhook, duplicate_reason
 from payflow.webhooks.pinning import PinnedTransport, pinned
 from payflow.webhooks.shards import ShardedTransport, shard_count
 from payflow.webhooks.signing import signature_headers
@@ -57,6 +56,8 @@ from payflow.webhooks.ssrf import UnsafeWebhookUrl, resolve_webhook_url
 
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.webhooks")
+
+__all__ = ["WebhookSender", "build_http_client", "dead_letter_webhook", "webhook_id"]
 
 
 def webhook_id(payment_id: UUID) -> str:
@@ -107,10 +108,6 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
     )
 
 
-class WebhookInFlight(RetryableError):
-    """Another send holds the webhook's live lease; try again later."""
-
-
 class WebhookSender:
     """Handles `webhook.deliver` messages."""
 
@@ -131,24 +128,31 @@ class WebhookSender:
         self._sending = asyncio.Semaphore(settings.webhook_max_in_flight)
 
     async def handle(self, envelope: Envelope) -> None:
-        """Send the payment's signed notification unless it was already delivered.
+        """Send the payment's signed notification unless it was already delivered, or
+        drop the message when it is a duplicate (`payflow.webhooks.chains`).
 
-        Raises `WebhookInFlight` (retryable) while another send's lease is live, the POST's
-        failure (classified by `payflow.errors.classify`), `UnsafeWebhookUrl` for a refused
-        URL, `NotFound` for an unknown payment.
+        Raises the POST's failure (classified by `payflow.errors.classify`),
+        `UnsafeWebhookUrl` for a refused URL, `NotFound` for an unknown payment, a
+        retryable error while the payment is still pending. Never raises for a duplicate:
+        it is acked, logged (`payflow.webhooks.duplicate_dropped`) and counted
+        (`payflow_webhook_attempts_total{result="duplicate"}`).
 
         Invariant: `webhook_delivered_at` is set once, by the first 2xx; every POST
         attempt is counted in `webhook_attempts`; a POST happens only under this send's
-        lease, so two deliveries of one job never POST in parallel.
+        lease, so two deliveries of one job never POST in parallel; one chain (a message
+        id and its retries) drives the job at a time.
         """
         payment_id = payment_id_of(envelope)
         structlog.contextvars.bind_contextvars(payment_id=str(payment_id))
         async with self._sending:
-            await self._send(payment_id)
+            await self._send(payment_id, envelope.message_id, envelope.attempt)
 
-    async def _claim(self, payment_id: UUID, token: str) -> asyncpg.Record | None:
+    async def _claim(
+        self, payment_id: UUID, token: str, message_id: str, attempt: int
+    ) -> asyncpg.Record | None:
         """Step 1: the payment (with its merchant's secret) under a fresh lease named
-        `token`, or None when nothing is left to send."""
+        `token`, owned by this message's chain; None when nothing is left to send or the
+        message is a duplicate."""
         async with self._pool.acquire() as conn, transaction(conn, self._settings):
             payment = await conn.fetchrow(SQL["lock_payment_for_webhook"], payment_id)
             if payment is None:
@@ -165,10 +169,25 @@ class WebhookSender:
                 return None
             if not payment["webhook_url"]:
                 return None
-            if payment["lease_live"]:
-                raise WebhookInFlight("another worker is sending this webhook right now")
+            reason = duplicate_reason(
+                payment, message_id, attempt, self._settings.webhook_sweep_after_s
+            )
+            if reason is not None:
+                WEBHOOK_ATTEMPTS.labels("duplicate").inc()  # never POSTed
+                log.info(
+                    "payflow.webhooks.duplicate_dropped",
+                    reason=reason,
+                    attempt=attempt,
+                    owner=payment["webhook_chain_message"],
+                )
+                return None
             await conn.execute(
-                SQL["take_webhook_lease"], payment_id, token, self._settings.webhook_lease_s
+                SQL["take_webhook_lease"],
+                payment_id,
+                token,
+                self._settings.webhook_lease_s,
+                message_id,
+                attempt,
             )
         return payment
 
@@ -178,9 +197,19 @@ class WebhookSender:
             async with self._pool.acquire() as conn, transaction(conn, self._settings):
                 await conn.execute(SQL["release_webhook_lease"], payment_id, token)
 
-    async def _send(self, payment_id: UUID) -> None:
+    def _retry_after_s(self, failure: Exception | None, attempt: int) -> float | None:
+        """Seconds until this chain's retry comes back from its tier (the consumer's
+        policy: a retryable failure with tiers left), None when no retry follows."""
+        tiers = self._settings.retry_tiers_ms
+        if failure is None or attempt > len(tiers):
+            return None
+        if not isinstance(classify(failure), RetryableError):
+            return None
+        return tiers[attempt - 1] / 1000.0
+
+    async def _send(self, payment_id: UUID, message_id: str, attempt: int) -> None:
         token = f"{self._worker}:{uuid4().hex[:12]}"
-        payment = await self._claim(payment_id, token)
+        payment = await self._claim(payment_id, token, message_id, attempt)
         if payment is None:
             return
         url: str = payment["webhook_url"]
@@ -201,10 +230,16 @@ class WebhookSender:
         except BaseException:
             await self._release(payment_id, token)
             raise
-        # Step 3: count the attempt, the delivery time on a 2xx, end the lease.
+        # Step 3: count the attempt, the delivery time on a 2xx, end the lease, and note
+        # when this chain's retry is due back (the sweep and duplicates wait for it).
         async with self._pool.acquire() as conn, transaction(conn, self._settings):
             counted = await conn.fetchrow(
-                SQL["record_webhook_attempt"], payment_id, failure is None, token
+                SQL["record_webhook_attempt"],
+                payment_id,
+                failure is None,
+                token,
+                self._retry_after_s(failure, attempt),
+                attempt + 1,
             )
             assert counted is not None  # payments are never deleted
             await log_attempt(conn, payment_id, counted["webhook_attempts"], http_status, failure)
@@ -248,56 +283,23 @@ class WebhookSender:
 
     async def on_dead(self, envelope: Envelope, error: PayflowError) -> None:
         """Retries exhausted (or a refused URL / answer): `dead_letter_webhook` in ONE
-        transaction; with PostgreSQL unreachable, park the dead letter in Redis
+        transaction (nothing for a duplicate of a live chain, or a webhook already dead or
+        delivered); with PostgreSQL unreachable, park the dead letter in Redis
         (`DlqFallback`; the drain runs `dead_letter_webhook` later)."""
         payload = dict(envelope.payload)
         text = f"{type(error).__name__}: {error}"
 
         async def write() -> None:
             async with self._pool.acquire() as conn, transaction(conn, self._settings):
-                await dead_letter_webhook(conn, payload, text, envelope.attempt)
+                await dead_letter_webhook(
+                    conn,
+                    payload,
+                    text,
+                    envelope.attempt,
+                    message_id=envelope.message_id,
+                    takeover_after_s=self._settings.webhook_sweep_after_s,
+                )
 
         await self._fallback.record_for(
             write, envelope, source="webhook", subject_key="payment_id", error=text
         )
-
-
-async def dead_letter_webhook(
-    conn: Connection,
-    payload: dict[str, Any],
-    error: str,
-    attempt: int,
-    *,
-    fallback: Mapping[str, str] | None = None,
-) -> int | None:
-    """Inside the caller's transaction: record the DLQ row and mark the webhook
-    dead-lettered (`webhook_dead_at`), so the webhook sweep never re-sends it; the payment
-    keeps its terminal status and `webhook_delivered_at` stays null. A webhook delivered
-    meanwhile (a duplicate job gave up) records nothing and returns None: delivered or
-    dead-lettered, never both. Raises `WebhookInFlight` (retryable) while another send's
-    lease is live, so a POST in flight cannot be followed by a 2xx on a dead webhook.
-    Shared by `on_dead` and the Redis DLQ drain."""
-    subject = str(payload.get("payment_id"))
-    attempts = attempt
-    try:
-        payment = await load_payment(conn, UUID(subject))
-    except (ValueError, NotFound):
-        payment = None
-    if payment is not None:
-        locked = await conn.fetchrow(SQL["lock_payment_for_webhook"], payment["id"])
-        if locked is not None and locked["lease_live"]:
-            # Another send is POSTing right now: its result decides; this message comes
-            # back (not acked) and finds the webhook delivered, or dead-letters it then.
-            raise WebhookInFlight("another worker is sending this webhook right now")
-        if not await mark_webhook_dead(conn, payment["id"]):
-            return None  # delivered: a duplicate job gave up, but the webhook arrived
-        attempts = max(int(payment["webhook_attempts"]), 1)
-    return await record_dead_letter(
-        conn,
-        source="webhook",
-        subject_id=subject,
-        payload=payload,
-        error=error,
-        attempt=attempts,
-        fallback=fallback,
-    )

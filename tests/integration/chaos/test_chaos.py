@@ -62,5 +62,7 @@ async def test_short_chaos_run_is_exactly_once(tmp_path: Path) -> None:
     assert verdict.dlq_unexplained == 0, report
     # the receiver's always-500 endpoints dead-lettered their webhooks: the check ran on rows
     assert verdict.dlq_by_source["webhook"] > 0, report
+    # one live retry chain per webhook job: one dead letter per dead webhook
+    assert max(verdict.dlq_per_webhook.values()) == 1, report
     assert isinstance(fields["max_drain_s"], float), report
     assert fields["exactly_once"] == "yes", report

@@ -20,12 +20,7 @@ from payflow.broker.topology import TOPIC_WEBHOOK_DELIVER
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.outbox.writer import enqueue
-from payflow.webhooks.sender import (
-    WebhookInFlight,
-    WebhookSender,
-    build_http_client,
-    dead_letter_webhook,
-)
+from payflow.webhooks.sender import WebhookSender, build_http_client, dead_letter_webhook
 from tests.integration.pipeline.conftest import wait_until
 
 SLOW_S = 2.0
@@ -74,13 +69,17 @@ async def test_a_live_lease_keeps_other_sends_and_the_dead_letter_away(
     client = build_http_client(pipe_settings)
     try:
         sender = WebhookSender(pool, pipe_settings, client)
-        with pytest.raises(WebhookInFlight):
-            await sender.handle(_envelope(payment_id))
-        async with pool.acquire() as conn:
-            with pytest.raises(WebhookInFlight):
-                async with transaction(conn, pipe_settings):
-                    await dead_letter_webhook(conn, {"payment_id": str(payment_id)}, "x", 4)
-            assert await pool.fetchval("SELECT count(*) FROM dead_letter_queue") == 0
+        # A duplicate of the in-flight job is acked and dropped: no POST, no retry, and
+        # it never dead-letters the job the lease holder is delivering.
+        await sender.handle(_envelope(payment_id))
+        async with pool.acquire() as conn, transaction(conn, pipe_settings):
+            dead = await dead_letter_webhook(
+                conn, {"payment_id": str(payment_id)}, "x", 4, message_id="m-other"
+            )
+            assert dead is None
+            assert await dead_letter_webhook(conn, {"payment_id": str(payment_id)}, "x", 4) is None
+        assert await pool.fetchval("SELECT count(*) FROM dead_letter_queue") == 0
+        assert sink.received == []
         row = await pool.fetchrow("SELECT * FROM payments WHERE id = $1", payment_id)
         assert (row["webhook_attempts"], row["webhook_dead_at"]) == (0, None)
 
