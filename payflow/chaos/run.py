@@ -66,6 +66,13 @@ async def _tick(sys_: System, stop: asyncio.Event) -> None:
             await asyncio.wait_for(stop.wait(), timeout=0.2)
 
 
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel `tasks` and wait until each has ended (their own errors are dropped)."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def _progress(console: Console, client: Client, faults: FaultRunner, every: float) -> None:
     """A line every `every` seconds while the load runs (long runs)."""
     started = time.monotonic()
@@ -121,24 +128,31 @@ async def run_chaos(config: ChaosConfig, console: Console) -> ChaosResult:
         faults = FaultRunner(s.cluster, s.proxies, s.supervisor)
         stop_faults, stop_tick = asyncio.Event(), asyncio.Event()
         ticker = asyncio.create_task(_tick(s, stop_tick))
-        async with s.client(config.concurrency) as client:
-            load_started = time.monotonic()
-            fault_task = asyncio.create_task(faults.run(schedule, stop_faults))
-            progress = asyncio.create_task(_progress(console, client, faults, 30.0))
-            await client.run(plan, rate)
-            progress.cancel()
-            load_s = time.monotonic() - load_started
-            if config.load_s is not None:  # a paced run: let the whole schedule happen
+        background = [ticker]
+        try:
+            async with s.client(config.concurrency) as client:
+                load_started = time.monotonic()
+                fault_task = asyncio.create_task(faults.run(schedule, stop_faults))
+                progress = asyncio.create_task(_progress(console, client, faults, 30.0))
+                background += [fault_task, progress]
+                await client.run(plan, rate)
+                progress.cancel()
+                load_s = time.monotonic() - load_started
+                if config.load_s is not None:  # a paced run: let the whole schedule happen
+                    await fault_task
+                stop_faults.set()
                 await fault_task
-            stop_faults.set()
-            await fault_task
-            console.print(
-                f"load done in {load_s:.1f} s; faults: {dict(sorted(faults.done.items()))}"
-            )
-            unresolved = await client.resolve(plan, RESOLVE_LIMIT_S)
-        drain_s = await _drain(s, plan, config.drain_limit_s, console)
-        stop_tick.set()
-        await ticker
+                console.print(
+                    f"load done in {load_s:.1f} s; faults: {dict(sorted(faults.done.items()))}"
+                )
+                unresolved = await client.resolve(plan, RESOLVE_LIMIT_S)
+            drain_s = await _drain(s, plan, config.drain_limit_s, console)
+            stop_tick.set()
+            await ticker
+        finally:
+            # Interrupted or not, nothing restarts a process or a service once the run
+            # leaves this block: `system()` then stops them all.
+            await _cancel(background)
         verdict = await judge(
             s.direct_url,
             s.redis,

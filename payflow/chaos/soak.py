@@ -28,7 +28,7 @@ from rich.console import Console
 
 from payflow.bench.common import percentile, result_line
 from payflow.chaos.load import Client, Plan, make_plan
-from payflow.chaos.run import _drain, _tick
+from payflow.chaos.run import _cancel, _drain, _tick
 from payflow.chaos.system import System, system
 from payflow.chaos.verdict import judge
 
@@ -117,25 +117,30 @@ async def run_soak(config: SoakConfig, console: Console) -> bool:
     async with system(config.seed, config.log_dir, OUTBOX_RETENTION_HOURS="0.01") as s:
         stop_tick = asyncio.Event()
         ticker = asyncio.create_task(_tick(s, stop_tick))
-        async with s.client(config.concurrency) as client:
-            capacity, probe = await _capacity(s, client, config, console)
-            rate = capacity / 2
-            plan = make_plan(config.seed, int(rate * config.seconds * 1.2) + 50, len(s.targets))
-            console.print(f"soak: {config.seconds:.0f} s at {rate:.1f} requests/s, no faults")
-            samples = Samples()
-            stop_load, stop_sampler = asyncio.Event(), asyncio.Event()
-            started = time.monotonic()
-            asyncio.get_running_loop().call_later(config.seconds, stop_load.set)
-            sampler = asyncio.create_task(
-                _sample(s, plan, samples, started, config.sample_s, stop_sampler)
-            )
-            await client.run(plan, rate, stop_load)
-            stop_sampler.set()
-            await sampler
-            await client.resolve(plan, 60.0)
-        drain_s = await _drain(s, plan, 300.0)
-        stop_tick.set()
-        await ticker
+        background = [ticker]
+        try:
+            async with s.client(config.concurrency) as client:
+                capacity, probe = await _capacity(s, client, config, console)
+                rate = capacity / 2
+                plan = make_plan(config.seed, int(rate * config.seconds * 1.2) + 50, len(s.targets))
+                console.print(f"soak: {config.seconds:.0f} s at {rate:.1f} requests/s, no faults")
+                samples = Samples()
+                stop_load, stop_sampler = asyncio.Event(), asyncio.Event()
+                started = time.monotonic()
+                asyncio.get_running_loop().call_later(config.seconds, stop_load.set)
+                sampler = asyncio.create_task(
+                    _sample(s, plan, samples, started, config.sample_s, stop_sampler)
+                )
+                background.append(sampler)
+                await client.run(plan, rate, stop_load)
+                stop_sampler.set()
+                await sampler
+                await client.resolve(plan, 60.0)
+            drain_s = await _drain(s, plan, 300.0)
+            stop_tick.set()
+            await ticker
+        finally:
+            await _cancel(background)  # nothing restarts anything once the run leaves
         sent = Plan([op for op in [*probe.ops, *plan.ops] if op.attempts], [])
         verdict = await judge(
             s.direct_url,

@@ -211,5 +211,5 @@ async def system(
         for step in steps:
             try:
                 await step()
-            except Exception as exc:
+            except BaseException as exc:  # teardown goes on, even when cancelled
                 log.warning("payflow.chaos.teardown_failed", error=f"{type(exc).__name__}: {exc}")

@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Coroutine
 from pathlib import Path
-from types import FrameType
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 
+T = TypeVar("T")
 
-def _interrupt(_signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt  # SIGTERM tears down like Ctrl-C: every private service stops
+
+async def _until_terminated(run: Coroutine[Any, Any, T]) -> T:
+    """Await `run`; SIGTERM cancels it like Ctrl-C does (asyncio.run's own SIGINT
+    handler), so its teardown stops every private service and process."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return await run
 
 
 def chaos(
@@ -38,23 +45,40 @@ def chaos(
 ) -> None:
     """Run payflow as real processes on private PostgreSQL, RabbitMQ and Redis under a
     seeded load and seeded faults; exit 1 unless exactly-once held. Last line key=value."""
+    console = Console(soft_wrap=True, highlight=False)
+    try:
+        ok = _run(console, events, seed, load_s, concurrency, drain_limit_s, soak, log_dir, keep)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        console.print("chaos: interrupted; every private service and process was stopped")
+        raise typer.Exit(130) from None
+    if not ok:
+        raise typer.Exit(1)
+
+
+def _run(
+    console: Console,
+    events: int,
+    seed: int,
+    load_s: float,
+    concurrency: int,
+    drain_limit_s: float,
+    soak: float | None,
+    log_dir: Path,
+    keep: bool,
+) -> bool:
     from payflow.chaos.run import ChaosConfig, run_chaos
     from payflow.chaos.soak import SoakConfig, run_soak
 
-    signal.signal(signal.SIGTERM, _interrupt)
-    console = Console(soft_wrap=True, highlight=False)
     if soak is not None:
-        ok = asyncio.run(run_soak(SoakConfig(seconds=soak, seed=seed, log_dir=log_dir), console))
-    else:
-        config = ChaosConfig(
-            events=events,
-            seed=seed,
-            load_s=load_s or None,
-            concurrency=concurrency,
-            drain_limit_s=drain_limit_s,
-            log_dir=log_dir,
-            keep=keep,
-        )
-        ok = asyncio.run(run_chaos(config, console)).exactly_once
-    if not ok:
-        raise typer.Exit(1)
+        soak_config = SoakConfig(seconds=soak, seed=seed, log_dir=log_dir)
+        return asyncio.run(_until_terminated(run_soak(soak_config, console)))
+    config = ChaosConfig(
+        events=events,
+        seed=seed,
+        load_s=load_s or None,
+        concurrency=concurrency,
+        drain_limit_s=drain_limit_s,
+        log_dir=log_dir,
+        keep=keep,
+    )
+    return asyncio.run(_until_terminated(run_chaos(config, console))).exactly_once
