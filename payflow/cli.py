@@ -65,7 +65,9 @@ def migrate(
             raise typer.Exit(1) from None
         except (SQLAlchemyError, asyncpg.PostgresError, OSError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            console.print(f"[red]payflow: downgrade failed: {type(error).__name__}: {first}[/red]")
+            console.print(
+                f"payflow: downgrade failed: {type(error).__name__}: {first}", style="red"
+            )
             raise typer.Exit(1) from None
         console.print(f"migrations downgraded: schema at {downgrade}")
         return

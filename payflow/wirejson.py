@@ -56,7 +56,11 @@ def stdlib_loads(data: bytes | str, **options: Any) -> Any:
     """`json.loads(data, **options)` for outside bytes, bounded in depth.
 
     Raises `json.JSONDecodeError` (a `ValueError`) for a document nested deeper than
-    `MAX_DEPTH`, and for one the interpreter's recursion limit refuses; raises
+    `MAX_DEPTH`, for one the interpreter's recursion limit refuses, and for any other
+    `ValueError` of the decode (an integer literal longer than
+    `sys.get_int_max_str_digits()`, 4,300 digits, or a hook's refusal), so every caller
+    that answers "not JSON" for a decode error does so for these too (a web framework
+    answers 400 "error parsing the body" to a bare `ValueError`); raises
     `UnicodeDecodeError` for bytes that are not UTF-8. Never `RecursionError`.
     """
     text = data.decode("utf-8") if isinstance(data, bytes) else data
@@ -66,6 +70,10 @@ def stdlib_loads(data: bytes | str, **options: Any) -> Any:
         return json.loads(text, **options)
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", text[:64], 0) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as error:
+        raise json.JSONDecodeError(str(error)[:200], text[:64], 0) from error
 
 
 def loads_exact(data: bytes, **options: Any) -> Any:

@@ -21,6 +21,7 @@ from payflow.db.queries import load_queries
 
 from .db import connection
 from .errors import ApiProblem
+from .headers import sent_more_than_once
 from .ratelimit import hit
 from .state import ApiState, api_state
 
@@ -119,6 +120,8 @@ async def authenticate(
     """
     if not api_key:
         raise _unauthorized("missing X-API-Key header")
+    if sent_more_than_once(request, API_KEY_HEADER):
+        raise _unauthorized("X-API-Key must be sent once")
     if len(api_key) > MAX_KEY_LENGTH or not api_key.isascii() or not api_key.isprintable():
         raise _unauthorized("invalid API key")
     state = api_state(request)

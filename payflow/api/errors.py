@@ -56,6 +56,17 @@ class ApiProblem(Exception):
         self.headers = headers
 
 
+class BodyTooLarge(HTTPException):
+    """The streamed body went past the configured cap (raised by the request middleware's
+    capped `receive`). An `HTTPException`, because FastAPI's body parsing re-raises those
+    and turns any other exception into 400 "There was an error parsing the body": a
+    chunked body over the cap must be the same 413 as one refused by Content-Length."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request bodies are limited to {limit} bytes")
+        self.limit = limit
+
+
 class FieldError(BadInput):
     """Invalid input in one named field (`body.currency`, `query.cursor` ...)."""
 
@@ -148,6 +159,8 @@ def problem_for(exc: BaseException, request_path: str = "") -> ProblemResponse:
             type_=_type("validation"),
             errors=errors,
         )
+    if isinstance(exc, BodyTooLarge):
+        return problem(413, "Payload too large", exc.detail, type_=_type("too-large"))
     if isinstance(exc, HTTPException):
         detail = exc.detail if isinstance(exc.detail, str) else "request failed"
         title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")

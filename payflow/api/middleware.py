@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from payflow.observability import SAMPLED, format_traceparent, new_trace_id, parse_traceparent
 
-from .errors import ApiProblem, problem_for
+from .errors import ApiProblem, BodyTooLarge, problem_for
 from .metrics import Metrics
 
 REQUEST_ID = re.compile(rb"[\x21-\x7e]{1,128}")
@@ -31,10 +31,6 @@ REQUEST_ID_HEADER = b"x-request-id"
 TRACEPARENT_HEADER = b"traceparent"
 
 log = structlog.get_logger("payflow.api")
-
-
-class BodyTooLarge(Exception):
-    """The streamed body went past the configured cap."""
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -151,13 +147,6 @@ class RequestMiddleware:
         except Exception as exc:
             if response_started[0]:
                 raise
-            if isinstance(exc, BodyTooLarge):
-                exc = ApiProblem(
-                    413,
-                    "Payload too large",
-                    f"request bodies are limited to {limit} bytes",
-                    slug="too-large",
-                )
             response = problem_for(exc, str(scope.get("path", "")))
             await response(scope, receive, send_wrapper)
         finally:
@@ -177,7 +166,7 @@ class RequestMiddleware:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > limit:
-                    raise BodyTooLarge
+                    raise BodyTooLarge(limit)
             return message
 
         return capped

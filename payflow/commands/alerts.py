@@ -35,6 +35,6 @@ def alerts_ack(
     operator = by or getpass.getuser()
     row = _run(acknowledge(_settings(), key, operator))
     if row is None:
-        console.print(f"[red]payflow: no open alert {key!r}[/red]")
+        console.print(f"payflow: no open alert {key!r}", style="red")
         raise typer.Exit(1)
     console.print(f"alert {key}: acknowledged by {row.acknowledged_by} at {row.acknowledged_at}")

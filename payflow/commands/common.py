@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+import asyncpg
 import typer
 import uvloop
 from rich.console import Console
@@ -36,4 +37,10 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         raise typer.Exit(1) from None
     except OSError as error:
         console.print(f"payflow: cannot reach a service: {error}", style="red")
+        raise typer.Exit(1) from None
+    except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        # An argument the command did not validate reached PostgreSQL (or asyncpg's
+        # encoder): one line naming the refusal, never a traceback.
+        first = (str(error).strip().splitlines() or [""])[0]
+        console.print(f"payflow: the database refused this: {first}", style="red")
         raise typer.Exit(1) from None

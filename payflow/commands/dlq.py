@@ -8,6 +8,9 @@ import typer
 
 from payflow.commands.common import _run, _settings
 
+# dead_letter_queue.id is a BIGSERIAL: anything outside 1..2^63-1 is a usage error.
+DlqId = Annotated[int, typer.Argument(help="DLQ row id", min=1, max=2**63 - 1)]
+
 dlq_app = typer.Typer(no_args_is_help=True, help="Inspect and replay the dead-letter queue.")
 
 
@@ -23,7 +26,7 @@ def dlq_list(
 
 
 @dlq_app.command("show")
-def dlq_show(dlq_id: Annotated[int, typer.Argument(help="DLQ row id")]) -> None:
+def dlq_show(dlq_id: DlqId) -> None:
     """Show one dead letter in full."""
     from payflow.ops.dlq_cli import print_one
 
@@ -32,7 +35,7 @@ def dlq_show(dlq_id: Annotated[int, typer.Argument(help="DLQ row id")]) -> None:
 
 @dlq_app.command("replay")
 def dlq_replay(
-    dlq_id: Annotated[int, typer.Argument(help="DLQ row id")],
+    dlq_id: DlqId,
     by: Annotated[str, typer.Option("--by", help="Operator name recorded as resolved_by")] = "",
     reason: Annotated[str, typer.Option("--reason", help="Why; appended to the resolution")] = "",
 ) -> None:

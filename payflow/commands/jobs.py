@@ -31,7 +31,7 @@ def jobs_run(
     from payflow.ops.scheduler import JOBS, UnknownJob
 
     if name not in JOBS:
-        console.print(f"[red]payflow: {UnknownJob(name)}[/red]")
+        console.print(f"payflow: {UnknownJob(name)}", style="red")
         raise typer.Exit(2)
     settings = _settings()
     configure_logging(settings)  # logs to stderr: stdout carries the result

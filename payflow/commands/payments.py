@@ -24,8 +24,11 @@ def payments_review(limit: Annotated[int, typer.Option(min=1, max=10_000)] = 100
 def payments_resolve(
     payment_id: Annotated[str, typer.Argument(help="Payment id")],
     approved: Annotated[
-        bool, typer.Option("--approved/--declined", help="What the gateway's records show")
-    ],
+        bool, typer.Option("--approved", help="The gateway's records show the charge approved")
+    ] = False,
+    declined: Annotated[
+        bool, typer.Option("--declined", help="The gateway's records show the charge declined")
+    ] = False,
     reference: Annotated[str, typer.Option(help="The gateway's id of the charge")] = "",
     by: Annotated[str, typer.Option("--by", help="Operator name recorded on the attempt")] = "",
 ) -> None:
@@ -35,6 +38,11 @@ def payments_resolve(
 
     from payflow.payments.review import resolve_cli
 
+    if approved == declined:
+        # Exactly one: a flag pair would let the last of "--approved --declined" win
+        # silently, and this records money's outcome.
+        console.print("payflow: give exactly one of --approved or --declined", style="red")
+        raise typer.Exit(2)
     try:
         payment = UUID(payment_id)
     except ValueError:

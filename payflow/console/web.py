@@ -33,6 +33,8 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 
+NUL = "\x00"  # PostgreSQL text cannot hold it
+
 
 class ConsoleError(Exception):
     """A request the console answers with an error page (`status`, a sentence for people)."""
@@ -143,6 +145,10 @@ async def current_session(request: Request) -> Session:
     session = await session_of(st.pool, st.settings, request.cookies.get(COOKIE))
     if session is None:
         raise SignInNeeded
+    if any(NUL in str(value) for value in request.path_params.values()):
+        # No stored id holds NUL (PostgreSQL text cannot): the page of an unknown id,
+        # before a query the driver would refuse.
+        raise ConsoleError(404, "There is no such page.")
     return session
 
 
@@ -164,4 +170,6 @@ async def check_csrf(request: Request, session: Session) -> dict[str, str]:
     fields = {k: v for k, v in form.items() if isinstance(v, str)}
     if not tokens_match(session.csrf_token, fields.get("csrf_token")):
         raise ConsoleError(403, "This form is missing its security token. Reload the page.")
+    if any(NUL in value for value in fields.values()):
+        raise ConsoleError(422, "A field holds a NUL character, which cannot be stored.")
     return fields

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from payflow.errors import BadInput, RetryableError
 
+MAX_DNS_NAME = 253  # RFC 1035, without the trailing dot
 MAX_URL_LENGTH = 2048
 ALLOWED_SCHEMES = frozenset({"http", "https"})
 # Names that always mean "this machine" or a cloud metadata service.
@@ -180,9 +181,11 @@ def _host_of(url: str) -> str:
     try:
         parts = urlsplit(url)
         host = parts.hostname
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
+        port = parts.port  # raises ValueError on a malformed port
     except ValueError:
         raise UnsafeWebhookUrl("webhook_url is not a valid URL") from None
+    if port == 0:
+        raise UnsafeWebhookUrl("webhook_url port must be 1-65535")
     if parts.scheme not in ALLOWED_SCHEMES:
         raise UnsafeWebhookUrl("webhook_url must use http or https")
     if parts.username is not None or parts.password is not None:
@@ -238,6 +241,15 @@ def check_webhook_url(
     if address is None:
         if "." not in host:
             raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not a public name")
+        try:
+            # What the resolver does first at send time (an empty label, one over 63
+            # characters, a name over 253): refused now, not accepted and dead-lettered.
+            if len(host.encode("idna")) > MAX_DNS_NAME:
+                raise UnicodeError(f"longer than {MAX_DNS_NAME} characters")
+        except UnicodeError as error:
+            raise UnsafeWebhookUrl(
+                f"webhook_url host {host!r} is not a valid name: {error}"
+            ) from None
         return host
     if is_forbidden_address(address, parse_nat64_prefixes(nat64_prefixes)):
         raise UnsafeWebhookUrl(f"webhook_url address {host} is not a public address")

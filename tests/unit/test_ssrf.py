@@ -8,7 +8,7 @@ import ipaddress
 import pytest
 
 from payflow.errors import BadInput
-from payflow.webhooks.ssrf import nat64_ipv4, resolve_webhook_url
+from payflow.webhooks.ssrf import check_webhook_url, nat64_ipv4, resolve_webhook_url
 from tests.fake_dns import FakeDns
 
 
@@ -98,3 +98,27 @@ async def test_a_deployments_own_nat64_prefix_is_judged_by_the_embedded_ipv4(
         await resolve_webhook_url("https://hooks.example.com/hook", (), (str(prefix),))
     fake_dns.answer("hooks.example.com", [_under_nat64(prefix, "8.8.8.8")])
     assert await resolve_webhook_url("https://hooks.example.com/hook", (), (str(prefix),))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://.com/",  # an empty label
+        "http://a..b.com/",
+        "http://" + "a" * 64 + ".com/",  # a label over 63 characters
+        "https://" + ("a" * 63 + ".") * 4 + "com/",  # a name over 253 characters
+        "http://example.com:0/",  # no one listens on port 0
+    ],
+)
+def test_a_url_the_sender_could_never_reach_is_refused_when_the_payment_is_made(url: str) -> None:
+    # Found by a new user: these were accepted (202) and dead-lettered at send time
+    # ("is not a valid name: encoding with 'idna' codec failed").
+    with pytest.raises(BadInput):
+        check_webhook_url(url, ())
+
+
+@pytest.mark.parametrize(
+    "url", ["http://example.com/", "https://a.b.c.example.com:8443/x", "http://例え.jp/"]
+)
+def test_valid_names_still_pass(url: str) -> None:
+    check_webhook_url(url, ())

@@ -124,3 +124,15 @@ def test_orjson_path_and_standard_path_agree() -> None:
     assert loads_exact(b"[NaN]")[0] != loads_exact(b"[NaN]")[0]  # the standard decoder's NaN
     with pytest.raises(json.JSONDecodeError):
         loads_exact(b'{"a": 1')
+
+
+@pytest.mark.parametrize("digits", [4301, 5000, 60_000])
+def test_an_integer_beyond_the_interpreters_digit_limit_is_a_decode_error(digits: int) -> None:
+    # json.loads raises a bare ValueError ("Exceeds the limit (4300 digits) for integer
+    # string conversion"), which FastAPI answered 400 "There was an error parsing the
+    # body" with type about:blank, unlike every other body that is not JSON (422 body).
+    body = b'{"metadata": {"n": ' + b"7" * digits + b"}}"
+    with pytest.raises(json.JSONDecodeError):
+        loads_exact(body)
+    with pytest.raises(json.JSONDecodeError):
+        stdlib_loads(body)

@@ -7,11 +7,12 @@ from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
-from fastapi import Header, Path, Query, Request
+from fastapi import Depends, Header, Path, Query, Request
 
 from payflow.api.auth import SQL, CurrentMerchant, Merchant, require_admin
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
+from payflow.api.headers import idempotency_key_once
 from payflow.api.responses import JsonResponse, iso, wire_amount
 from payflow.api.routes.derived import add_derived_address
 from payflow.api.routes.payouts import record_payout
@@ -163,6 +164,7 @@ async def list_entries(
     response_model=DepositAddressView,
     responses=problem_responses(400, 403, 404, 409, 503, *COMMON_PROBLEMS),
     summary="Derive the account's next deposit address, or import one (admin key)",
+    dependencies=[Depends(idempotency_key_once)],
 )
 async def add_deposit_address(
     request: Request,
@@ -280,6 +282,7 @@ async def _record_withdrawal(
     response_model=WithdrawalAccepted | PayoutView,
     responses=problem_responses(400, 404, 409, *COMMON_PROBLEMS),
     summary="Request a withdrawal (idempotent); with `to_address`, an on-chain payout",
+    dependencies=[Depends(idempotency_key_once)],
 )
 async def withdraw(
     request: Request,

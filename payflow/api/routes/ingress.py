@@ -6,6 +6,7 @@ from fastapi import Request
 
 from payflow.api.db import connection
 from payflow.api.errors import ApiProblem
+from payflow.api.headers import sent_more_than_once
 from payflow.api.ratelimit import hit
 from payflow.api.responses import JsonResponse
 from payflow.api.routing import api_router
@@ -77,7 +78,8 @@ async def provider_webhook(request: Request) -> JsonResponse:
     )
     body = await request.body()
     header = request.headers.get(settings.provider_signature_header)
-    if not signature.verify(body, header, state.provider_secret):
+    once = not sent_more_than_once(request, settings.provider_signature_header)
+    if not once or not signature.verify(body, header, state.provider_secret):
         raise ApiProblem(401, "Unauthorized", "missing or invalid signature", slug="bad-signature")
     try:
         payload = decode_body(body)

@@ -9,12 +9,13 @@ from typing import Annotated, Any, overload
 from uuid import UUID
 
 import orjson
-from fastapi import Header, Query, Request
+from fastapi import Depends, Header, Query, Request
 from pydantic import AwareDatetime
 
 from payflow.api.auth import CurrentMerchant
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
+from payflow.api.headers import idempotency_key_once
 from payflow.api.responses import JsonResponse, iso, wire_amount
 from payflow.api.routing import api_router
 from payflow.api.schemas import (
@@ -96,6 +97,7 @@ async def _validated(request: Request, body: PaymentCreate) -> NewPayment:
     response_model=PaymentAccepted,
     responses=problem_responses(400, 409, *COMMON_PROBLEMS),
     summary="Create a payment (idempotent per merchant and Idempotency-Key)",
+    dependencies=[Depends(idempotency_key_once)],
 )
 async def create(
     request: Request,

@@ -1,0 +1,79 @@
+"""Bad arguments to `payflow` commands are one clear line, never a traceback.
+
+Found by trying the CLI as a new operator: `payflow dlq show 99999999999999999999` and
+`payflow merchants create ""` printed asyncpg tracebacks; `payflow alerts ack` and
+`payflow jobs run` printed `[red]…[/red]` literally; `payflow payments resolve ID
+--approved --declined` recorded whichever flag came last. None of these needs a service:
+each is refused before any connection, or `_run` turns the driver's refusal into a line.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from payflow.cli import app
+from payflow.commands.common import _run
+
+runner = CliRunner()
+UNREACHABLE = {
+    # Nothing listens here: a command that got past its argument checks would fail to
+    # connect (one line as well), never reach a real database.
+    "DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+    "REDIS_URL": "redis://127.0.0.1:1/0",
+    "RABBITMQ_URL": "amqp://guest:guest@127.0.0.1:1/",
+}
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args), env=UNREACHABLE)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("command", ["show", "replay"])
+@pytest.mark.parametrize("value", ["99999999999999999999", "9223372036854775808", "0"])
+def test_dlq_ids_outside_bigint_are_usage_errors(command: str, value: str) -> None:
+    code, output = invoke("dlq", command, value)
+    assert code == 2, output
+    assert "Traceback" not in output and "dlq_id" in output
+
+
+@pytest.mark.parametrize("name", ["", "a" * 201, "a\x00b"])
+def test_merchant_names_the_table_refuses_are_one_line(name: str) -> None:
+    code, output = invoke("merchants", "create", name)
+    assert code == 2, output
+    assert output.strip() == "payflow: a merchant name is 1 to 200 characters without NUL"
+
+
+@pytest.mark.parametrize("flags", [[], ["--approved", "--declined"], ["--declined", "--approved"]])
+def test_payments_resolve_needs_exactly_one_outcome(flags: list[str]) -> None:
+    code, output = invoke("payments", "resolve", "00000000-0000-0000-0000-000000000000", *flags)
+    assert code == 2, output
+    assert output.strip() == "payflow: give exactly one of --approved or --declined"
+
+
+def test_unknown_job_prints_no_markup_tags() -> None:
+    code, output = invoke("jobs", "run", "no-such-job")
+    assert code == 2, output
+    assert output.startswith("payflow: unknown job 'no-such-job'")
+    assert "[red]" not in output and "[/red]" not in output
+
+
+def test_a_driver_refusal_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    async def refused() -> None:
+        raise asyncpg.CheckViolationError(
+            'new row for relation "merchants" violates check constraint\nDETAIL: …'
+        )
+
+    async def unencodable() -> None:
+        raise asyncpg.DataError("invalid input for query argument $1: 1e20 (out of range)")
+
+    for coro in (refused, unencodable):
+        with pytest.raises(typer.Exit) as exit_info:
+            _run(coro())
+        assert exit_info.value.exit_code == 1
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("payflow: the database refused this: ")
