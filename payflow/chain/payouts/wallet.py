@@ -6,12 +6,14 @@ from typing import Any
 
 import asyncpg
 
+from payflow.chain.deposits import SQL as CHAIN_SQL
 from payflow.chain.payouts.holds import SQL
 from payflow.chain.payouts.job import payout_chain_config
 from payflow.chain.payouts.signer import wallets_from_settings
 from payflow.chain.rpc import RpcClient, RpcUnavailable, hex_int
 from payflow.config import Settings
 from payflow.db.pool import tool_pool
+from payflow.errors import BadInput
 from payflow.money import format_amount, from_base_units
 
 
@@ -81,10 +83,19 @@ async def wallet_status(
 
 
 async def wallet_status_cli(settings: Settings) -> dict[str, Any]:
-    """The CLI's run: a tool pool, the configured wallet(s) and RPC (when set)."""
+    """The CLI's run: a tool pool, the configured wallet(s) and RPC (when set).
+
+    Raises `BadInput` when `PAYOUT_CHAIN` is not a chain in payflow's registry (a typo
+    would otherwise print an empty, healthy-looking report)."""
     addresses = [wallet.address for wallet in wallets_from_settings(settings)]
     config = payout_chain_config(settings)
     async with tool_pool(settings) as pool:
+        async with pool.acquire() as conn:
+            if await conn.fetchrow(CHAIN_SQL["native_asset"], settings.payout_chain) is None:
+                raise BadInput(
+                    f"PAYOUT_CHAIN {settings.payout_chain!r} is not a registered chain"
+                    " (`payflow tokens list` shows them)"
+                )
         if config is None:
             return await wallet_status(pool, settings, None, addresses)
         async with RpcClient(config.rpc_url, chain=config.name) as rpc:
