@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -24,6 +27,36 @@ from payflow.roles import WORKER_QUEUES, run_roles
 from tests.conftest import OWNER_ROLE
 
 RABBIT_USER = "guest"
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def spawn_role(
+    settings: Settings, log_path: Path, *args: str, **env: str
+) -> subprocess.Popen[bytes]:
+    """`python -m payflow *args` as its own process, on `settings`' database, broker
+    vhost, Redis prefix and retry tiers (a small pool, plain-text logs), with `env` on
+    top (e.g. `DATABASE_URL` through a proxy, `GATEWAY_DELAY_MIN_S`). Output goes to
+    `log_path`; the caller stops the process."""
+    base = {
+        "DATABASE_URL": settings.database_url,
+        "RABBITMQ_URL": settings.rabbitmq_url,
+        "REDIS_KEY_PREFIX": settings.redis_key_prefix,
+        "RETRY_TIERS_MS": ",".join(str(t) for t in settings.retry_tiers_ms),
+        "WEBHOOK_ALLOW_HOSTS": "127.0.0.1",
+        "LOG_JSON": "false",
+        "DB_POOL_MIN": "1",
+        "DB_POOL_MAX": "4",
+    }
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "payflow", *args],
+            cwd=ROOT,
+            env={**os.environ, **base, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def rabbitmqctl(*args: str) -> str:

@@ -4,10 +4,8 @@ connection loss that the roles survive on their own."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -16,9 +14,7 @@ import asyncpg
 from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
-from tests.integration.pipeline.conftest import rabbitmqctl, wait_until
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.integration.pipeline.conftest import rabbitmqctl, spawn_role, wait_until
 
 
 def _spawn_worker(
@@ -26,30 +22,18 @@ def _spawn_worker(
 ) -> subprocess.Popen[bytes]:
     """A worker process; its charge lease must outlast its gateway delay (the gateway call
     is bounded by the lease), and a redelivery's retry tiers must outlast the lease."""
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=settings.database_url,
-        RABBITMQ_URL=settings.rabbitmq_url,
-        REDIS_KEY_PREFIX=settings.redis_key_prefix,
-        RETRY_TIERS_MS=",".join(str(t) for t in settings.retry_tiers_ms),
+    return spawn_role(
+        settings,
+        log_path,
+        "worker",
+        "--queues",
+        "payments",
         GATEWAY_DELAY_MIN_S=str(gateway_delay_s),
         GATEWAY_DELAY_MAX_S=str(gateway_delay_s),
         GATEWAY_FAILURE_RATE="0",
         CHARGE_LEASE_S=str(charge_lease_s),
-        WEBHOOK_ALLOW_HOSTS="127.0.0.1",
-        LOG_JSON="false",
         LOG_LEVEL="DEBUG",
-        DB_POOL_MIN="1",
-        DB_POOL_MAX="4",
     )
-    with log_path.open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "payflow", "worker", "--queues", "payments"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
 
 
 async def _wait_in_flight(log_path: Path, proc: subprocess.Popen[bytes]) -> None:

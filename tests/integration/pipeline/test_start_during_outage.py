@@ -5,10 +5,8 @@ to restart the role)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -21,9 +19,7 @@ from payflow.bench.submit import DirectSubmitter
 from payflow.chaos.cluster import free_port
 from payflow.chaos.proxy import ProxyThread
 from payflow.config import Settings
-from tests.integration.pipeline.conftest import wait_until
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.integration.pipeline.conftest import spawn_role, wait_until
 
 
 def _through(url: str, port: int) -> str:
@@ -36,31 +32,20 @@ def _through(url: str, port: int) -> str:
 def _spawn(
     role: str, settings: Settings, database_url: str, log_path: Path, *args: str
 ) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env.update(
+    return spawn_role(
+        settings,
+        log_path,
+        role,
+        *args,
         DATABASE_URL=database_url,
-        RABBITMQ_URL=settings.rabbitmq_url,
-        REDIS_KEY_PREFIX=settings.redis_key_prefix,
-        WEBHOOK_ALLOW_HOSTS="127.0.0.1",
         GATEWAY_DELAY_MIN_S="0",
         GATEWAY_DELAY_MAX_S="0",
         GATEWAY_FAILURE_RATE="0",
         METRICS_PORT=str(free_port()),
         API_KEY="outage-api-key-0123456789",
         PROVIDER_WEBHOOK_SECRET="outage-provider-secret-0123456789abcdef",
-        LOG_JSON="false",
         LOG_LEVEL="INFO",
-        DB_POOL_MIN="1",
-        DB_POOL_MAX="4",
     )
-    with log_path.open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "payflow", role, *args],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
 
 
 async def test_relay_and_worker_started_during_an_outage_wait_then_deliver(

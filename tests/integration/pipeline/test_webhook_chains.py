@@ -6,10 +6,8 @@ sender killed mid-POST is re-delivered by the sweep after its lease expires."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -29,9 +27,8 @@ from payflow.webhooks.chains import (
     dead_letter_webhook,
     duplicate_reason,
 )
-from tests.integration.pipeline.conftest import wait_until
+from tests.integration.pipeline.conftest import spawn_role, wait_until
 
-ROOT = Path(__file__).resolve().parents[3]
 LONG_AGO = "now() - interval '1 day'"
 
 
@@ -207,28 +204,16 @@ async def test_duplicate_during_a_slow_send_is_dropped_and_delivered_once(
 
 
 def _spawn_webhook_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=settings.database_url,
-        RABBITMQ_URL=settings.rabbitmq_url,
-        REDIS_KEY_PREFIX=settings.redis_key_prefix,
-        RETRY_TIERS_MS=",".join(str(t) for t in settings.retry_tiers_ms),
-        WEBHOOK_ALLOW_HOSTS="127.0.0.1",
+    return spawn_role(
+        settings,
+        log_path,
+        "worker",
+        "--queues",
+        "webhooks",
         WEBHOOK_TIMEOUT_S="5",
         WEBHOOK_LEASE_S="6",
-        LOG_JSON="false",
         LOG_LEVEL="DEBUG",
-        DB_POOL_MIN="1",
-        DB_POOL_MAX="4",
     )
-    with log_path.open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "payflow", "worker", "--queues", "webhooks"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
 
 
 async def test_sender_killed_mid_post_is_redelivered_by_the_sweep_after_its_lease(

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
-import os
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
@@ -38,9 +36,7 @@ from tests.integration.pipeline.charges.support import (
     pending_payment,
 )
 from tests.integration.pipeline.charges.workers import handle_after_barrier, payment_created
-from tests.integration.pipeline.conftest import wait_until
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.integration.pipeline.conftest import spawn_role, wait_until
 
 
 def _handle_in_processes(
@@ -129,28 +125,17 @@ async def test_approved_charge_whose_worker_died_is_recovered_by_status_not_rech
 
 
 def _spawn_worker(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=settings.database_url,
-        RABBITMQ_URL=settings.rabbitmq_url,
-        REDIS_KEY_PREFIX=settings.redis_key_prefix,
-        RETRY_TIERS_MS=",".join(str(t) for t in settings.retry_tiers_ms),
+    return spawn_role(
+        settings,
+        log_path,
+        "worker",
+        "--queues",
+        "payments",
         GATEWAY_DELAY_MIN_S="30",
         GATEWAY_DELAY_MAX_S="30",
         GATEWAY_FAILURE_RATE="0",
         CHARGE_LEASE_S="1",
-        LOG_JSON="false",
-        DB_POOL_MIN="1",
-        DB_POOL_MAX="4",
     )
-    with log_path.open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "payflow", "worker", "--queues", "payments"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
 
 
 async def test_worker_killed_after_the_gateway_charged_ends_succeeded_with_one_charge(
