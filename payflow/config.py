@@ -127,6 +127,11 @@ class Settings(BaseSettings):
     processed_events_cleanup_max_batches: int = Field(default=20, ge=1)
     processed_events_cleanup_pause_s: float = Field(default=0.2, ge=0)
     job_runs_retention_days: float = Field(default=7.0, gt=0)
+    # Webhook attempt log retention (`cleanup_webhook_attempt_log`, migration 0019): rows
+    # older than this many days go (the function never goes below 1 day); 0 keeps them.
+    webhook_attempt_log_retention_days: int = Field(default=30, ge=0, le=36500)
+    webhook_attempt_log_cleanup_batch: int = Field(default=5000, ge=1, le=10000)
+    webhook_attempt_log_cleanup_max_batches: int = Field(default=20, ge=1)
     status_dlq_max_unresolved: int = Field(default=0, ge=0)
     status_outbox_max_lag_s: float = Field(default=60.0, gt=0)
     status_outbox_max_unpublished: int = Field(default=10000, ge=0)

@@ -45,6 +45,7 @@ from payflow.ops.recovery import recover_stale_events_job
 from payflow.ops.retention import cleanup_idempotency_keys_job
 from payflow.ops.sweeps import sweep_pending_payments_job, sweep_undelivered_webhooks_job
 from payflow.outbox.maintenance import alert_stale_outbox_job, cleanup_outbox_job
+from payflow.webhooks.attempts.retention import cleanup_webhook_attempt_log_job
 
 SQL = load_queries("payflow.ops")
 log = structlog.get_logger("payflow.scheduler")
@@ -109,6 +110,12 @@ _SPECS: tuple[JobSpec, ...] = (
         cleanup_processed_events_job,
         _tick,
         "retention of old posting claims (never pending ones)",
+    ),
+    JobSpec(
+        "cleanup_webhook_attempt_log",
+        cleanup_webhook_attempt_log_job,
+        _tick,
+        "retention of the webhook attempt log (never under 1 day)",
     ),
     JobSpec("cleanup_job_runs", cleanup_job_runs, lambda s: 3600.0, "retention of job_runs"),
     JobSpec("drain_redis_dlq", drain_redis_dlq, _checks, "Redis DLQ fallback -> PostgreSQL"),

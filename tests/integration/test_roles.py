@@ -18,11 +18,13 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from payflow.api.auth import create_merchant
 from payflow.config import Settings
 from payflow.db import migrate
 from payflow.ledger.posting import post_event, posting_key
 from payflow.ledger.records import EventType, Outcome
 from payflow.ledger.retention import cleanup_processed_events
+from payflow.webhooks.attempts.retention import cleanup_webhook_attempt_log
 from tests.conftest import APP_ROLE, OWNER_ROLE, RUN_ID, SERVER_URL, _url
 from tests.integration.ledger.helpers import balance, new_account, new_event
 
@@ -239,6 +241,86 @@ async def test_cleanup_function_is_pinned_and_owner_defined(owner_pool: asyncpg.
     assert row["prosecdef"] is True
     assert row["proconfig"] == ["search_path=pg_catalog, pg_temp"]
     assert (row["public_exec"], row["app_exec"]) == (False, True)
+
+
+async def _seed_attempts(owner_pool: asyncpg.Pool, ages_hours: list[float]) -> None:
+    """One payment with one webhook attempt row per age (hours before now)."""
+    async with owner_pool.acquire() as conn:
+        merchant, _api_key, _secret = await create_merchant(conn, "attempts", admin=False)
+    payment = await owner_pool.fetchval(
+        "INSERT INTO payments (merchant_id, amount, currency, idempotency_key, status,"
+        " processed_at, webhook_url) VALUES ($1, 1.00, 'USD', md5(random()::text),"
+        " 'succeeded', now(), 'https://hooks.example.com/x') RETURNING id",
+        merchant,
+    )
+    await owner_pool.executemany(
+        "INSERT INTO webhook_attempt_log (payment_id, attempt, http_status, attempted_at)"
+        " VALUES ($1, $2, 500, now() - make_interval(secs => $3))",
+        [(payment, n, hours * 3600) for n, hours in enumerate(ages_hours, start=1)],
+    )
+
+
+async def _attempt_ages(owner_pool: asyncpg.Pool) -> list[int]:
+    """Ages of the attempt rows left, in whole hours, youngest first."""
+    rows = await owner_pool.fetch(
+        "SELECT round(extract(epoch FROM now() - attempted_at) / 3600)::int AS h"
+        " FROM webhook_attempt_log ORDER BY attempted_at DESC"
+    )
+    return [r["h"] for r in rows]
+
+
+async def test_attempt_log_cleanup_deletes_old_rows_in_batches_and_never_recent_ones(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool
+) -> None:
+    await _seed_attempts(owner_pool, [0, 1, 23, 25, 48, 24 * 10, 24 * 40, 24 * 400])
+    # The service role still cannot delete or rewrite evidence directly.
+    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+        await pool.execute("DELETE FROM webhook_attempt_log")
+    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+        await pool.execute("UPDATE webhook_attempt_log SET http_status = 200")
+    # Older than 30 days, oldest first, at most one batch per call.
+    assert await pool.fetchval("SELECT cleanup_webhook_attempt_log(30, 1)") == 1
+    assert await _attempt_ages(owner_pool) == [0, 1, 23, 25, 48, 240, 960]
+    assert await pool.fetchval("SELECT cleanup_webhook_attempt_log(30, 100)") == 1
+    assert await pool.fetchval("SELECT cleanup_webhook_attempt_log(30, 100)") == 0
+    # A larger age is honoured as given.
+    assert await pool.fetchval("SELECT cleanup_webhook_attempt_log(11, 100)") == 0
+    assert await pool.fetchval("SELECT cleanup_webhook_attempt_log(9, 100)") == 1
+    # Below the floor (0, negative, NULL) is clamped up to 1 day: the last day stays.
+    assert await pool.fetchval("SELECT cleanup_webhook_attempt_log(0, 1)") == 1
+    assert await pool.fetchval("SELECT cleanup_webhook_attempt_log(-5, 1000000)") == 1
+    assert await pool.fetchval("SELECT cleanup_webhook_attempt_log(NULL, NULL)") == 0
+    assert await _attempt_ages(owner_pool) == [0, 1, 23]
+
+
+async def test_attempt_log_cleanup_function_is_pinned_and_owner_defined(
+    owner_pool: asyncpg.Pool,
+) -> None:
+    row = await owner_pool.fetchrow(
+        "SELECT proowner::regrole::text AS owner, prosecdef, proconfig,"
+        " has_function_privilege('public', oid, 'EXECUTE') AS public_exec,"
+        " has_function_privilege($1, oid, 'EXECUTE') AS app_exec,"
+        " has_table_privilege($1, 'webhook_attempt_log', 'DELETE') AS app_delete,"
+        " has_table_privilege($1, 'webhook_attempt_log', 'UPDATE') AS app_update"
+        " FROM pg_proc WHERE proname = 'cleanup_webhook_attempt_log'",
+        APP_ROLE,
+    )
+    assert row is not None
+    assert row["owner"] == OWNER_ROLE
+    assert row["prosecdef"] is True
+    assert row["proconfig"] == ["search_path=pg_catalog, pg_temp"]
+    assert (row["public_exec"], row["app_exec"]) == (False, True)
+    assert (row["app_delete"], row["app_update"]) == (False, False)
+
+
+async def test_attempt_log_retention_runs_as_the_app_role(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
+) -> None:
+    await _seed_attempts(owner_pool, [2, 24 * 29, 24 * 31, 24 * 60])
+    assert await cleanup_webhook_attempt_log(pool, settings) == 2  # default: 30 days
+    keep_all = settings.model_copy(update={"webhook_attempt_log_retention_days": 0})
+    assert await cleanup_webhook_attempt_log(pool, keep_all) == 0
+    assert await _attempt_ages(owner_pool) == [2, 24 * 29]
 
 
 async def test_app_role_cannot_regrant_itself(pool: asyncpg.Pool) -> None:

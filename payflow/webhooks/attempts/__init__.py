@@ -3,7 +3,8 @@
 `payments.webhook_attempts` only counts attempts; the console's payment timeline needs
 each attempt's outcome. The sender calls `log_attempt` in the transaction that counts
 the attempt, so the log and the counter never disagree. The table is append-only for
-the service (UPDATE and DELETE revoked by migration 0017's grant hook).
+the service (UPDATE and DELETE revoked by migration 0017's grant hook); rows older than
+WEBHOOK_ATTEMPT_LOG_RETENTION_DAYS go only through `retention.py` (migration 0019).
 """
 
 from __future__ import annotations

@@ -10,3 +10,9 @@ FROM webhook_attempt_log
 WHERE payment_id = $1
 ORDER BY id
 LIMIT $2;
+
+-- name: cleanup_webhook_attempt_log
+-- $1 minimum age in days (clamped up to 1 by the function), $2 batch size (clamped to
+-- [1, 10000]). The only way the service removes attempt rows: the SECURITY DEFINER
+-- function of migration 0019 deletes rows attempted before the cutoff, oldest first.
+SELECT cleanup_webhook_attempt_log($1, $2);

@@ -234,6 +234,61 @@ async def test_claim_retention_runs_in_batches_and_never_deletes_a_pending_claim
     assert await owner_pool.fetchval("SELECT count(*) FROM processed_events") == 2
 
 
+async def test_attempt_log_retention_runs_in_batches_and_keeps_recent_attempts(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
+) -> None:
+    async with pool.acquire() as conn:
+        merchant, _api_key, _secret = await create_merchant(conn, "attempts", admin=False)
+    payment = await owner_pool.fetchval(
+        "INSERT INTO payments (merchant_id, amount, currency, idempotency_key, status,"
+        " processed_at, webhook_url) VALUES ($1, 1.00, 'USD', 'k-attempts', 'succeeded',"
+        " now(), 'https://hooks.example.com/x') RETURNING id",
+        merchant,
+    )
+    # Five attempts 31..35 days old, two within the retention (1 hour, 29 days).
+    await owner_pool.executemany(
+        "INSERT INTO webhook_attempt_log (payment_id, attempt, http_status, attempted_at)"
+        " VALUES ($1, $2, 503, now() - make_interval(days => $3))",
+        [(payment, n, days) for n, days in enumerate((35, 34, 33, 32, 31), start=1)],
+    )
+    await owner_pool.executemany(
+        "INSERT INTO webhook_attempt_log (payment_id, attempt, http_status, attempted_at)"
+        " VALUES ($1, $2, 200, now() - make_interval(hours => $3))",
+        [(payment, 6, 29 * 24), (payment, 7, 1)],
+    )
+    small = settings.model_copy(update={"webhook_attempt_log_cleanup_batch": 2})
+    run = await run_job(JobContext(pool, small, RecordingSink()), "cleanup_webhook_attempt_log")
+    assert run is not None
+    assert (run.result.outcome, run.result.summary) == (Outcome.OK, "deleted=5 batches=3")
+    left = [r[0] for r in await owner_pool.fetch("SELECT attempt FROM webhook_attempt_log")]
+    assert sorted(left) == [6, 7]
+    # Bounded per run: one batch of one row at most; a tiny retention is clamped to 1 day.
+    await owner_pool.execute(
+        "UPDATE webhook_attempt_log SET attempted_at = now() - interval '3 days' WHERE attempt = 6"
+    )
+    await owner_pool.executemany(
+        "INSERT INTO webhook_attempt_log (payment_id, attempt, http_status, attempted_at)"
+        " VALUES ($1, $2, 503, now() - interval '2 days')",
+        [(payment, 8), (payment, 9)],
+    )
+    one = small.model_copy(
+        update={
+            "webhook_attempt_log_retention_days": 1,
+            "webhook_attempt_log_cleanup_batch": 1,
+            "webhook_attempt_log_cleanup_max_batches": 1,
+        }
+    )
+    run = await run_job(JobContext(pool, one, RecordingSink()), "cleanup_webhook_attempt_log")
+    assert run is not None and run.result.summary == "deleted=1 batches=1"
+    left = [r[0] for r in await owner_pool.fetch("SELECT attempt FROM webhook_attempt_log")]
+    assert sorted(left) == [7, 8, 9]  # oldest first: attempt 6 (3 days) went
+    # Disabled (0): the job skips and deletes nothing.
+    off = one.model_copy(update={"webhook_attempt_log_retention_days": 0})
+    run = await run_job(JobContext(pool, off, RecordingSink()), "cleanup_webhook_attempt_log")
+    assert run is not None and run.result.outcome == Outcome.SKIPPED
+    assert await owner_pool.fetchval("SELECT count(*) FROM webhook_attempt_log") == 3
+
+
 async def test_the_pipeline_jobs_report_their_findings_as_alerts(
     ctx: JobContext, pool: asyncpg.Pool, owner_pool: asyncpg.Pool, sink: RecordingSink
 ) -> None:
