@@ -8,17 +8,14 @@ terminal events older than at least 14 days, in a bounded batch with SKIP LOCKED
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
-
 import asyncpg
 import structlog
 
 from payflow.config import Settings
+from payflow.db import Connection
 from payflow.db.queries import load_queries
-from payflow.db.tx import transaction
-from payflow.ops.jobs import JobContext, JobResult, Outcome
-from payflow.ops.recovery import job_lock
+from payflow.ops.jobs import JobContext, JobResult
+from payflow.ops.purge import PurgeReport, purge_in_batches
 
 SQL = load_queries("payflow.ledger")
 log = structlog.get_logger("payflow.ledger")
@@ -26,14 +23,7 @@ log = structlog.get_logger("payflow.ledger")
 JOB_NAME = "cleanup_processed_events"
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimRetentionReport:
-    """What one run of claim retention did: claims deleted, batches run, and whether it
-    did not run at all (`skipped`: disabled, or another replica holds the lock)."""
-
-    deleted: int = 0
-    batches: int = 0
-    skipped: bool = False
+ClaimRetentionReport = PurgeReport  # deleted, batches, skipped
 
 
 async def purge_processed_events(pool: asyncpg.Pool, settings: Settings) -> ClaimRetentionReport:
@@ -50,21 +40,22 @@ async def purge_processed_events(pool: asyncpg.Pool, settings: Settings) -> Clai
     if days <= 0:
         return ClaimRetentionReport(skipped=True)
     batch_size = settings.processed_events_cleanup_batch
-    deleted = batches = 0
-    for index in range(settings.processed_events_cleanup_max_batches):
-        if index and settings.processed_events_cleanup_pause_s:
-            await asyncio.sleep(settings.processed_events_cleanup_pause_s)
-        async with pool.acquire() as conn, transaction(conn, settings):
-            if not await job_lock(conn, JOB_NAME):
-                return ClaimRetentionReport(deleted, batches, skipped=batches == 0)
-            batch = int(await conn.fetchval(SQL["cleanup_processed_events"], days, batch_size))
-        deleted += batch
-        batches += 1
-        if batch < batch_size:
-            break
-    if deleted:
-        log.info("payflow.ledger.claims_cleaned", deleted=deleted, retention_days=days)
-    return ClaimRetentionReport(deleted, batches)
+
+    async def delete_batch(conn: Connection) -> int:
+        return int(await conn.fetchval(SQL["cleanup_processed_events"], days, batch_size))
+
+    report = await purge_in_batches(
+        pool,
+        settings,
+        job=JOB_NAME,
+        delete_batch=delete_batch,
+        batch_size=batch_size,
+        max_batches=settings.processed_events_cleanup_max_batches,
+        pause_s=settings.processed_events_cleanup_pause_s,
+    )
+    if report.deleted:
+        log.info("payflow.ledger.claims_cleaned", deleted=report.deleted, retention_days=days)
+    return report
 
 
 async def cleanup_processed_events(pool: asyncpg.Pool, settings: Settings) -> int:
@@ -74,7 +65,4 @@ async def cleanup_processed_events(pool: asyncpg.Pool, settings: Settings) -> in
 
 async def cleanup_processed_events_job(ctx: JobContext) -> JobResult:
     """The scheduler job `cleanup_processed_events` (`purge_processed_events`)."""
-    report = await purge_processed_events(ctx.pool, ctx.settings)
-    if report.skipped:
-        return JobResult(Outcome.SKIPPED, "disabled or another replica holds the lock")
-    return JobResult(Outcome.OK, f"deleted={report.deleted} batches={report.batches}")
+    return (await purge_processed_events(ctx.pool, ctx.settings)).job_result()

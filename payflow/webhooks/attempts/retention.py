@@ -9,16 +9,14 @@ LOCKED.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import asyncpg
 import structlog
 
 from payflow.config import Settings
+from payflow.db import Connection
 from payflow.db.queries import load_queries
-from payflow.db.tx import transaction
-from payflow.ops.jobs import JobContext, JobResult, Outcome
-from payflow.ops.recovery import job_lock
+from payflow.ops.jobs import JobContext, JobResult
+from payflow.ops.purge import PurgeReport, purge_in_batches
 
 SQL = load_queries("payflow.webhooks.attempts")
 log = structlog.get_logger("payflow.webhooks")
@@ -26,14 +24,7 @@ log = structlog.get_logger("payflow.webhooks")
 JOB_NAME = "cleanup_webhook_attempt_log"
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptLogRetentionReport:
-    """What one run of attempt-log retention did: rows deleted, batches run, and whether
-    it did not run at all (`skipped`: disabled, or another replica holds the lock)."""
-
-    deleted: int = 0
-    batches: int = 0
-    skipped: bool = False
+AttemptLogRetentionReport = PurgeReport  # deleted, batches, skipped
 
 
 async def purge_webhook_attempt_log(
@@ -51,19 +42,21 @@ async def purge_webhook_attempt_log(
     if days <= 0:
         return AttemptLogRetentionReport(skipped=True)
     batch_size = settings.webhook_attempt_log_cleanup_batch
-    deleted = batches = 0
-    for _ in range(settings.webhook_attempt_log_cleanup_max_batches):
-        async with pool.acquire() as conn, transaction(conn, settings):
-            if not await job_lock(conn, JOB_NAME):
-                return AttemptLogRetentionReport(deleted, batches, skipped=batches == 0)
-            batch = int(await conn.fetchval(SQL["cleanup_webhook_attempt_log"], days, batch_size))
-        deleted += batch
-        batches += 1
-        if batch < batch_size:
-            break
-    if deleted:
-        log.info("payflow.webhooks.attempts_cleaned", deleted=deleted, retention_days=days)
-    return AttemptLogRetentionReport(deleted, batches)
+
+    async def delete_batch(conn: Connection) -> int:
+        return int(await conn.fetchval(SQL["cleanup_webhook_attempt_log"], days, batch_size))
+
+    report = await purge_in_batches(
+        pool,
+        settings,
+        job=JOB_NAME,
+        delete_batch=delete_batch,
+        batch_size=batch_size,
+        max_batches=settings.webhook_attempt_log_cleanup_max_batches,
+    )
+    if report.deleted:
+        log.info("payflow.webhooks.attempts_cleaned", deleted=report.deleted, retention_days=days)
+    return report
 
 
 async def cleanup_webhook_attempt_log(pool: asyncpg.Pool, settings: Settings) -> int:
@@ -73,7 +66,4 @@ async def cleanup_webhook_attempt_log(pool: asyncpg.Pool, settings: Settings) ->
 
 async def cleanup_webhook_attempt_log_job(ctx: JobContext) -> JobResult:
     """The scheduler job `cleanup_webhook_attempt_log` (`purge_webhook_attempt_log`)."""
-    report = await purge_webhook_attempt_log(ctx.pool, ctx.settings)
-    if report.skipped:
-        return JobResult(Outcome.SKIPPED, "disabled or another replica holds the lock")
-    return JobResult(Outcome.OK, f"deleted={report.deleted} batches={report.batches}")
+    return (await purge_webhook_attempt_log(ctx.pool, ctx.settings)).job_result()
