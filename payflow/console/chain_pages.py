@@ -25,7 +25,7 @@ from payflow.config import Settings, SettingsError
 from payflow.db.queries import load_queries
 from payflow.money import from_base_units
 
-from .pages import Live, _cursor, _uncursor, _uuid
+from .pages import Live, _page_rows, _uncursor, _uuid
 from .web import ConsoleError, amount, page, require_admin, scope, state
 
 SQL = load_queries("payflow.console")
@@ -72,13 +72,6 @@ def confirmations(block_number: int, cursor_block: int | None) -> int | None:
     if cursor_block is None or cursor_block < block_number:
         return None
     return cursor_block - block_number + 1
-
-
-def _page_rows(rows: list[Any], size: int, key: str) -> tuple[list[Any], str | None]:
-    """The page's rows and the cursor of the next page (None on the last page)."""
-    more = len(rows) > size
-    rows = rows[:size]
-    return rows, (_cursor(rows[-1]["created_at"], rows[-1][key]) if more else None)
 
 
 @router.get("/deposits", response_class=HTMLResponse)

@@ -46,6 +46,14 @@ def _cursor(created_at: datetime, key: object) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+def _page_rows(rows: list[Any], size: int, key: str) -> tuple[list[Any], str | None]:
+    """The page's rows (fetched `size + 1`) and the cursor of the next page (None on the
+    last page), keyed by `(created_at, row[key])`."""
+    more = len(rows) > size
+    rows = rows[:size]
+    return rows, (_cursor(rows[-1]["created_at"], rows[-1][key]) if more else None)
+
+
 def _uncursor(cursor: str | None) -> tuple[datetime | None, str | None]:
     if not cursor:
         return None, None
@@ -136,9 +144,7 @@ async def payments(
             _uuid(after_id, "cursor") if after_id else None,
             size + 1,
         )
-    more = len(rows) > size
-    rows = rows[:size]
-    next_cursor = _cursor(rows[-1]["created_at"], rows[-1]["id"]) if more else None
+    rows, next_cursor = _page_rows(rows, size, "id")
     filters = {
         "status": chosen or "",
         "created_from": created_from or "",
@@ -272,8 +278,7 @@ async def events(
         rows = await conn.fetch(
             SQL["list_events"], scope(session), chosen, after_at, after_id, size + 1
         )
-        more = len(rows) > size
-        rows = rows[:size]
+        rows, next_cursor = _page_rows(rows, size, "event_id")
         keys = [posting_key(r["event_id"]) for r in rows]
         records = await conn.fetch(SQL["posting_records"], keys)
     outcomes = {r["event_id"]: r["outcome"] for r in records}
@@ -285,7 +290,7 @@ async def events(
         outcomes=outcomes,
         status=chosen or "",
         statuses=EVENT_STATUSES,
-        next_cursor=_cursor(rows[-1]["created_at"], rows[-1]["event_id"]) if more else None,
+        next_cursor=next_cursor,
     )
 
 
@@ -344,9 +349,7 @@ async def unmatched(request: Request, session: Live, cursor: str | None = None) 
     size = st.settings.console_page_size
     async with connection(st.pool) as conn:
         rows = await conn.fetch(SQL["list_unmatched"], after_at, after_id, size + 1)
-    more = len(rows) > size
-    rows = rows[:size]
-    next_cursor = _cursor(rows[-1]["created_at"], rows[-1]["event_id"]) if more else None
+    rows, next_cursor = _page_rows(rows, size, "event_id")
     return page(request, "unmatched.html", session, rows=rows, next_cursor=next_cursor)
 
 
