@@ -25,7 +25,7 @@ from payflow.config import Settings, SettingsError
 from payflow.db.queries import load_queries
 from payflow.money import from_base_units
 
-from .pages import Live, _page_rows, _uncursor, _uuid
+from .pages import Live, _choice, _page_rows, _uncursor, _uuid
 from .web import ConsoleError, amount, page, require_admin, scope, state
 
 SQL = load_queries("payflow.console")
@@ -48,13 +48,9 @@ PAYOUT_STATUSES = ("held", "signed", "sent", "confirmed", "failed")
 PAYOUT_FILTERS = {"open": ["held", "signed", "sent"], **{s: [s] for s in PAYOUT_STATUSES}}
 
 
-def _pick(value: str | None, allowed: tuple[str, ...] | list[str], default: str) -> str:
+def _pick(value: str | None, allowed: tuple[str, ...], default: str) -> str:
     """The filter value chosen (`default` when none); 400 for anything else."""
-    if not value:
-        return default
-    if value not in allowed:
-        raise ConsoleError(400, f"status must be one of: {', '.join(allowed)}")
-    return value
+    return _choice(value, allowed, "status") or default
 
 
 def policies(settings: Settings) -> dict[str, str]:
@@ -113,7 +109,7 @@ async def deposit_reports(
     pending ones, newest first; every source. Admin only."""
     require_admin(session)
     st = state(request)
-    chosen = _pick(status, list(REPORT_FILTERS), "unverified")
+    chosen = _pick(status, tuple(REPORT_FILTERS), "unverified")
     after_at, after_id = _uncursor(cursor)
     if after_id is not None and not (after_id.isdigit() and len(after_id) <= 18):
         raise ConsoleError(400, "That page link is damaged; start from the first page.")
@@ -172,7 +168,7 @@ async def payouts(
     """Payouts newest first, filtered by status (or open: not final yet); an admin also
     sees the hot wallets as PostgreSQL knows them (nonces, commitments, stuck, waiting)."""
     st = state(request)
-    chosen = _pick(status, list(PAYOUT_FILTERS), "") or None
+    chosen = _pick(status, tuple(PAYOUT_FILTERS), "") or None
     after_at, after_id = _uncursor(cursor)
     size = st.settings.console_page_size
     wallets = None
