@@ -8,6 +8,7 @@ run of this test).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ import httpx
 import orjson
 import pytest
 from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Error as PlaywrightError
 
 from payflow.api.auth import create_merchant
 from payflow.bench.services import free_port
@@ -175,7 +177,18 @@ async def sign_in(page: Page, console: Console, key: str) -> None:
 
 
 async def shot(page: Page, console: Console, name: str) -> None:
-    await page.screenshot(path=str(console.screens / f"{name}.png"), full_page=True)
+    """Save a screenshot of the page. Chromium sometimes fails a capture on a busy
+    machine ("Unable to capture screenshot"); the picture is an artifact, not an
+    assertion, so a failed capture is retried a few times."""
+    path = str(console.screens / f"{name}.png")
+    for attempt in range(3):
+        try:
+            await page.screenshot(path=path, full_page=True)
+            return
+        except PlaywrightError:
+            if attempt == 2:
+                raise
+            await asyncio.sleep(1.0)
 
 
 async def session_cookie(page: Page) -> str:
