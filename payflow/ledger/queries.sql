@@ -67,6 +67,15 @@ SELECT outcome FROM processed_events WHERE idempotency_key = $1;
 -- $1 idempotency key, $2 outcome
 UPDATE processed_events SET outcome = $2 WHERE idempotency_key = $1;
 
+-- name: post_success
+-- $1 idempotency key, $2 event id, $3 statuses it may be confirmed from, $4 credit event
+-- types, $5 event types a frozen account refuses, $6 lock_timeout (ms).
+-- The whole success path in one statement (migration 0020), sent OUTSIDE a transaction so
+-- PostgreSQL commits it before answering and the account's row lock never waits on the
+-- client. Returns balance_after, or NULL (a duplicate: nothing written); SQLSTATE PF001
+-- when the full path must decide (nothing written either).
+SELECT ledger_post_success($1, $2, $3::text[], $4::text[], $5::text[], $6);
+
 -- name: apply_balance_change
 -- $1 account id, $2 signed amount, $3 event type, $4 source event id, $5 debits only from active
 -- One statement: the guarded balance change and its ledger row, so no read-then-write race.

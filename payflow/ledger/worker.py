@@ -1,7 +1,7 @@
 """The ledger worker: `ledger.event` messages -> `post_event`, exactly once.
 
 An insufficient-funds outcome writes ONE notification outbox row from inside the
-posting transaction (the `on_outcome` hook runs only for a fresh outcome), so N
+posting transaction (the `on_refusal` hook runs only for a fresh refusal), so N
 deliveries of one event never notify N times.
 """
 
@@ -39,7 +39,7 @@ def event_id_of(envelope: Envelope) -> str:
 
 
 async def notify_refusal(conn: Connection, result: PostingResult) -> None:
-    """`on_outcome` hook: one notification row for a fresh insufficient-funds outcome."""
+    """`on_refusal` hook: one notification row for a fresh insufficient-funds outcome."""
     if result.outcome is not Outcome.INSUFFICIENT_FUNDS:
         return
     event = await conn.fetchrow(SQL["get_event"], result.event_id)
@@ -104,7 +104,7 @@ class LedgerWorker:
         structlog.contextvars.bind_contextvars(event_id=event_id)
         try:
             result = await post_event(
-                self._pool, self._settings, event_id, on_outcome=notify_refusal
+                self._pool, self._settings, event_id, on_refusal=notify_refusal
             )
         except AlreadyProcessed as exc:
             log.info("payflow.ledger.already_final", reason=str(exc))

@@ -483,3 +483,20 @@ async def test_an_app_role_that_owns_the_database_is_refused() -> None:
             await asyncio.to_thread(migrate.migrate_database, _url(database), owner=owner, app=app)
     finally:
         await _drop(database, app, owner)
+
+
+async def test_one_statement_posting_runs_as_the_caller_with_a_pinned_path(
+    owner_pool: asyncpg.Pool,
+) -> None:
+    row = await owner_pool.fetchrow(
+        "SELECT proowner::regrole::text AS owner, prosecdef, proconfig,"
+        " has_function_privilege('public', oid, 'EXECUTE') AS public_exec,"
+        " has_function_privilege($1, oid, 'EXECUTE') AS app_exec"
+        " FROM pg_proc WHERE proname = 'ledger_post_success'",
+        APP_ROLE,
+    )
+    assert row is not None
+    assert row["owner"] == OWNER_ROLE
+    assert row["prosecdef"] is False  # the service role's own privileges, nothing more
+    assert row["proconfig"] == ["search_path=public, pg_catalog, pg_temp"]
+    assert (row["public_exec"], row["app_exec"]) == (False, True)

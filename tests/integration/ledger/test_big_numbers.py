@@ -208,7 +208,7 @@ async def test_refusal_notification_carries_the_exact_38_digit_amount(
     amount = "12345678901234567890.123456789012345678"
     await new_event(pool, settings, account, "wd-poor", amount, EventType.WITHDRAWAL)
 
-    result = await post_event(pool, settings, "wd-poor", on_outcome=notify_refusal)
+    result = await post_event(pool, settings, "wd-poor", on_refusal=notify_refusal)
 
     assert result.outcome is Outcome.INSUFFICIENT_FUNDS
     payload = await pool.fetchval(
