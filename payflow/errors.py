@@ -90,6 +90,10 @@ class AmountOutOfRange(BadInput):
     """
 
 
+class ToolMissing(PayflowError):
+    """A program payflow runs itself (anvil for a local chain) is not installed."""
+
+
 class DatabaseError(PayflowError):
     """A database error that is neither retryable nor an expected constraint outcome."""
 

@@ -30,6 +30,7 @@ from eth_utils.abi import function_signature_to_4byte_selector
 from eth_utils.address import to_checksum_address
 
 from payflow.chain.rpc import RpcClient, hex_int, to_hex
+from payflow.errors import ToolMissing
 
 ANVIL_VERSION = "1.7.1"
 # anvil's default mnemonic: accounts 0..9 are unlocked and hold 10,000 ETH each.
@@ -49,7 +50,7 @@ DEFAULT_ACCOUNTS = (
 WEI_PER_ETH = 10**18
 
 
-class AnvilNotInstalled(RuntimeError):
+class AnvilNotInstalled(ToolMissing):
     """No anvil binary: run `make anvil` (npm install of @foundry-rs/anvil)."""
 
 
@@ -57,6 +58,8 @@ def find_anvil() -> str:
     """The anvil binary: `$ANVIL_BIN`, the repo's `.tools/node_modules/.bin/anvil`, PATH."""
     explicit = os.environ.get("ANVIL_BIN")
     if explicit:
+        if not os.access(explicit, os.X_OK) or not Path(explicit).is_file():
+            raise AnvilNotInstalled(f"ANVIL_BIN={explicit!r} is not an executable file")
         return explicit
     here = Path(__file__).resolve()
     for parent in here.parents:

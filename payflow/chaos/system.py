@@ -28,7 +28,7 @@ import structlog
 from redis.asyncio import Redis
 
 from payflow.api.auth import create_merchant
-from payflow.chain.anvil import AnvilNode
+from payflow.chain.anvil import AnvilNode, find_anvil
 from payflow.chaos.cluster import Cluster, free_port
 from payflow.chaos.load import Client, Target
 from payflow.chaos.procs import ROLES, Endpoints, Supervisor, chaos_env
@@ -127,7 +127,9 @@ async def wait_healthy(url: str, api_key: str, supervisor: Supervisor) -> None:
 async def system(
     seed: int, log_dir: Path, *, accounts: int = 50, keep: bool = False, **env_extra: str
 ) -> AsyncIterator[System]:
-    """Build the system (see the module doc); `env_extra` overrides the children's settings."""
+    """Build the system (see the module doc); `env_extra` overrides the children's settings.
+    Raises `AnvilNotInstalled` before anything starts when there is no anvil to run."""
+    find_anvil()
     cluster = Cluster(keep=keep)
     anvil = AnvilNode(block_time_s=BLOCK_TIME_S, log_path=str(cluster.root / "anvil.log"))
     proxies: ProxyThread | None = None

@@ -13,6 +13,9 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
+from payflow.chaos.cluster import ClusterError
+from payflow.errors import ToolMissing
+
 T = TypeVar("T")
 
 
@@ -51,6 +54,9 @@ def chaos(
     except (KeyboardInterrupt, asyncio.CancelledError):
         console.print("chaos: interrupted; every private service and process was stopped")
         raise typer.Exit(130) from None
+    except (ToolMissing, ClusterError) as error:  # a tool or private service is missing
+        console.print(f"chaos: cannot run: {error}", style="red", markup=False)
+        raise typer.Exit(1) from None
     if not ok:
         raise typer.Exit(1)
 

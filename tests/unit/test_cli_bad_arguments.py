@@ -9,6 +9,8 @@ each is refused before any connection, or `_run` turns the driver's refusal into
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import asyncpg
 import pytest
 import typer
@@ -77,3 +79,16 @@ def test_a_driver_refusal_is_one_line(capsys: pytest.CaptureFixture[str]) -> Non
         assert exit_info.value.exit_code == 1
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("payflow: the database refused this: ")
+
+
+def test_chaos_without_anvil_is_one_line_before_any_service_starts(tmp_path: Path) -> None:
+    # Found starting the 100k run from a worktree with no `.tools`: a 40-line traceback
+    # after the private PostgreSQL, RabbitMQ and Redis had already been started.
+    env = {**UNREACHABLE, "ANVIL_BIN": str(tmp_path / "no-anvil")}
+    result = runner.invoke(app, ["chaos", "--events", "50", "--log-dir", str(tmp_path)], env=env)
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[-1] == (
+        f"chaos: cannot run: ANVIL_BIN={str(tmp_path / 'no-anvil')!r} is not an executable file"
+    )
+    assert "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []  # no process was started, so no log was written
