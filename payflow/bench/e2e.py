@@ -41,6 +41,7 @@ from payflow.bench.services import (
     ServiceSpec,
     cleanup_broker,
     cpu_by_program,
+    cpu_snapshot,
     free_port,
     service_env,
 )
@@ -343,17 +344,29 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             await submit(tag="warm", count=50, rate=None)
             await _wait_done(pool, "warm", 50, service, config.deposits)
             results = []
-            cpu_before = cpu_by_program()
+            cpu_before = cpu_snapshot()
             wall_before = time.monotonic()
+            full_used: dict[str, float] = {}
+            full_wall = 0.0
             for tag, name, rate in (
                 ("fixed", f"fixed rate {config.rate:g}/s", config.rate),
                 ("full", "full speed", None),
             ):
+                if tag == "full":
+                    full_before, full_roles = cpu_snapshot(), service.cpu_by_role()
+                    full_wall = time.monotonic()
                 await submit(tag=tag, count=config.payments, rate=rate)
                 await _wait_done(pool, tag, config.payments, service, config.deposits)
+                if tag == "full":
+                    full_wall = time.monotonic() - full_wall
+                    roles = service.cpu_by_role()
+                    full_used = {
+                        **cpu_by_program(full_before, cpu_snapshot()),
+                        **{name: roles[name] - full_roles[name] for name in roles},
+                    }
                 results.append(await _measure(pool, tag, name, accepted))
             service.sample()
-            cpu_after = cpu_by_program()
+            cpu_after = cpu_snapshot()
             wall = time.monotonic() - wall_before
             await _wait_settled(pool, service)
             total = 2 * config.payments + 50
@@ -367,8 +380,10 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             await pool.close()
             await sink.stop()
             await cleanup_broker(settings, prefix)
-    cpu = {k: (cpu_after[k] - cpu_before[k]) / wall for k in cpu_after}
+    cpu = {k: used / wall for k, used in cpu_by_program(cpu_before, cpu_after).items()}
     _report(console, config, results, service, exit_codes, cpu, wall, http)
+    full_cores = {k: used / full_wall for k, used in full_used.items()}
+    busy_share = _report_full_cpu(console, full_cores, results[1].payments_per_s)
     console.print(
         f"exactly-once verified: {'yes' if once else 'no'}; "
         f"reconciliation: {'clean' if clean else 'dirty'}"
@@ -392,9 +407,32 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             exactly_once="yes" if once else "no",
             recon="clean" if clean else "dirty",
             rss_mb=round(max(service.peak_rss_mb.values()), 1),
+            cpu_busy_full=round(busy_share, 2),
         )
     )
     return once and clean
+
+
+def _report_full_cpu(console: Console, cores: dict[str, float], payments_per_s: float) -> float:
+    """Where the CPU went in the full-speed phase: cores busy and CPU ms per payment for
+    each role, PostgreSQL, RabbitMQ, this driver and the rest of the machine. Returns the
+    machine's busy share (1.0: every core busy, so the bound is CPU, not slots)."""
+    machine = cores.pop("machine_busy")
+    driver = cores.pop("this_process")
+    parts = {**cores, "bench driver+sink": driver}
+    parts["other"] = max(0.0, machine - sum(parts.values()))
+
+    def per_payment(cores_used: float) -> float:
+        return 1000 * cores_used / payments_per_s if payments_per_s > 0 else 0.0
+
+    total_cores = psutil.cpu_count() or 1
+    console.print(
+        f"full speed, where the CPU went: machine {machine:.2f} of {total_cores} cores busy, "
+        f"{per_payment(machine):.1f} CPU ms per payment"
+    )
+    for name, used in sorted(parts.items(), key=lambda item: -item[1]):
+        console.print(f"  {name:<18} {used:5.2f} cores  {per_payment(used):5.1f} ms/payment")
+    return machine / total_cores
 
 
 def _report(

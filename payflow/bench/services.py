@@ -119,6 +119,14 @@ class Service:
             self.peak_rss_mb[proc.pid] = max(self.peak_rss_mb[proc.pid], rss)
             self.cpu_s[proc.pid] = times.user + times.system
 
+    def cpu_by_role(self) -> dict[str, float]:
+        """CPU seconds used so far by each role, summed over its processes (sampled now)."""
+        self.sample()
+        totals: dict[str, float] = {}
+        for name, seconds in zip(self.names, self.cpu_s.values(), strict=True):
+            totals[name] = totals.get(name, 0.0) + seconds
+        return totals
+
     def alive(self) -> bool:
         """True while every service process runs."""
         return all(p.poll() is None for p in self._procs)
@@ -148,9 +156,13 @@ class Service:
         return [proc.wait(timeout=60) for proc in self._procs]
 
 
-def cpu_by_program() -> dict[str, float]:
-    """CPU seconds used so far by PostgreSQL, RabbitMQ and everything else, machine-wide."""
-    totals = {"postgres": 0.0, "rabbitmq": 0.0}
+CpuSnapshot = dict[tuple[str, int], float]
+
+
+def cpu_snapshot() -> CpuSnapshot:
+    """CPU seconds used so far, keyed by (program, pid): every PostgreSQL and RabbitMQ
+    process machine-wide, this process, and the machine as a whole (pid 0)."""
+    snapshot: CpuSnapshot = {}
     for proc in psutil.process_iter(["name", "cpu_times"]):
         name = proc.info["name"] or ""
         times = proc.info["cpu_times"]
@@ -162,11 +174,21 @@ def cpu_by_program() -> dict[str, float]:
             else ("rabbitmq" if name.startswith("beam") else None)
         )
         if key is not None:
-            totals[key] += times.user + times.system
+            snapshot[(key, proc.pid)] = times.user + times.system
     machine = psutil.cpu_times()
-    totals["machine_busy"] = machine.user + machine.system + machine.nice
-    totals["this_process"] = sum(psutil.Process().cpu_times()[:2])
-    return totals
+    snapshot[("machine_busy", 0)] = machine.user + machine.system + machine.nice
+    snapshot[("this_process", 0)] = sum(psutil.Process().cpu_times()[:2])
+    return snapshot
+
+
+def cpu_by_program(before: CpuSnapshot, after: CpuSnapshot) -> dict[str, float]:
+    """CPU seconds each program used between two snapshots. Per process, so one that
+    exits in between (a PostgreSQL backend) never makes a total go down; one that started
+    in between counts whole."""
+    used = {"postgres": 0.0, "rabbitmq": 0.0, "machine_busy": 0.0, "this_process": 0.0}
+    for (program, pid), seconds in after.items():
+        used[program] += max(0.0, seconds - before.get((program, pid), 0.0))
+    return used
 
 
 async def cleanup_broker(settings: Settings, prefix: str) -> None:
