@@ -126,6 +126,16 @@ def make_plan(seed: int, requests: int, accounts: int) -> Plan:
     return Plan(ops, order)
 
 
+def sender_spend_eth(plan: Plan) -> Decimal:
+    """The most ETH any one anvil sender (`op.account % 10`, see `Client.transfer`) sends
+    for the plan's deposits: the run's senders must be funded above it."""
+    spent: dict[int, Decimal] = {}
+    for op in plan.of("deposit"):
+        sender = op.account % len(DEFAULT_ACCOUNTS)
+        spent[sender] = spent.get(sender, Decimal(0)) + op.amount
+    return max(spent.values(), default=Decimal(0))
+
+
 def deposit_body(op: Op, target: Target) -> bytes:
     """A generic provider report of the native ETH transfer `op.tx_hash` (already sent)
     to the target's address; the amount is the transfer's value as a decimal string."""
@@ -223,7 +233,13 @@ class Client:
                     op.tx_hash = await self.anvil.send_eth(
                         target, wei, sender=DEFAULT_ACCOUNTS[sender]
                     )
-                except (RpcUnavailable, RpcError):
+                except RpcError as error:
+                    if "insufficient funds" in str(error).lower():
+                        # The senders are out of ETH: every later deposit would fail the
+                        # same way, which is a broken run, not a fault to retry.
+                        raise
+                    return False
+                except RpcUnavailable:
                     return False
         return True
 

@@ -43,6 +43,11 @@ HEALTH_LIMIT_S = 90.0
 GATEWAY_FAILURE_RATE = 0.1
 CHAIN = "ETH_MAINNET"
 BLOCK_TIME_S = 1  # anvil interval mining: `finalized` (head - 2) moves every second
+# ETH of each of anvil's unlocked dev accounts, the load's deposit senders. Anvil's
+# default of 10,000 ran out 4 minutes into `--events 100000` (each of the 10 senders sends
+# ~80,000 ETH there); deposits then failed silently and the load crawled. 10^12 covers
+# 2 x 10^11 deposits of the largest amount (50 ETH).
+SENDER_BALANCE_ETH = 10**12
 # The chain settings of every role process: the lifecycle and scanner poll every second.
 CHAIN_ENV = {
     "CHAIN_DEPOSITS_INTERVAL_S": "1",
@@ -131,7 +136,11 @@ async def system(
     Raises `AnvilNotInstalled` before anything starts when there is no anvil to run."""
     find_anvil()
     cluster = Cluster(keep=keep)
-    anvil = AnvilNode(block_time_s=BLOCK_TIME_S, log_path=str(cluster.root / "anvil.log"))
+    anvil = AnvilNode(
+        block_time_s=BLOCK_TIME_S,
+        log_path=str(cluster.root / "anvil.log"),
+        extra_args=("--balance", str(SENDER_BALANCE_ETH)),
+    )
     proxies: ProxyThread | None = None
     supervisor: Supervisor | None = None
     receiver = Receiver()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from payflow.chaos.faults import MAJOR, make_schedule
-from payflow.chaos.load import MUST_FAIL_WITHDRAWAL, make_plan
+from payflow.chaos.load import MUST_FAIL_WITHDRAWAL, make_plan, sender_spend_eth
 from payflow.chaos.soak import growth_pct
+from payflow.chaos.system import SENDER_BALANCE_ETH
 
 
 def test_plan_is_seeded_and_mixes_every_operation() -> None:
@@ -44,3 +45,13 @@ def test_growth_is_measured_after_warm_up() -> None:
     growth = growth_pct(series, 30.0)
     assert growth is not None and abs(growth - 6 / 204 * 100) < 1e-9  # 203-205 → 209-211
     assert growth_pct(series[:5], 0.0) is None
+
+
+def test_the_deposit_senders_are_funded_for_the_largest_runs() -> None:
+    # Found by the 100k run: with anvil's default 10,000 ETH per dev account the senders
+    # ran dry after ~4 minutes and every later deposit failed (silently, as a retry).
+    long_run = sender_spend_eth(make_plan(7, 100_000, 50))
+    assert long_run > 10_000
+    soak = sender_spend_eth(make_plan(4, 1_000_000, 50))  # the soak's plan size
+    assert max(long_run, soak) * 100 < SENDER_BALANCE_ETH
+    assert sender_spend_eth(make_plan(11, 2000, 50)) > 0
