@@ -42,6 +42,20 @@ async def new_event(
         )
 
 
+# 10^60 - 1: one more unit no longer fits the balance column, NUMERIC(78,18).
+NEAR_BALANCE_MAX = "9" * 60
+
+
+async def open_at_balance_max(owner_pool: asyncpg.Pool, account_id: UUID) -> None:
+    """Put `account_id` at the widest balance its column holds (as its opening balance,
+    so reconciliation stays consistent): the next credit overflows."""
+    await owner_pool.execute(
+        "UPDATE accounts SET balance = $2::numeric, initial_balance = $2::numeric WHERE id = $1",
+        account_id,
+        NEAR_BALANCE_MAX,
+    )
+
+
 async def balance(pool: asyncpg.Pool, account_id: UUID) -> Decimal:
     value: Decimal = await pool.fetchval("SELECT balance FROM accounts WHERE id = $1", account_id)
     return value

@@ -21,10 +21,16 @@ from payflow.ledger.records import EventType, Outcome
 from payflow.ledger.worker import notify_refusal
 from payflow.money import InvalidAmount
 from tests.conftest import OWNER_ROLE
-from tests.integration.ledger.helpers import balance, count, new_account, new_event
+from tests.integration.ledger.helpers import (
+    NEAR_BALANCE_MAX,
+    balance,
+    count,
+    new_account,
+    new_event,
+    open_at_balance_max,
+)
 
 SIXTY_E18 = "60000000000000000000"  # 6 * 10^19: two of them overflowed NUMERIC(38,18)
-NEAR_BALANCE_MAX = "9" * 60  # 10^60 - 1: one more unit no longer fits NUMERIC(78,18)
 
 
 async def test_two_deposits_of_six_times_ten_to_nineteen_post_and_reconcile(
@@ -79,12 +85,7 @@ async def test_an_overflow_is_a_terminal_recorded_outcome_with_an_alert(
     pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
 ) -> None:
     account = await new_account(pool, settings)
-    # Open the account at the widest balance the column holds (recon stays consistent).
-    await owner_pool.execute(
-        "UPDATE accounts SET balance = $2::numeric, initial_balance = $2::numeric WHERE id = $1",
-        account,
-        NEAR_BALANCE_MAX,
-    )
+    await open_at_balance_max(owner_pool, account)
     await new_event(pool, settings, account, "dep-overflow", "1", EventType.DEPOSIT)
 
     with capture_logs() as logs:

@@ -16,7 +16,13 @@ from payflow.ledger.accounts import set_account_status
 from payflow.ledger.posting import post_event, post_in_one_statement, posting_key
 from payflow.ledger.records import AccountStatus, EventType, Outcome
 from payflow.ledger.states import EventStatus, transition
-from tests.integration.ledger.helpers import balance, count, new_account, new_event
+from tests.integration.ledger.helpers import (
+    balance,
+    count,
+    new_account,
+    new_event,
+    open_at_balance_max,
+)
 
 
 async def _rows(pool: asyncpg.Pool, event_id: str) -> tuple[str, int, int]:
@@ -120,12 +126,7 @@ async def test_an_overflow_raises_and_leaves_no_claim_behind(
     pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
 ) -> None:
     account = await new_account(pool, settings)
-    # The widest balance the column holds (10^60 - 1): one more unit does not fit.
-    await owner_pool.execute(
-        "UPDATE accounts SET balance = $2::numeric, initial_balance = $2::numeric WHERE id = $1",
-        account,
-        "9" * 60,
-    )
+    await open_at_balance_max(owner_pool, account)
     await new_event(pool, settings, account, "dep-huge", "1", EventType.DEPOSIT)
 
     async with pool.acquire() as conn:
