@@ -40,15 +40,9 @@ from payflow.errors import (
     RetryableError,
 )
 from payflow.idempotency import idempotency_key
+from payflow.ledger import states
 from payflow.ledger.records import EventType, Outcome, PostingResult
-from payflow.ledger.states import (
-    SQL,
-    EventStatus,
-    TransitionKind,
-    TransitionResult,
-    sources_of,
-    transition,
-)
+from payflow.ledger.states import SQL, EventStatus, TransitionKind, TransitionResult, transition
 from payflow.metrics import POSTINGS
 from payflow.money import format_amount, negate
 from payflow.retry import RetryPolicy, RetryStats, retrying
@@ -61,7 +55,7 @@ OutcomeHook = Callable[[Connection, PostingResult], Awaitable[None]]
 _FULL_PATH = "PF001"
 # Statuses the success path confirms from: the state machine's sources of `confirmed`, and
 # `pending`, which `_move` walks through `enqueued` (the relay may not have marked it yet).
-_SUCCESS_SOURCES = sorted({*sources_of(EventStatus.CONFIRMED), EventStatus.PENDING.value})
+_SUCCESS_SOURCES = sorted({*states.sources_of(EventStatus.CONFIRMED), EventStatus.PENDING.value})
 _CREDIT_TYPES = sorted(t.value for t in EventType if t.is_credit)
 _ACTIVE_TYPES = sorted(t.value for t in EventType if t.requires_active)
 
