@@ -105,6 +105,11 @@ class Settings(BaseSettings):
     # Gateway calls in flight per process (also the payments queue's prefetch). Little's
     # law: 240 payments/s at a 3.5 s mean gateway delay needs 840 calls in flight.
     gateway_max_in_flight: int = Field(default=1000, ge=1, le=10000)
+    # A payment's credit is posted by the worker that finalized it, right after the
+    # commit; its ledger.event job is held back this long and published only if that
+    # worker could not post it (it died, or the full path must decide). Above
+    # LOCK_TIMEOUT_MS, so a post waiting on a hot account never races its own job.
+    credit_hold_s: float = Field(default=15.0, ge=0, le=3600)
     shutdown_grace_s: float = Field(default=30.0, gt=0)
     # Redis DLQ fallback (issue 9): where on_dead hooks park entries while PostgreSQL is
     # unreachable, and how the scheduler's drain moves them back.

@@ -24,7 +24,7 @@ from payflow.ops.alerting.store import AlertStore
 from payflow.ops.dlq import get_dead_letter, list_dead_letters
 from payflow.ops.jobs_cli import job_overview
 from payflow.ops.status import collect_status
-from payflow.payments.processor import credit_event_id
+from payflow.payments.finalize import credit_event_id
 from payflow.webhooks.attempts import attempts_of
 
 from . import chart

@@ -23,6 +23,7 @@ and logs the alert `payflow.ledger.overflow`. It is never retried or dead-letter
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
 
@@ -45,6 +46,7 @@ from payflow.ledger.records import EventType, Outcome, PostingResult
 from payflow.ledger.states import SQL, EventStatus, TransitionKind, TransitionResult, transition
 from payflow.metrics import POSTINGS
 from payflow.money import format_amount, negate
+from payflow.outbox.writer import release_held_job
 from payflow.retry import RetryPolicy, RetryStats, retrying
 
 log = structlog.get_logger("payflow.ledger")
@@ -134,11 +136,13 @@ async def post_within(
 
 
 async def post_in_one_statement(
-    conn: Connection, settings: Settings, event_id: str
+    conn: Connection, settings: Settings, event_id: str, *, held_job: int | None = None
 ) -> PostingResult | None:
     """The success path in one autocommitted statement (`ledger_post_success`): the
     committed success, or None when it wrote nothing and the full path must decide (a
     duplicate delivery, an event that cannot move to confirmed, a refused debit).
+    `held_job`: the event's held-back `ledger.event` outbox row, deleted in the same
+    commit as a success (see `post_held_credit`).
     `conn` must not be inside a transaction. Raises what the statement raises otherwise
     (`NumericValueOutOfRangeError` on an overflow, lock timeouts, connection loss)."""
     try:
@@ -150,6 +154,7 @@ async def post_in_one_statement(
             _CREDIT_TYPES,
             _ACTIVE_TYPES,
             int(settings.lock_timeout_ms),
+            held_job,
         )
     except asyncpg.PostgresError as exc:
         if exc.sqlstate == _FULL_PATH:
@@ -158,6 +163,41 @@ async def post_in_one_statement(
     if balance_after is None:
         return None
     return PostingResult(event_id, Outcome.SUCCESS, replayed=False, balance_after=balance_after)
+
+
+async def post_held_credit(
+    pool: asyncpg.Pool, settings: Settings, event_id: str, held_job: int
+) -> PostingResult | None:
+    """Post a credit at once, right after the commit that recorded it with a held-back
+    `ledger.event` job (`outbox.next_attempt_at` in the future), and settle that job.
+
+    Returns the committed success (the job is deleted in the same commit), or None when
+    this shortcut did not post: then the job is made due now (best effort) and the ledger
+    worker decides through `post_event`, the full path with its retries, refusal outcomes
+    and dead-lettering. Never raises (a failure is logged): the job is the guarantee, and
+    if even its release fails the relay publishes it when the hold ends.
+
+    Invariant: the same exactly-once posting as `post_event` (one claim in
+    `processed_events`, one ledger row), so the shortcut and the job can never both apply.
+    """
+    try:
+        async with pool.acquire() as conn:
+            result = await post_in_one_statement(conn, settings, event_id, held_job=held_job)
+            if result is None:
+                await release_held_job(conn, held_job)
+    except Exception as exc:
+        log.warning(
+            "payflow.ledger.held_credit_deferred",
+            event_id=event_id,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+        with contextlib.suppress(Exception):
+            async with pool.acquire() as conn:
+                await release_held_job(conn, held_job)
+        return None
+    if result is not None:
+        POSTINGS.labels(result.outcome.value).inc()
+    return result
 
 
 async def _post_optimistic(

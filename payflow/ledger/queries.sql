@@ -69,12 +69,25 @@ UPDATE processed_events SET outcome = $2 WHERE idempotency_key = $1;
 
 -- name: post_success
 -- $1 idempotency key, $2 event id, $3 statuses it may be confirmed from, $4 credit event
--- types, $5 event types a frozen account refuses, $6 lock_timeout (ms).
+-- types, $5 event types a frozen account refuses, $6 lock_timeout (ms), $7 the event's
+-- held-back ledger.event outbox row (null: none).
 -- The whole success path in one statement (migration 0020), sent OUTSIDE a transaction so
 -- PostgreSQL commits it before answering and the account's row lock never waits on the
 -- client. Returns balance_after, or NULL (a duplicate: nothing written); SQLSTATE PF001
--- when the full path must decide (nothing written either).
-SELECT ledger_post_success($1, $2, $3::text[], $4::text[], $5::text[], $6);
+-- when the full path must decide (nothing written either). A committed success also
+-- deletes the job $7 unless a relay holds it right now (SKIP LOCKED: never wait on a
+-- relay while the account is locked; its message then meets a recorded posting).
+WITH posted AS MATERIALIZED (
+    SELECT ledger_post_success($1, $2, $3::text[], $4::text[], $5::text[], $6) AS balance_after
+), settled AS (
+    DELETE FROM outbox
+    WHERE id = (SELECT o.id FROM outbox o
+                WHERE o.id = $7::bigint AND o.published_at IS NULL
+                FOR UPDATE SKIP LOCKED)
+      AND EXISTS (SELECT 1 FROM posted WHERE balance_after IS NOT NULL)
+    RETURNING id
+)
+SELECT balance_after FROM posted, (SELECT count(*) FROM settled) AS done;
 
 -- name: apply_balance_change
 -- $1 account id, $2 signed amount, $3 event type, $4 source event id, $5 debits only from active

@@ -24,6 +24,12 @@ FOR UPDATE SKIP LOCKED;
 UPDATE outbox SET published_at = clock_timestamp(), publish_attempts = publish_attempts + 1
 WHERE id = ANY($1::bigint[]);
 
+-- name: release_held_job
+-- $1 outbox id. A job held back for its worker (a credit posted right after its commit)
+-- becomes due now, because that worker will not settle it; the relay publishes it next.
+UPDATE outbox SET next_attempt_at = now()
+WHERE id = $1 AND published_at IS NULL AND next_attempt_at > now();
+
 -- name: count_failed_publish
 -- $1 outbox ids whose publish failed on the way (connection, channel), $2 the error text.
 -- They stay due: the relay as a whole backs off and retries them on the next pass.

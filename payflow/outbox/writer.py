@@ -24,3 +24,9 @@ async def enqueue(
         raise RuntimeError("outbox.enqueue must run inside the caller's transaction")
     outbox_id: int = await conn.fetchval(SQL["insert_outbox"], topic, payload, trace_id)
     return outbox_id
+
+
+async def release_held_job(conn: Connection, outbox_id: int) -> None:
+    """Make a held-back job due now (its worker will not settle it); autocommit or the
+    caller's transaction. A job already published, settled or due is left alone."""
+    await conn.execute(SQL["release_held_job"], outbox_id)

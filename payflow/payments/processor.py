@@ -23,7 +23,6 @@ import contextlib
 import os
 import socket
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -31,25 +30,20 @@ import asyncpg
 import structlog
 
 from payflow.broker.messages import Envelope
-from payflow.broker.topology import TOPIC_LEDGER_EVENT, TOPIC_WEBHOOK_DELIVER
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import (
     BadInput,
-    IdCollision,
     NotFound,
     PayflowError,
     RetryableError,
     classify,
 )
-from payflow.ledger.accounts import record_event
-from payflow.ledger.records import EventType
-from payflow.money import format_amount, parse_amount
+from payflow.ledger.posting import post_held_credit
 from payflow.ops.dlq import record_dead_letter
 from payflow.ops.dlq_fallback import DlqFallback
-from payflow.outbox.writer import enqueue
 from payflow.payments.charges import (
     OPEN_STATES,
     Claim,
@@ -60,18 +54,11 @@ from payflow.payments.charges import (
     record_answer,
     release_claim,
 )
+from payflow.payments.finalize import FAILED, SUCCEEDED, finalize, finalize_payment
 from payflow.payments.gateway import ChargeRequest, ChargeResult, Gateway
 
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.payments")
-
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-
-
-def credit_event_id(payment_id: UUID) -> str:
-    """The deterministic ledger event id of a payment's merchant credit."""
-    return f"payment:{payment_id}"
 
 
 def payment_id_of(envelope: Envelope) -> UUID:
@@ -88,107 +75,6 @@ async def load_payment(conn: Connection, payment_id: UUID) -> asyncpg.Record:
     row = await conn.fetchrow(SQL["payment_for_processing"], payment_id)
     if row is None:
         raise NotFound(f"payment {payment_id} does not exist")
-    return row
-
-
-async def merchant_account(conn: Connection, merchant_id: UUID, asset: str) -> UUID:
-    """The merchant's account for `asset`, opened on first use (race-free)."""
-    await conn.execute(SQL["open_merchant_account"], merchant_id, asset)
-    account_id: UUID | None = await conn.fetchval(SQL["merchant_account"], merchant_id, asset)
-    assert account_id is not None  # inserted or already there, and never deleted
-    return account_id
-
-
-async def finalize(
-    conn: Connection, payment: asyncpg.Record, status: str, trace_id: str | None
-) -> bool:
-    """Move a pending payment to `status` with its credit and webhook job; False if it
-    was already final. Runs inside the caller's transaction.
-
-    Invariant: the status, the credit event with its `ledger.event` job (successes) and
-    the `webhook.deliver` job (when a URL is set) are written together or not at all,
-    under the payment's trace id (`trace_id` only when the payment has none):
-    one statement normally, plus the account opening on a merchant's first success in
-    a currency, all in the caller's transaction.
-
-    Raises `IdCollision` when a `payment_events` row with the derived id
-    ``payment:<uuid>`` already exists: a pending payment never has its credit, so that
-    row was written by someone else; nothing is skipped, the transaction must roll back.
-    """
-    if not conn.is_in_transaction():
-        raise RuntimeError("finalize must run inside the caller's transaction")
-    # Derived rows inherit the payment's own trace id; the message's only stands in
-    # for a payment stored without one.
-    trace_id = payment["trace_id"] or trace_id
-    payment_id: UUID = payment["id"]
-    event_id = credit_event_id(payment_id) if status == SUCCEEDED else None
-    amount: Decimal = payment["amount"]
-    credit_amount = format_amount(amount)  # exact: normalize() rounded at 28 digits
-    credit_job = {"version": 1, "event_id": event_id}
-    webhook_job = {"version": 1, "payment_id": str(payment_id)} if payment["webhook_url"] else None
-    # Validated like any recorded event; a decline (or dead-lettering) never parses it.
-    credit_value = parse_amount(credit_amount, payment["scale"]) if event_id else None
-    try:
-        row = await _finalize_statement(
-            conn, payment, status, event_id, credit_value, trace_id, credit_job, webhook_job
-        )
-    except asyncpg.UniqueViolationError as exc:
-        if exc.constraint_name == "payment_events_pkey":
-            raise _collision(event_id) from None
-        raise
-    if not row["finalized"]:
-        return False
-    if event_id is not None and not row["credited"]:
-        # The merchant's first success in this currency: open the account (race-free),
-        # then write the credit and its job; still the same transaction.
-        account_id = await merchant_account(conn, payment["merchant_id"], payment["currency"])
-        recorded = await record_event(
-            conn,
-            event_id=event_id,
-            account_id=account_id,
-            amount=credit_amount,
-            event_type=EventType.PAYMENT_CREDIT,
-            scale=payment["scale"],
-            trace_id=trace_id,
-        )
-        if not recorded:
-            raise _collision(event_id)
-        await enqueue(conn, TOPIC_LEDGER_EVENT, credit_job, trace_id)
-    return True
-
-
-def _collision(event_id: str | None) -> IdCollision:
-    return IdCollision(
-        f"event id {event_id!r} is derived by payflow but already exists; refusing to finalize"
-    )
-
-
-async def _finalize_statement(
-    conn: Connection,
-    payment: asyncpg.Record,
-    status: str,
-    event_id: str | None,
-    credit_value: Decimal | None,
-    trace_id: str | None,
-    credit_job: dict[str, Any],
-    webhook_job: dict[str, Any] | None,
-) -> asyncpg.Record:
-    row = await conn.fetchrow(
-        SQL["finalize_payment"],
-        payment["id"],
-        status,
-        payment["merchant_id"],
-        payment["currency"],
-        event_id,
-        credit_value,
-        EventType.PAYMENT_CREDIT.value,
-        trace_id,
-        TOPIC_LEDGER_EVENT,
-        credit_job,
-        TOPIC_WEBHOOK_DELIVER,
-        webhook_job,
-    )
-    assert row is not None
     return row
 
 
@@ -262,7 +148,16 @@ class PaymentProcessor:
         async with self._pool.acquire() as conn, transaction(conn, self._settings):
             await lock_payment(conn, payment_id)
             answer = await record_answer(conn, payment_id, result)
-            changed = await finalize(conn, payment, _status_of(answer), trace_id)
+            done = await finalize_payment(
+                conn,
+                payment,
+                _status_of(answer),
+                trace_id,
+                credit_hold_s=self._settings.credit_hold_s,
+            )
+        changed = done.changed
+        if done.held_credit is not None:  # committed: post it now, its job stands behind
+            await post_held_credit(self._pool, self._settings, *done.held_credit)
         if answer != result:
             log.error(
                 "payflow.payments.answer_mismatch",

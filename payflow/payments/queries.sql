@@ -104,13 +104,17 @@ WHERE p.id = $1;
 -- name: finalize_payment
 -- $1 payment id, $2 terminal status, $3 merchant id, $4 currency, $5 credit event id (null:
 -- no credit), $6 credit amount, $7 credit event type, $8 trace id, $9 credit topic,
--- $10 credit payload, $11 webhook topic, $12 webhook payload (null: no webhook URL).
+-- $10 credit payload, $11 webhook topic, $12 webhook payload (null: no webhook URL),
+-- $13 seconds the ledger.event job is held back from the relay (0: due at once).
 -- One statement, so one atomic unit inside the caller's transaction: compare-and-set the
 -- payment pending -> $2 and, only when it moved, write the webhook job and (when the
 -- merchant's settlement account is visible to this statement) the pending credit event
 -- with its ledger.event job, plus the relay's NOTIFY (delivered at commit). `credited`
 -- false on a success means the account does not exist yet: the caller opens it and
--- writes the credit in the same transaction.
+-- writes the credit in the same transaction. `credit_job` is the ledger.event row's id.
+-- A held-back job is the credit's guarantee while the worker posts it itself right after
+-- the commit (`payflow.ledger.posting.post_held_credit`), which deletes the job; if that
+-- worker dies first, the relay publishes the job when the hold ends.
 WITH fin AS (
     UPDATE payments SET status = $2, processed_at = clock_timestamp()
     WHERE id = $1 AND status = 'pending'
@@ -126,8 +130,8 @@ WITH fin AS (
     SELECT $5, account.id, $6, $7, $8 FROM account
     RETURNING event_id
 ), credit_job AS (
-    INSERT INTO outbox (topic, payload, trace_id)
-    SELECT $9, $10, $8 FROM account
+    INSERT INTO outbox (topic, payload, trace_id, next_attempt_at)
+    SELECT $9, $10, $8, now() + make_interval(secs => $13::float8) FROM account
     RETURNING id
 ), webhook_job AS (
     INSERT INTO outbox (topic, payload, trace_id)
@@ -137,7 +141,8 @@ WITH fin AS (
     SELECT pg_notify('payflow_outbox', '') FROM fin
 )
 SELECT EXISTS (SELECT 1 FROM fin) AS finalized,
-       EXISTS (SELECT 1 FROM account) AS credited
+       EXISTS (SELECT 1 FROM account) AS credited,
+       (SELECT id FROM credit_job) AS credit_job
 FROM (SELECT count(*) FROM wake) AS woken;
 
 -- ---- charge attempts: claimed before the gateway is called (payflow.payments.charges)

@@ -23,8 +23,9 @@ from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import Conflict
 from payflow.payments.charges import AttemptState, latest_attempt, lock_payment, record_answer
+from payflow.payments.finalize import FAILED, SUCCEEDED, finalize
 from payflow.payments.gateway import ChargeResult
-from payflow.payments.processor import FAILED, SUCCEEDED, finalize, load_payment
+from payflow.payments.processor import load_payment
 
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.payments")

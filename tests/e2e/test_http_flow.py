@@ -36,7 +36,7 @@ from payflow.ingress.service import assign_address
 from payflow.ingress.signature import sign
 from payflow.ledger.accounts import create_account
 from payflow.ledger.recon import reconcile
-from payflow.payments.processor import credit_event_id
+from payflow.payments.finalize import credit_event_id
 from payflow.webhooks.sender import webhook_id
 from payflow.webhooks.signing import verify
 from tests.integration.pipeline.conftest import wait_until

@@ -14,7 +14,7 @@ from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account
 from payflow.ledger.recon import reconcile
-from payflow.payments.processor import credit_event_id
+from payflow.payments.finalize import credit_event_id
 from payflow.webhooks.sender import webhook_id
 from payflow.webhooks.signing import verify
 from tests.integration.pipeline.conftest import wait_until

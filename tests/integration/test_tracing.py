@@ -14,7 +14,8 @@ from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.observability import is_trace_id
-from payflow.payments.processor import SUCCEEDED, credit_event_id, finalize, load_payment
+from payflow.payments.finalize import SUCCEEDED, credit_event_id, finalize
+from payflow.payments.processor import load_payment
 
 MESSAGE_TRACE = "11111111111111111111111111111111"
 

@@ -14,7 +14,8 @@ import orjson
 import pytest
 
 from payflow.db.tx import transaction
-from payflow.payments.processor import SUCCEEDED, finalize, load_payment
+from payflow.payments.finalize import SUCCEEDED, finalize
+from payflow.payments.processor import load_payment
 
 from .alchemy import (
     USDC_CONTRACT,

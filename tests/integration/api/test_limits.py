@@ -17,7 +17,8 @@ from payflow.db.tx import transaction
 from payflow.ledger.limits import set_limits
 from payflow.ledger.posting import post_event
 from payflow.ledger.recon import reconcile
-from payflow.payments.processor import SUCCEEDED, credit_event_id, finalize, load_payment
+from payflow.payments.finalize import SUCCEEDED, credit_event_id, finalize
+from payflow.payments.processor import load_payment
 from payflow.webhooks.sender import webhook_body
 
 from .conftest import signed

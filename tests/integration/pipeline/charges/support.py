@@ -11,7 +11,7 @@ from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.payments.charges import Claim, claim_charge
-from payflow.payments.processor import credit_event_id
+from payflow.payments.finalize import credit_event_id
 
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"  # nothing listens there: the gateway is down
 

@@ -21,12 +21,9 @@ from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.errors import RetryableError
 from payflow.payments.charges import ChargeInProgress
+from payflow.payments.finalize import SUCCEEDED, credit_event_id
 from payflow.payments.gateway import ChargeRequest, EmulatedGateway
-from payflow.payments.processor import (
-    SUCCEEDED,
-    PaymentProcessor,
-    credit_event_id,
-)
+from payflow.payments.processor import PaymentProcessor
 from tests.integration.pipeline.charges.support import (
     UNREACHABLE_REDIS,
     announced_jobs,

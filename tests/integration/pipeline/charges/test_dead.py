@@ -21,8 +21,9 @@ from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.errors import Conflict, RetryableError
 from payflow.payments.charges import mark_needs_review
+from payflow.payments.finalize import SUCCEEDED
 from payflow.payments.gateway import ChargeRequest, EmulatedGateway
-from payflow.payments.processor import SUCCEEDED, PaymentProcessor
+from payflow.payments.processor import PaymentProcessor
 from payflow.payments.review import list_needs_review, resolve_charge
 from tests.integration.pipeline.charges.support import (
     UNREACHABLE_REDIS,

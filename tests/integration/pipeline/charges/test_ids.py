@@ -14,14 +14,9 @@ from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.errors import IdCollision
+from payflow.payments.finalize import SUCCEEDED, credit_event_id, finalize
 from payflow.payments.gateway import EmulatedGateway
-from payflow.payments.processor import (
-    SUCCEEDED,
-    PaymentProcessor,
-    credit_event_id,
-    finalize,
-    load_payment,
-)
+from payflow.payments.processor import PaymentProcessor, load_payment
 from tests.integration.pipeline.charges.support import (
     announced_jobs,
     attempt_states,

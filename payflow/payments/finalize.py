@@ -1,0 +1,172 @@
+"""Finalizing a payment: its terminal status, the merchant's credit event with its
+ledger.event job and the webhook job commit together, once (`finalize_payment`).
+
+Shared by the payment worker (`payflow.payments.processor`), the dead-lettering of a
+payment and the operator's charge review (`payflow.payments.review`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from payflow.broker.topology import TOPIC_LEDGER_EVENT, TOPIC_WEBHOOK_DELIVER
+from payflow.db import Connection
+from payflow.db.queries import load_queries
+from payflow.errors import IdCollision
+from payflow.ledger.accounts import record_event
+from payflow.ledger.records import EventType
+from payflow.money import format_amount, parse_amount
+from payflow.outbox.writer import enqueue
+
+SQL = load_queries("payflow.payments")
+
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+
+
+def credit_event_id(payment_id: UUID) -> str:
+    """The deterministic ledger event id of a payment's merchant credit."""
+    return f"payment:{payment_id}"
+
+
+async def merchant_account(conn: Connection, merchant_id: UUID, asset: str) -> UUID:
+    """The merchant's account for `asset`, opened on first use (race-free)."""
+    await conn.execute(SQL["open_merchant_account"], merchant_id, asset)
+    account_id: UUID | None = await conn.fetchval(SQL["merchant_account"], merchant_id, asset)
+    assert account_id is not None  # inserted or already there, and never deleted
+    return account_id
+
+
+@dataclass(frozen=True, slots=True)
+class Finalized:
+    """What `finalize_payment` did: `changed` False when the payment was already final;
+    `held_credit` the (event id, outbox id) of a credit whose ledger.event job is held
+    back for the caller to post after the commit (`post_held_credit`), else None."""
+
+    changed: bool
+    held_credit: tuple[str, int] | None = None
+
+
+async def finalize(
+    conn: Connection, payment: asyncpg.Record, status: str, trace_id: str | None
+) -> bool:
+    """`finalize_payment` with the credit's job due at once; True when the payment moved
+    (False: it was already final). Inside the caller's transaction."""
+    return (await finalize_payment(conn, payment, status, trace_id)).changed
+
+
+async def finalize_payment(
+    conn: Connection,
+    payment: asyncpg.Record,
+    status: str,
+    trace_id: str | None,
+    *,
+    credit_hold_s: float = 0.0,
+) -> Finalized:
+    """Move a pending payment to `status` with its credit and webhook job. Runs inside
+    the caller's transaction. `credit_hold_s` > 0 holds the credit's ledger.event job back
+    from the relay that long (the caller posts the credit itself after the commit and
+    gets the job's id in `Finalized.held_credit`); 0 makes it due at once.
+
+    Invariant: the status, the credit event with its `ledger.event` job (successes) and
+    the `webhook.deliver` job (when a URL is set) are written together or not at all,
+    under the payment's trace id (`trace_id` only when the payment has none):
+    one statement normally, plus the account opening on a merchant's first success in
+    a currency, all in the caller's transaction.
+
+    Raises `IdCollision` when a `payment_events` row with the derived id
+    ``payment:<uuid>`` already exists: a pending payment never has its credit, so that
+    row was written by someone else; nothing is skipped, the transaction must roll back.
+    """
+    if not conn.is_in_transaction():
+        raise RuntimeError("finalize must run inside the caller's transaction")
+    # Derived rows inherit the payment's own trace id; the message's only stands in
+    # for a payment stored without one.
+    trace_id = payment["trace_id"] or trace_id
+    payment_id: UUID = payment["id"]
+    event_id = credit_event_id(payment_id) if status == SUCCEEDED else None
+    amount: Decimal = payment["amount"]
+    credit_amount = format_amount(amount)  # exact: normalize() rounded at 28 digits
+    credit_job = {"version": 1, "event_id": event_id}
+    webhook_job = {"version": 1, "payment_id": str(payment_id)} if payment["webhook_url"] else None
+    # Validated like any recorded event; a decline (or dead-lettering) never parses it.
+    credit_value = parse_amount(credit_amount, payment["scale"]) if event_id else None
+    try:
+        row = await _finalize_statement(
+            conn,
+            payment,
+            status,
+            event_id,
+            credit_value,
+            trace_id,
+            credit_job,
+            webhook_job,
+            credit_hold_s,
+        )
+    except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name == "payment_events_pkey":
+            raise _collision(event_id) from None
+        raise
+    if not row["finalized"]:
+        return Finalized(changed=False)
+    if event_id is not None and row["credited"] and credit_hold_s > 0:
+        return Finalized(changed=True, held_credit=(event_id, row["credit_job"]))
+    if event_id is not None and not row["credited"]:
+        # The merchant's first success in this currency: open the account (race-free),
+        # then write the credit and its job; still the same transaction.
+        account_id = await merchant_account(conn, payment["merchant_id"], payment["currency"])
+        recorded = await record_event(
+            conn,
+            event_id=event_id,
+            account_id=account_id,
+            amount=credit_amount,
+            event_type=EventType.PAYMENT_CREDIT,
+            scale=payment["scale"],
+            trace_id=trace_id,
+        )
+        if not recorded:
+            raise _collision(event_id)
+        await enqueue(conn, TOPIC_LEDGER_EVENT, credit_job, trace_id)
+    return Finalized(changed=True)
+
+
+def _collision(event_id: str | None) -> IdCollision:
+    return IdCollision(
+        f"event id {event_id!r} is derived by payflow but already exists; refusing to finalize"
+    )
+
+
+async def _finalize_statement(
+    conn: Connection,
+    payment: asyncpg.Record,
+    status: str,
+    event_id: str | None,
+    credit_value: Decimal | None,
+    trace_id: str | None,
+    credit_job: dict[str, Any],
+    webhook_job: dict[str, Any] | None,
+    credit_hold_s: float,
+) -> asyncpg.Record:
+    row = await conn.fetchrow(
+        SQL["finalize_payment"],
+        payment["id"],
+        status,
+        payment["merchant_id"],
+        payment["currency"],
+        event_id,
+        credit_value,
+        EventType.PAYMENT_CREDIT.value,
+        trace_id,
+        TOPIC_LEDGER_EVENT,
+        credit_job,
+        TOPIC_WEBHOOK_DELIVER,
+        webhook_job,
+        credit_hold_s,
+    )
+    assert row is not None
+    return row
