@@ -52,6 +52,41 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
+class DuplicateKey(ValueError):
+    """An object names one key twice: decoders disagree on which value counts (most keep
+    the last, some the first), so such a document is refused, never guessed at."""
+
+
+def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`object_pairs_hook` that builds a dict, refusing a key seen twice (`DuplicateKey`)."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(f"duplicate key {key[:64]!r} in an object")
+            seen.add(key)
+    return document
+
+
+def _member_count(text: str) -> int:
+    """Object members in a valid JSON text: its name separators outside string literals."""
+    return _STRING.sub("", text).count(":")
+
+
+def _key_count(value: Any) -> int:
+    """Keys in every object of a decoded document (iterative: any depth)."""
+    keys, pending = 0, [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            keys += len(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return keys
+
+
 def stdlib_loads(data: bytes | str, **options: Any) -> Any:
     """`json.loads(data, **options)` for outside bytes, bounded in depth.
 
@@ -61,8 +96,11 @@ def stdlib_loads(data: bytes | str, **options: Any) -> Any:
     `sys.get_int_max_str_digits()`, 4,300 digits, or a hook's refusal), so every caller
     that answers "not JSON" for a decode error does so for these too (a web framework
     answers 400 "error parsing the body" to a bare `ValueError`); raises
-    `UnicodeDecodeError` for bytes that are not UTF-8. Never `RecursionError`.
+    `UnicodeDecodeError` for bytes that are not UTF-8. Never `RecursionError`. An object
+    that names a key twice is refused (`unique_object`) unless `options` bring their own
+    `object_pairs_hook`.
     """
+    options.setdefault("object_pairs_hook", unique_object)
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     if nesting_depth(text) > MAX_DEPTH:
         raise json.JSONDecodeError(f"nested deeper than {MAX_DEPTH} levels", text[:64], 0)
@@ -83,12 +121,17 @@ def loads_exact(data: bytes, **options: Any) -> Any:
     orjson is used for bodies it accepts that hold no integer literal of 19+ digits
     (orjson would make a float of one beyond 64 bits). Everything else (lone surrogate
     escapes, wide integers, `NaN` where `options` allow it) goes to the depth-bounded
-    standard decoder. Raises `json.JSONDecodeError` or `UnicodeDecodeError` (both
+    standard decoder. A document with a key twice in one object goes there too, and is
+    refused: orjson keeps the last value silently, so its keys are counted against the
+    body's members. Raises `json.JSONDecodeError` or `UnicodeDecodeError` (both
     `ValueError`) for bytes that are not such a document; never `RecursionError`.
     """
     if _WIDE_INTEGER.search(data) is None:
         try:
-            return orjson.loads(data)
+            document = orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
+        else:
+            if b":" not in data or _key_count(document) == _member_count(data.decode()):
+                return document
     return stdlib_loads(data, **options)

@@ -88,6 +88,9 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
         ctx = error.get("ctx") or {}
         if isinstance(ctx, dict) and isinstance(ctx.get("error"), Exception):
             message = str(ctx["error"])
+        elif error.get("type") == "json_invalid" and isinstance(ctx, dict) and ctx.get("error"):
+            # The decoder's reason (a key twice, too deep, bad syntax), never body text.
+            message = f"not valid JSON: {str(ctx['error'])[:200]}"
         message = message.removeprefix("Value error, ")
         errors.append({"field": ".".join(loc), "message": message})
     return errors

@@ -136,3 +136,43 @@ def test_an_integer_beyond_the_interpreters_digit_limit_is_a_decode_error(digits
         loads_exact(body)
     with pytest.raises(json.JSONDecodeError):
         stdlib_loads(body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a": 1, "a": 2}',
+        b'{"a": 1, "a": 1}',
+        b'{"x": {"k": "1", "k": "2"}}',
+        b'[{"a": 1}, {"b": 1, "b": 2}]',
+        b'{"a": 1, "\\u0061": 2}',
+        b'{"a": "\\ud800", "a": 2}',  # the standard decoder's path
+        b'{"n": 18446744073709551616, "n": 1}',  # a wide integer: the same path
+    ],
+)
+def test_a_key_twice_in_one_object_is_refused(body: bytes) -> None:
+    with pytest.raises(ValueError, match="duplicate key"):
+        loads_exact(body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a": {"a": {"a": 1}}}',  # the same key at different levels
+        b'[{"a": 1}, {"a": 2}]',  # in different objects
+        b'{"a": "x:y", "b": ":::"}',  # colons inside strings
+        b'{"a\\":": 1, "b": "\\"::"}',  # escaped quotes before colons
+        b'[1, "2", null]',
+        b'"a:b"',
+    ],
+)
+def test_distinct_keys_decode_as_orjson_does(body: bytes) -> None:
+    assert loads_exact(body) == orjson.loads(body)
+
+
+@given(
+    st.dictionaries(st.text(alphabet='ab:"\\{}[]'), st.integers(-(2**63), 2**63 - 1), max_size=6)
+)
+def test_any_object_with_distinct_keys_round_trips(document: dict[str, int]) -> None:
+    body = orjson.dumps({"outer": document, "list": [document]})
+    assert loads_exact(body) == {"outer": document, "list": [document]}
