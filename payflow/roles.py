@@ -44,6 +44,11 @@ log = structlog.get_logger("payflow.roles")
 
 WORKER_QUEUES: tuple[str, ...] = ("payments", "ledger", "webhooks")
 CONNECT_BACKOFF_S = 1.0
+# Roles that talk to RabbitMQ: the relay publishes, the worker consumes, the API serves
+# the queue-depth gauges on its /metrics. The scheduler and the scanner only write
+# PostgreSQL (their messages leave through the outbox), so a broker outage never stops
+# them, and a process of only those roles never connects to it.
+BROKER_ROLES = frozenset({"api", "relay", "worker"})
 
 
 @dataclass(slots=True)
@@ -52,8 +57,8 @@ class Runtime:
 
     settings: Settings
     pool: asyncpg.Pool
-    connection: aio_pika.abc.AbstractRobustConnection
-    names: Names
+    connection: aio_pika.abc.AbstractRobustConnection | None  # None without a BROKER_ROLES role
+    names: Names | None  # declared with the connection
     http: httpx.AsyncClient
     gateway: Gateway
     worker_queues: tuple[str, ...] = WORKER_QUEUES
@@ -61,6 +66,13 @@ class Runtime:
 
 
 Role = Callable[[Runtime, asyncio.Event], Coroutine[Any, Any, None]]
+
+
+def _broker(runtime: Runtime) -> tuple[aio_pika.abc.AbstractRobustConnection, Names]:
+    """The broker connection and topology of a process that runs a `BROKER_ROLES` role."""
+    if runtime.connection is None or runtime.names is None:
+        raise RuntimeError("this role needs the broker; run_roles connects for BROKER_ROLES")
+    return runtime.connection, runtime.names
 
 
 def default_gateway(settings: Settings, redis: Redis) -> Gateway:
@@ -94,9 +106,10 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
     if pool is None:
         await listen_pool.close()
         return
-    channel = await confirm_channel(runtime.connection)
+    connection, names = _broker(runtime)
+    channel = await confirm_channel(connection)
     try:
-        exchange = await channel.get_exchange(runtime.names.exchange)
+        exchange = await channel.get_exchange(names.exchange)
         await run_relay(pool, runtime.settings, exchange, stop, listen_pool=listen_pool)
     finally:
         with contextlib.suppress(Exception):
@@ -128,7 +141,8 @@ def worker_routes(runtime: Runtime) -> list[Route]:
 
 async def worker_role(runtime: Runtime, stop: asyncio.Event) -> None:
     """Consume the work queues until stopped, then drain in-flight messages."""
-    consumer = Consumer(runtime.connection, runtime.settings, runtime.names, worker_routes(runtime))
+    connection, names = _broker(runtime)
+    consumer = Consumer(connection, runtime.settings, names, worker_routes(runtime))
     await consumer.start()
     await stop.wait()
     await consumer.stop(runtime.settings.shutdown_grace_s)
@@ -234,12 +248,14 @@ async def run_roles(
     try:
         if "api" not in roles:
             exits.enter_context(serving_metrics(settings))
-        connection = await _connect_with_retry(settings, "payflow:" + "+".join(roles), stop)
-        if connection is None:
-            return
-        channel = await connection.channel()
-        names = await declare_topology(channel, settings)
-        await channel.close()
+        names = None
+        if BROKER_ROLES.intersection(roles):
+            connection = await _connect_with_retry(settings, "payflow:" + "+".join(roles), stop)
+            if connection is None:
+                return
+            channel = await connection.channel()
+            names = await declare_topology(channel, settings)
+            await channel.close()
         await exits.enter_async_context(refreshing_state(pool, settings, connection))
         runtime = Runtime(
             settings=settings,

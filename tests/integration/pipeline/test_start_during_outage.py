@@ -118,3 +118,32 @@ async def test_relay_and_worker_started_during_an_outage_wait_then_deliver(
                 proc.wait()
         proxies.close()
     assert [proc.returncode for proc in procs.values()] == [0, 0, 0]
+
+
+async def test_the_scheduler_runs_its_jobs_while_rabbitmq_is_down(
+    pool: asyncpg.Pool, pipe_settings: Settings, tmp_path: Path
+) -> None:
+    """The scheduler writes PostgreSQL only (its messages leave through the outbox), so a
+    scheduler process never waits for the broker: with RabbitMQ unreachable it still runs
+    its jobs (the scanner is the same kind of role)."""
+    dead_port = free_port()  # nothing listens: every connection is refused
+    process = spawn_role(
+        pipe_settings,
+        tmp_path / "scheduler.log",
+        "scheduler",
+        DATABASE_URL=pipe_settings.database_url,
+        RABBITMQ_URL=f"amqp://guest:guest@127.0.0.1:{dead_port}/",
+        METRICS_PORT=str(free_port()),
+        LOG_LEVEL="INFO",
+    )
+    try:
+        await wait_until(
+            lambda: pool.fetchval("SELECT count(*) FROM job_runs WHERE finished_at IS NOT NULL"),
+            limit_s=60,
+            what="a finished job run",
+        )
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    log = (tmp_path / "scheduler.log").read_text()
+    assert "payflow.broker.connect_failed" not in log
