@@ -3,8 +3,9 @@ its answer is recorded before anything depends on it.
 
 The protocol (docs/pipeline.md, "The charge-claim protocol"), per payment:
 
-1. tx 1 (`claim_charge`): under the payment's row lock, commit a `claimed` attempt with a
-   lease of `CHARGE_LEASE_S`. A live claim held by another delivery makes this one retry
+1. tx 1 (`claim_first_charge`, one autocommitted statement for a payment's first
+   attempt, else `claim_charge`): under the payment's row lock, commit a `claimed` attempt
+   with a lease of `CHARGE_LEASE_S`. A live claim held by another delivery makes this one retry
    later (`ChargeInProgress`); an unanswered attempt whose lease expired (its worker died
    or gave up) is superseded by a new one that *recovers*: it asks the gateway's
    `status()` before it would ever charge.
@@ -12,7 +13,8 @@ The protocol (docs/pipeline.md, "The charge-claim protocol"), per payment:
 3. tx 2 (`record_answer` + `finalize`): the answer and the payment's final status commit
    together.
 
-Every function here runs inside the caller's transaction and never commits.
+Every function here but `claim_first_charge` runs inside the caller's transaction and
+never commits.
 """
 
 from __future__ import annotations
@@ -115,6 +117,28 @@ async def latest_attempt(conn: Connection, payment_id: UUID) -> Attempt | None:
         reason=row["reason"],
         reference=row["gateway_reference"],
     )
+
+
+async def claim_first_charge(
+    conn: Connection, payment_id: UUID, token: str, lease_s: float
+) -> Claim | None:
+    """The common claim in one autocommitted statement: attempt 1 of a pending payment
+    that never had one, with a lease of `lease_s` seconds named `token`. None when
+    `claim_charge` must decide (not pending, an earlier attempt, a concurrent claim);
+    nothing is written then. `conn` must not be inside a transaction, so the payment's
+    row lock is held only while the server runs the statement.
+
+    Invariant: the same as `claim_charge` (one open attempt per payment, taken under the
+    payment's row lock); a recovering claim is never made here.
+    """
+    if conn.is_in_transaction():
+        raise RuntimeError("claim_first_charge runs outside a transaction (it commits)")
+    attempt_id: UUID | None = await conn.fetchval(
+        SQL["claim_first_charge"], payment_id, token, lease_s
+    )
+    if attempt_id is None:
+        return None
+    return Claim(attempt_id=attempt_id, attempt=1, token=token, recovering=False)
 
 
 async def claim_charge(

@@ -48,6 +48,7 @@ from payflow.payments.charges import (
     OPEN_STATES,
     Claim,
     claim_charge,
+    claim_first_charge,
     latest_attempt,
     lock_payment,
     mark_needs_review,
@@ -130,10 +131,16 @@ class PaymentProcessor:
         payment_id: UUID = payment["id"]
         token = f"{self._worker}:{uuid4().hex[:12]}"
         changed = False
-        async with self._pool.acquire() as conn, transaction(conn, self._settings):
-            claim = await claim_charge(conn, payment_id, token, self._settings.charge_lease_s)
-            if isinstance(claim, ChargeResult):  # answered before: finalize from the record
-                changed = await finalize(conn, payment, _status_of(claim), trace_id)
+        lease_s = self._settings.charge_lease_s
+        async with self._pool.acquire() as conn:
+            claim: Claim | ChargeResult | None = await claim_first_charge(
+                conn, payment_id, token, lease_s
+            )
+            if claim is None:  # a redelivery or a race: the full claim decides
+                async with transaction(conn, self._settings):
+                    claim = await claim_charge(conn, payment_id, token, lease_s)
+                    if isinstance(claim, ChargeResult):  # answered: finalize from the record
+                        changed = await finalize(conn, payment, _status_of(claim), trace_id)
         if claim is None:
             log.info("payflow.payments.duplicate", status="final")
             return

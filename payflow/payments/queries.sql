@@ -168,6 +168,22 @@ UPDATE charge_attempts SET state = 'superseded'
 WHERE attempt_id = $1 AND state IN ('claimed', 'needs_review')
 RETURNING attempt_id;
 
+-- name: claim_first_charge
+-- $1 payment id, $2 claimed_by (the claim's token), $3 lease seconds. The common claim in
+-- ONE statement, sent outside a transaction: a pending payment that never had an attempt
+-- gets attempt 1 under its row lock (the lock order of every claim: payment, then its
+-- attempts). No row when the full claim must decide: the payment is not pending, it has
+-- an attempt, or a concurrent claim inserted one (the unique keys refuse a second attempt
+-- 1 or a second open attempt; DO NOTHING waits for that claim's commit first).
+WITH payment AS MATERIALIZED (
+    SELECT id FROM payments WHERE id = $1 AND status = 'pending' FOR UPDATE
+)
+INSERT INTO charge_attempts (payment_id, attempt, claimed_by, lease_until)
+SELECT id, 1, $2, clock_timestamp() + make_interval(secs => $3) FROM payment
+WHERE NOT EXISTS (SELECT 1 FROM charge_attempts a WHERE a.payment_id = $1)
+ON CONFLICT DO NOTHING
+RETURNING attempt_id;
+
 -- name: insert_charge_attempt
 -- $1 payment id, $2 attempt number, $3 claimed_by (the claim's token), $4 lease seconds.
 -- charge_attempts_one_open refuses a second open attempt of the payment.

@@ -1,0 +1,72 @@
+"""`claim_first_charge`: a payment's first claim in one autocommitted statement, on the
+real database. It claims only what the full claim would, and otherwise writes nothing.
+(The race between deliveries in separate processes is in test_claims.py, whose workers
+take this path first.)"""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from payflow.config import Settings
+from payflow.db.tx import transaction
+from payflow.payments.charges import Claim, claim_charge, claim_first_charge
+from tests.integration.pipeline.charges.support import (
+    attempt_states,
+    claim_as_dying_worker,
+    pending_payment,
+)
+
+
+async def test_the_first_claim_is_attempt_one_under_a_lease(
+    pool: asyncpg.Pool, settings: Settings
+) -> None:
+    _, payment_id = await pending_payment(pool, settings)
+    async with pool.acquire() as conn:
+        claim = await claim_first_charge(conn, payment_id, "token-a", 30.0)
+    assert isinstance(claim, Claim)
+    assert (claim.attempt, claim.token, claim.recovering) == (1, "token-a", False)
+    row = await pool.fetchrow(
+        "SELECT attempt_id, state, claimed_by, lease_until > clock_timestamp() AS live"
+        " FROM charge_attempts WHERE payment_id = $1",
+        payment_id,
+    )
+    assert tuple(row) == (claim.attempt_id, "claimed", "token-a", True)
+    # A second delivery finds the attempt: nothing written, the full claim decides
+    # (and sees the live claim).
+    async with pool.acquire() as conn:
+        assert await claim_first_charge(conn, payment_id, "token-b", 30.0) is None
+    assert await attempt_states(pool, payment_id) == [(1, "claimed")]
+
+
+async def test_an_expired_earlier_attempt_is_left_to_the_full_claim(
+    pool: asyncpg.Pool, settings: Settings
+) -> None:
+    _, payment_id = await pending_payment(pool, settings)
+    await claim_as_dying_worker(pool, settings, payment_id, lease_s=0.0)
+    async with pool.acquire() as conn:
+        assert await claim_first_charge(conn, payment_id, "token-b", 30.0) is None
+        async with transaction(conn, settings):
+            recovering = await claim_charge(conn, payment_id, "token-b", 30.0)
+    assert isinstance(recovering, Claim) and recovering.recovering
+    assert await attempt_states(pool, payment_id) == [(1, "superseded"), (2, "claimed")]
+
+
+async def test_a_final_payment_is_never_claimed(pool: asyncpg.Pool, settings: Settings) -> None:
+    _, payment_id = await pending_payment(pool, settings)
+    await pool.execute(
+        "UPDATE payments SET status = 'failed', processed_at = now() WHERE id = $1",
+        payment_id,
+    )
+    async with pool.acquire() as conn:
+        assert await claim_first_charge(conn, payment_id, "token-a", 30.0) is None
+    assert await attempt_states(pool, payment_id) == []
+
+
+async def test_it_refuses_to_run_inside_a_transaction(
+    pool: asyncpg.Pool, settings: Settings
+) -> None:
+    _, payment_id = await pending_payment(pool, settings)
+    async with pool.acquire() as conn, transaction(conn, settings):
+        with pytest.raises(RuntimeError):
+            await claim_first_charge(conn, payment_id, "token-a", 30.0)
