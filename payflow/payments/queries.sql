@@ -237,30 +237,40 @@ SELECT id FROM accounts WHERE merchant_id = $1 AND asset = $2 AND settlement;
 -- redelivered as is), $5 the attempt the chain sends next. Counts the attempt; a delivered
 -- time is never overwritten; ends the send's lease and records when the owning chain is
 -- expected back (only this send's: a lease another send took over after this one's
--- expired, and that send's chain, are left alone). The second short transaction of a send.
-UPDATE payments
-SET webhook_attempts = webhook_attempts + 1,
-    webhook_delivered_at = CASE
-        WHEN $2::boolean AND webhook_delivered_at IS NULL THEN clock_timestamp()
-        ELSE webhook_delivered_at
-    END,
-    webhook_chain_attempt = CASE
-        WHEN webhook_lease_token = $3 AND $4::float8 IS NOT NULL THEN $5::integer
-        ELSE webhook_chain_attempt
-    END,
-    webhook_next_attempt_at = CASE
-        WHEN webhook_lease_token = $3
-        THEN clock_timestamp() + make_interval(secs => coalesce($4::float8, 0))
-        ELSE webhook_next_attempt_at
-    END,
-    webhook_lease_token = CASE
-        WHEN webhook_lease_token = $3 THEN NULL ELSE webhook_lease_token
-    END,
-    webhook_lease_until = CASE
-        WHEN webhook_lease_token = $3 THEN NULL ELSE webhook_lease_until
-    END
-WHERE id = $1
-RETURNING webhook_attempts, webhook_delivered_at;
+-- expired, and that send's chain, are left alone); $6 the HTTP status answered (null: no
+-- answer), $7 the error text (null for a 2xx). The same statement appends the attempt's
+-- row to `webhook_attempt_log` (payflow.webhooks.attempts), numbered by the new count,
+-- so the counter and the log never disagree. Step 3 of a send, sent outside a
+-- transaction: one autocommitted statement.
+WITH counted AS (
+    UPDATE payments
+    SET webhook_attempts = webhook_attempts + 1,
+        webhook_delivered_at = CASE
+            WHEN $2::boolean AND webhook_delivered_at IS NULL THEN clock_timestamp()
+            ELSE webhook_delivered_at
+        END,
+        webhook_chain_attempt = CASE
+            WHEN webhook_lease_token = $3 AND $4::float8 IS NOT NULL THEN $5::integer
+            ELSE webhook_chain_attempt
+        END,
+        webhook_next_attempt_at = CASE
+            WHEN webhook_lease_token = $3
+            THEN clock_timestamp() + make_interval(secs => coalesce($4::float8, 0))
+            ELSE webhook_next_attempt_at
+        END,
+        webhook_lease_token = CASE
+            WHEN webhook_lease_token = $3 THEN NULL ELSE webhook_lease_token
+        END,
+        webhook_lease_until = CASE
+            WHEN webhook_lease_token = $3 THEN NULL ELSE webhook_lease_until
+        END
+    WHERE id = $1
+    RETURNING id, webhook_attempts, webhook_delivered_at
+), logged AS (
+    INSERT INTO webhook_attempt_log (payment_id, attempt, http_status, error)
+    SELECT id, webhook_attempts, $6, $7 FROM counted
+)
+SELECT webhook_attempts, webhook_delivered_at FROM counted;
 
 -- name: release_webhook_lease
 -- $1 payment id, $2 lease token. The send ended without a POST (refused URL, cancelled):

@@ -47,7 +47,7 @@ from payflow.money import format_at_scale
 from payflow.observability import outbound_traceparent
 from payflow.ops.dlq_fallback import DlqFallback
 from payflow.payments.processor import payment_id_of
-from payflow.webhooks.attempts import log_attempt
+from payflow.webhooks.attempts import attempt_outcome
 from payflow.webhooks.chains import dead_letter_webhook, duplicate_reason
 from payflow.webhooks.pinning import PinnedTransport, pinned
 from payflow.webhooks.shards import ShardedTransport, shard_count
@@ -232,7 +232,9 @@ class WebhookSender:
             raise
         # Step 3: count the attempt, the delivery time on a 2xx, end the lease, and note
         # when this chain's retry is due back (the sweep and duplicates wait for it).
-        async with self._pool.acquire() as conn, transaction(conn, self._settings):
+        # One autocommitted statement, which also appends the attempt log's row.
+        logged_status, error = attempt_outcome(http_status, failure)
+        async with self._pool.acquire() as conn:
             counted = await conn.fetchrow(
                 SQL["record_webhook_attempt"],
                 payment_id,
@@ -240,9 +242,10 @@ class WebhookSender:
                 token,
                 self._retry_after_s(failure, attempt),
                 attempt + 1,
+                logged_status,
+                error,
             )
-            assert counted is not None  # payments are never deleted
-            await log_attempt(conn, payment_id, counted["webhook_attempts"], http_status, failure)
+        assert counted is not None  # payments are never deleted
         WEBHOOK_ATTEMPTS.labels("failed" if failure is not None else "delivered").inc()
         if failure is not None:
             log.warning(

@@ -1,8 +1,9 @@
 """The webhook attempt log (issue 12): one row per POST with the HTTP status answered.
 
 `payments.webhook_attempts` only counts attempts; the console's payment timeline needs
-each attempt's outcome. The sender calls `log_attempt` in the transaction that counts
-the attempt, so the log and the counter never disagree. The table is append-only for
+each attempt's outcome. The sender's statement that counts the attempt appends its row
+(`attempt_outcome` gives the row's status and error), so the log and the counter never
+disagree. The table is append-only for
 the service (UPDATE and DELETE revoked by migration 0017's grant hook); rows older than
 WEBHOOK_ATTEMPT_LOG_RETENTION_DAYS go only through `retention.py` (migration 0019).
 """
@@ -32,19 +33,16 @@ class WebhookAttempt:
     attempted_at: datetime
 
 
-async def log_attempt(
-    conn: Connection, payment_id: UUID, attempt: int, status: int | None, failure: Exception | None
-) -> None:
-    """Record attempt `attempt` of `payment_id`'s webhook inside the caller's transaction.
-
-    `status` is the HTTP status answered (None when no answer came); `failure` the error
-    (None for a 2xx). A non-2xx answer without an explicit status takes the status of its
-    `WebhookHTTPStatus`. Never holds a secret: the error is the exception's own text.
-    """
+def attempt_outcome(status: int | None, failure: Exception | None) -> tuple[int | None, str | None]:
+    """The (HTTP status, error text) logged for one POST: `status` as answered (None: no
+    answer came), a non-2xx answer without an explicit status taking the status of its
+    `WebhookHTTPStatus`; the error is the exception's own text, cut to MAX_ERROR_CHARS
+    (None for a 2xx), never a secret. The sender's `record_webhook_attempt` statement
+    appends the row in the same statement that counts the attempt."""
     if status is None and isinstance(failure, WebhookHTTPStatus):
         status = failure.status_code
     error = None if failure is None else f"{type(failure).__name__}: {failure}"[:MAX_ERROR_CHARS]
-    await conn.execute(SQL["log_webhook_attempt"], payment_id, attempt, status, error)
+    return status, error
 
 
 async def attempts_of(conn: Connection, payment_id: UUID, limit: int = 200) -> list[WebhookAttempt]:
