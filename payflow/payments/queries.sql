@@ -1,10 +1,11 @@
 -- name: create_payment
 -- $1 merchant id, $2 amount, $3 currency, $4 description, $5 metadata, $6 idempotency key,
--- $7 webhook url, $8 trace id, $9 request hash, $10 advisory lock key of the idempotency key
+-- $7 webhook url, $8 trace id, $9 request hash, $10 advisory lock key of the idempotency key,
+-- $11 the outbox topic of a new payment (payment.created)
 -- One round trip: take the key's transaction lock, read any stored record and any payment
 -- already made under the key (the domain row, which outlives the record's retention), and
--- only when the lock was free and neither exists, insert the payment and its completed
--- idempotency record. `prior_*` describe the existing payment, `prior_response` is the
+-- only when the lock was free and neither exists, insert the payment, its completed
+-- idempotency record and its outbox job (with the relay's NOTIFY, delivered at commit). `prior_*` describe the existing payment, `prior_response` is the
 -- answer rebuilt from it (same shape as `response`, with its current status). Visibility
 -- follows the statement snapshot; a record committed by a concurrent request after it was
 -- taken fails a unique key, and the caller retries.
@@ -44,6 +45,12 @@ WITH lock AS MATERIALIZED (
     INSERT INTO api_idempotency
         (merchant_id, scope, key, request_hash, state, response_status, response_body)
     SELECT $1, 'payments.create', $6, $9, 'completed', 202, body.response FROM body
+), job AS (
+    INSERT INTO outbox (topic, payload, trace_id)
+    SELECT $11, jsonb_build_object('version', 1, 'payment_id', p.id::text), $8 FROM p
+    RETURNING id
+), wake AS (
+    SELECT pg_notify('payflow_outbox', '') FROM job
 )
 SELECT lock.locked, e.request_hash, e.state, e.response_status, e.response_body,
        body.id, body.response,
@@ -53,7 +60,8 @@ SELECT lock.locked, e.request_hash, e.state, e.response_status, e.response_body,
 FROM lock
 LEFT JOIN existing e ON true
 LEFT JOIN prior ON true
-LEFT JOIN body ON true;
+LEFT JOIN body ON true
+LEFT JOIN (SELECT count(*) AS woken FROM wake) AS w ON true;
 
 -- name: get_payment
 -- $1 payment id, $2 merchant id

@@ -13,7 +13,6 @@ import orjson
 
 from payflow.db.queries import load_queries
 from payflow.errors import NotFound
-from payflow.outbox.writer import enqueue
 from payflow.payments.idempotency import (
     IdempotencyKeyReused,
     StoredResponse,
@@ -67,6 +66,7 @@ async def create_payment(
         trace_id,
         request_hash,
         lock_key(merchant_id, CREATE_SCOPE, idempotency_key),
+        PAYMENT_CREATED_TOPIC,
     )
     assert row is not None  # the statement always yields one row
     stored = check_stored(row, request_hash)
@@ -74,10 +74,7 @@ async def create_payment(
         return stored
     if row["prior_id"] is not None:
         return _replay_payment(row, payment)
-    await enqueue(
-        conn, PAYMENT_CREATED_TOPIC, {"version": 1, "payment_id": str(row["id"])}, trace_id
-    )
-    return StoredResponse(202, row["response"])
+    return StoredResponse(202, row["response"])  # the payment.created job came with it
 
 
 def _canonical(value: Any) -> bytes:

@@ -13,8 +13,9 @@ A send never holds the database while it waits for a merchant (issue 10):
    stale copy) is acked and dropped: the owner of the job decides it;
 2. POST with no transaction open and no pooled connection held, bounded as a whole by
    `WEBHOOK_TIMEOUT_S` (below the lease, so two sends of one job never overlap);
-3. record, one autocommitted statement: count the attempt, append the attempt log row, set `webhook_delivered_at` on a
-   2xx, end the lease, and note when the chain's retry is due back from its tier.
+3. record, one autocommitted statement: count the attempt, append the attempt log row,
+   set `webhook_delivered_at` on a 2xx, end the lease, and note when the chain's retry
+   is due back from its tier.
 
 At most `WEBHOOK_MAX_IN_FLIGHT` sends run per process. A crash between POST and record
 leaves the lease to expire; its redelivery is a duplicate of the in-flight job and is
