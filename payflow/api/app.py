@@ -21,6 +21,7 @@ from payflow.observability import configure_logging, log
 from .auth import ensure_bootstrap_merchants
 from .db import connection
 from .errors import install_exception_handler
+from .head import HeadAsGet
 from .metrics import Metrics
 from .middleware import RequestMiddleware
 from .routes import accounts, admin, health, ingress, payments, payouts
@@ -71,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     if settings.console_enabled:
         install_console(app)  # server-rendered /console (issue 12)
+    app.add_middleware(HeadAsGet)  # inside RequestMiddleware: logs and metrics say HEAD
     app.add_middleware(
         RequestMiddleware,
         max_body_bytes=settings.max_body_bytes,
