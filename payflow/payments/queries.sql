@@ -307,6 +307,41 @@ INSERT INTO payments (merchant_id, amount, currency, idempotency_key, webhook_ur
 VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id;
 
+-- name: claim_fresh_webhook
+-- $1 payment id, $2 lease token, $3 lease seconds, $4 message id of the send's chain, $5 its
+-- attempt. The common claim of a send in ONE statement, sent outside a transaction: a final
+-- payment whose webhook no chain owns yet (never claimed, or handed back by a replay), not
+-- delivered, not dead, with a URL and no live lease, takes the lease as take_webhook_lease
+-- does, under its row lock (re-checked after any wait). Returns the row of
+-- lock_payment_for_webhook (the lease columns as they were before); no row when the full
+-- claim must decide (a duplicate, a retry of an owned chain, a pending payment).
+WITH job AS MATERIALIZED (
+    SELECT p.id FROM payments p
+    WHERE p.id = $1 AND p.status <> 'pending' AND coalesce(p.webhook_url, '') <> ''
+      AND p.webhook_delivered_at IS NULL AND p.webhook_dead_at IS NULL
+      AND p.webhook_chain_message IS NULL
+      AND NOT coalesce(p.webhook_lease_until > clock_timestamp(), false)
+    FOR UPDATE
+), leased AS (
+    UPDATE payments
+    SET webhook_lease_token = $2,
+        webhook_lease_until = clock_timestamp() + make_interval(secs => $3),
+        webhook_chain_message = $4,
+        webhook_chain_attempt = $5,
+        webhook_next_attempt_at = clock_timestamp() + make_interval(secs => $3)
+    FROM job WHERE payments.id = job.id
+    RETURNING payments.id
+)
+SELECT p.id, p.merchant_id, p.amount, p.currency, p.status, p.webhook_url,
+       p.webhook_delivered_at, p.webhook_dead_at, p.webhook_attempts, p.trace_id,
+       p.processed_at, p.created_at, m.webhook_secret, a.scale,
+       false AS lease_live, p.webhook_chain_message, p.webhook_chain_attempt,
+       NULL::float8 AS overdue_s
+FROM leased
+JOIN payments p ON p.id = leased.id
+JOIN merchants m ON m.id = p.merchant_id
+JOIN assets a ON a.code = p.currency;
+
 -- name: lock_payment_for_webhook
 -- $1 payment id. Locks the row for the claim's short transaction only (a lease, not the
 -- lock, keeps two sends of one job apart); `lease_live` is true while another send's lease

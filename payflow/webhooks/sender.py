@@ -6,7 +6,7 @@ from a retry tier after a failed POST finds the payment already final, and must 
 
 A send never holds the database while it waits for a merchant (issue 10):
 
-1. claim, one short transaction: under the payment's row lock, check what is left to do,
+1. claim, one short transaction (a job's first send: one autocommitted statement): under the payment's row lock, check what is left to do,
    that this message's chain may drive the job (`payflow.webhooks.chains`), and take the
    webhook's lease (`webhook_lease_token`, `webhook_lease_until` = now +
    `WEBHOOK_LEASE_S`); a duplicate (a live lease of another send, another live chain, a
@@ -153,7 +153,17 @@ class WebhookSender:
     ) -> asyncpg.Record | None:
         """Step 1: the payment (with its merchant's secret) under a fresh lease named
         `token`, owned by this message's chain; None when nothing is left to send or the
-        message is a duplicate."""
+        message is a duplicate. A job's first send claims in one autocommitted statement
+        (`claim_fresh_webhook`); anything else takes the full claim below."""
+        lease_s = self._settings.webhook_lease_s
+        async with self._pool.acquire() as conn:
+            fresh = await conn.fetchrow(
+                SQL["claim_fresh_webhook"], payment_id, token, lease_s, message_id, attempt
+            )
+        if fresh is not None:
+            if fresh["trace_id"]:
+                structlog.contextvars.bind_contextvars(trace_id=fresh["trace_id"])
+            return fresh
         async with self._pool.acquire() as conn, transaction(conn, self._settings):
             payment = await conn.fetchrow(SQL["lock_payment_for_webhook"], payment_id)
             if payment is None:
@@ -183,12 +193,7 @@ class WebhookSender:
                 )
                 return None
             await conn.execute(
-                SQL["take_webhook_lease"],
-                payment_id,
-                token,
-                self._settings.webhook_lease_s,
-                message_id,
-                attempt,
+                SQL["take_webhook_lease"], payment_id, token, lease_s, message_id, attempt
             )
         return payment
 
