@@ -6,11 +6,12 @@ from a retry tier after a failed POST finds the payment already final, and must 
 
 A send never holds the database while it waits for a merchant (issue 10):
 
-1. claim, one short transaction (a job's first send: one autocommitted statement): under the payment's row lock, check what is left to do,
-   that this message's chain may drive the job (`payflow.webhooks.chains`), and take the
-   webhook's lease (`webhook_lease_token`, `webhook_lease_until` = now +
-   `WEBHOOK_LEASE_S`); a duplicate (a live lease of another send, another live chain, a
-   stale copy) is acked and dropped: the owner of the job decides it;
+1. claim, one short transaction (a job's first send: one autocommitted statement): under
+   the payment's row lock, check what is left to do, that this message's chain may drive
+   the job (`payflow.webhooks.chains`), and take the webhook's lease
+   (`webhook_lease_token`, `webhook_lease_until` = now + `WEBHOOK_LEASE_S`); a duplicate
+   (a live lease of another send, another live chain, a stale copy) is acked and
+   dropped: the owner of the job decides it;
 2. POST with no transaction open and no pooled connection held, bounded as a whole by
    `WEBHOOK_TIMEOUT_S` (below the lease, so two sends of one job never overlap);
 3. record, one autocommitted statement: count the attempt, append the attempt log row,
