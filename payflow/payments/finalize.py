@@ -22,6 +22,7 @@ from payflow.ledger.accounts import record_event
 from payflow.ledger.records import EventType
 from payflow.money import format_amount, parse_amount
 from payflow.outbox.writer import enqueue
+from payflow.payments.gateway import ChargeResult
 
 SQL = load_queries("payflow.payments")
 
@@ -85,6 +86,44 @@ async def finalize_payment(
     """
     if not conn.is_in_transaction():
         raise RuntimeError("finalize must run inside the caller's transaction")
+    return await _finalize(conn, payment, status, trace_id, credit_hold_s, None)
+
+
+async def finalize_answered(
+    conn: Connection,
+    payment: asyncpg.Record,
+    answer: ChargeResult,
+    trace_id: str | None,
+    *,
+    credit_hold_s: float = 0.0,
+) -> Finalized:
+    """The whole answer step in ONE autocommitted statement: under the payment's row lock,
+    record the gateway's `answer` on the open charge attempt and finalize the payment to
+    succeeded|failed as `finalize_payment` does (credit held back `credit_hold_s`).
+
+    `Finalized.changed` False means nothing was written: the payment is not pending, no
+    attempt is open (another answer stands), or a success's settlement account does not
+    exist yet; the caller then takes the transactional step (`lock_payment`,
+    `record_answer`, `finalize_payment`), which decides each of those. `conn` must not be
+    inside a transaction. Raises `IdCollision` like `finalize_payment` (nothing written).
+
+    Invariant: the answer, the status, the credit with its job and the webhook job commit
+    together or not at all, and the answer is recorded only on an open attempt.
+    """
+    if conn.is_in_transaction():
+        raise RuntimeError("finalize_answered runs outside a transaction (it commits)")
+    status = SUCCEEDED if answer.approved else FAILED
+    return await _finalize(conn, payment, status, trace_id, credit_hold_s, answer)
+
+
+async def _finalize(
+    conn: Connection,
+    payment: asyncpg.Record,
+    status: str,
+    trace_id: str | None,
+    credit_hold_s: float,
+    answer: ChargeResult | None,
+) -> Finalized:
     # Derived rows inherit the payment's own trace id; the message's only stands in
     # for a payment stored without one.
     trace_id = payment["trace_id"] or trace_id
@@ -107,6 +146,7 @@ async def finalize_payment(
             credit_job,
             webhook_job,
             credit_hold_s,
+            answer,
         )
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name == "payment_events_pkey":
@@ -114,6 +154,8 @@ async def finalize_payment(
         raise
     if not row["finalized"]:
         return Finalized(changed=False)
+    if answer is not None and event_id is not None and not row["credited"]:
+        raise AssertionError("the answered statement finalizes a success only with its account")
     if event_id is not None and row["credited"] and credit_hold_s > 0:
         return Finalized(changed=True, held_credit=(event_id, row["credit_job"]))
     if event_id is not None and not row["credited"]:
@@ -151,6 +193,7 @@ async def _finalize_statement(
     credit_job: dict[str, Any],
     webhook_job: dict[str, Any] | None,
     credit_hold_s: float,
+    answer: ChargeResult | None,
 ) -> asyncpg.Record:
     row = await conn.fetchrow(
         SQL["finalize_payment"],
@@ -167,6 +210,9 @@ async def _finalize_statement(
         TOPIC_WEBHOOK_DELIVER,
         webhook_job,
         credit_hold_s,
+        None if answer is None else ("approved" if answer.approved else "declined"),
+        None if answer is None else answer.reason,
+        None if answer is None else answer.reference,
     )
     assert row is not None
     return row

@@ -55,7 +55,13 @@ from payflow.payments.charges import (
     record_answer,
     release_claim,
 )
-from payflow.payments.finalize import FAILED, SUCCEEDED, finalize, finalize_payment
+from payflow.payments.finalize import (
+    FAILED,
+    SUCCEEDED,
+    finalize,
+    finalize_answered,
+    finalize_payment,
+)
 from payflow.payments.gateway import ChargeRequest, ChargeResult, Gateway
 
 SQL = load_queries("payflow.payments")
@@ -152,16 +158,18 @@ class PaymentProcessor:
             )
             return
         result = await self._call_gateway(claim, payment)
-        async with self._pool.acquire() as conn, transaction(conn, self._settings):
-            await lock_payment(conn, payment_id)
-            answer = await record_answer(conn, payment_id, result)
-            done = await finalize_payment(
-                conn,
-                payment,
-                _status_of(answer),
-                trace_id,
-                credit_hold_s=self._settings.credit_hold_s,
-            )
+        hold_s = self._settings.credit_hold_s
+        answer = result
+        async with self._pool.acquire() as conn:
+            # One statement normally; anything it does not decide takes the transaction.
+            done = await finalize_answered(conn, payment, result, trace_id, credit_hold_s=hold_s)
+            if not done.changed:
+                async with transaction(conn, self._settings):
+                    await lock_payment(conn, payment_id)
+                    answer = await record_answer(conn, payment_id, result)
+                    done = await finalize_payment(
+                        conn, payment, _status_of(answer), trace_id, credit_hold_s=hold_s
+                    )
         changed = done.changed
         if done.held_credit is not None:  # committed: post it now, its job stands behind
             await post_held_credit(self._pool, self._settings, *done.held_credit)

@@ -113,33 +113,49 @@ WHERE p.id = $1;
 -- $1 payment id, $2 terminal status, $3 merchant id, $4 currency, $5 credit event id (null:
 -- no credit), $6 credit amount, $7 credit event type, $8 trace id, $9 credit topic,
 -- $10 credit payload, $11 webhook topic, $12 webhook payload (null: no webhook URL),
--- $13 seconds the ledger.event job is held back from the relay (0: due at once).
--- One statement, so one atomic unit inside the caller's transaction: compare-and-set the
--- payment pending -> $2 and, only when it moved, write the webhook job and (when the
--- merchant's settlement account is visible to this statement) the pending credit event
--- with its ledger.event job, plus the relay's NOTIFY (delivered at commit). `credited`
--- false on a success means the account does not exist yet: the caller opens it and
--- writes the credit in the same transaction. `credit_job` is the ledger.event row's id.
--- A held-back job is the credit's guarantee while the worker posts it itself right after
--- the commit (`payflow.ledger.posting.post_held_credit`), which deletes the job; if that
--- worker dies first, the relay publishes the job when the hold ends.
-WITH fin AS (
-    UPDATE payments SET status = $2, processed_at = clock_timestamp()
-    WHERE id = $1 AND status = 'pending'
-    RETURNING id
-), account AS (
-    SELECT a.id FROM accounts a, fin
+-- $13 seconds the ledger.event job is held back from the relay (0: due at once),
+-- $14 the gateway's answer to record first (approved|declined; null: the caller recorded
+-- it already), $15 its reason, $16 its reference.
+-- One statement, so one atomic unit: compare-and-set the payment pending -> $2 and, only
+-- when it moved, write the webhook job and (when the merchant's settlement account is
+-- visible to this statement) the pending credit event with its ledger.event job, plus the
+-- relay's NOTIFY (delivered at commit). `credited` false on a success means the account
+-- does not exist yet: the caller opens it and writes the credit in the same transaction.
+-- `credit_job` is the ledger.event row's id. A held-back job is the credit's guarantee
+-- while the worker posts it itself right after the commit
+-- (`payflow.ledger.posting.post_held_credit`), which deletes the job; if that worker dies
+-- first, the relay publishes the job when the hold ends.
+-- With $14 the statement is the whole answer step, sent outside a transaction: under the
+-- payment's row lock (taken first: lock order payment, then attempts) it records $14 on
+-- the open attempt and finalizes; it writes nothing (`finalized` false) unless the
+-- payment is pending, an attempt is open, and a success's account exists.
+WITH locked AS MATERIALIZED (
+    SELECT id FROM payments WHERE id = $1 AND status = 'pending' FOR UPDATE
+), account AS MATERIALIZED (
+    SELECT a.id FROM accounts a
     WHERE $5::text IS NOT NULL AND a.merchant_id = $3 AND a.asset = $4 AND a.settlement
+), answered AS MATERIALIZED (
+    UPDATE charge_attempts
+    SET state = $14, reason = $15, gateway_reference = $16, answered_at = clock_timestamp()
+    WHERE $14::text IS NOT NULL AND payment_id = (SELECT id FROM locked)
+      AND state IN ('claimed', 'needs_review')
+      AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM account))
+    RETURNING attempt_id
+), fin AS (
+    UPDATE payments SET status = $2, processed_at = clock_timestamp()
+    WHERE id = (SELECT id FROM locked)
+      AND ($14::text IS NULL OR EXISTS (SELECT 1 FROM answered))
+    RETURNING id
 ), credit AS (
     -- No ON CONFLICT: an existing row with this derived id was not written for this
     -- payment (status and credit commit together), so the unique violation on
-    -- payment_events_pkey stops the transaction (the caller raises IdCollision).
+    -- payment_events_pkey stops the statement (the caller raises IdCollision).
     INSERT INTO payment_events (event_id, account_id, amount, event_type, trace_id)
-    SELECT $5, account.id, $6, $7, $8 FROM account
+    SELECT $5, account.id, $6, $7, $8 FROM account, fin
     RETURNING event_id
 ), credit_job AS (
     INSERT INTO outbox (topic, payload, trace_id, next_attempt_at)
-    SELECT $9, $10, $8, now() + make_interval(secs => $13::float8) FROM account
+    SELECT $9, $10, $8, now() + make_interval(secs => $13::float8) FROM account, fin
     RETURNING id
 ), webhook_job AS (
     INSERT INTO outbox (topic, payload, trace_id)
