@@ -285,6 +285,15 @@ class Settings(BaseSettings):
             raise ValueError(f"must exceed WEBHOOK_TIMEOUT_S ({timeout:g})")
         return value
 
+    @field_validator("credit_hold_s")
+    @classmethod
+    def _hold_below_stale_alert(cls, value: float, info: ValidationInfo) -> float:
+        """A held credit job is unpublished on purpose; it must not look stale."""
+        stale = info.data.get("outbox_stale_alert_s")
+        if stale is not None and value >= stale:
+            raise ValueError(f"must stay below OUTBOX_STALE_ALERT_S ({stale:g})")
+        return value
+
     @field_validator("retry_tiers_ms", mode="before")
     @classmethod
     def _split_tiers(cls, value: object) -> object:

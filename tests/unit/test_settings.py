@@ -56,3 +56,10 @@ def test_a_webhook_lease_must_outlast_the_send() -> None:
     with pytest.raises(SettingsError, match="WEBHOOK_LEASE_S"):
         load_settings(webhook_timeout_s=10.0, webhook_lease_s=10.0)
     assert load_settings(webhook_timeout_s=10.0, webhook_lease_s=10.5).webhook_lease_s == 10.5
+
+
+def test_a_held_credit_job_must_not_look_stale() -> None:
+    with pytest.raises(SettingsError, match="CREDIT_HOLD_S"):
+        load_settings(outbox_stale_alert_s=60.0, credit_hold_s=60.0)
+    assert load_settings(outbox_stale_alert_s=60.0, credit_hold_s=59.0).credit_hold_s == 59.0
+    assert load_settings(credit_hold_s=0).credit_hold_s == 0  # the relay posts every credit
