@@ -3,17 +3,23 @@
 A gateway charge is an effect outside PostgreSQL, so it is claimed before it happens and
 its answer is recorded before anything depends on it (`payflow.payments.charges`):
 
-* tx 1 commits a charge attempt with a lease (a concurrent delivery of the same payment
-  sees the live claim and retries later; it never calls the gateway meanwhile);
+* step 1 commits a charge attempt with a lease (one statement for a payment's first
+  attempt, `claim_first_charge`; a concurrent delivery of the same payment sees the live
+  claim and retries later; it never calls the gateway meanwhile);
 * the gateway is called with no transaction open (a redelivery whose predecessor left
   an unanswered attempt asks `status()` first and charges only if the gateway never
   saw the payment);
-* tx 2 records the answer and finalizes: the status moves by compare-and-set and the same
-  commit writes the merchant's `payment_credit` event (``payment:<uuid>``, posted exactly
-  once by the ledger worker) and the `webhook.deliver` outbox row.
+* step 2 records the answer and finalizes (one statement normally, `finalize_answered`):
+  the status moves by compare-and-set and the same commit writes the merchant's
+  `payment_credit` event (``payment:<uuid>``) with its `ledger.event` job and the
+  `webhook.deliver` job;
+* the credit is then posted by this worker at once (`post_held_credit`), its job held
+  back from the relay as the guarantee (`CREDIT_HOLD_S`); the ledger worker posts it
+  instead when this worker could not.
 
 So whatever crashes where, the payment is either untouched (and the gateway knows
-whether it charged) or final with its credit and webhook job.
+whether it charged) or final with its credit and webhook job, and the credit is posted
+exactly once.
 """
 
 from __future__ import annotations
