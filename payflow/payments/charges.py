@@ -120,13 +120,14 @@ async def latest_attempt(conn: Connection, payment_id: UUID) -> Attempt | None:
 
 
 async def claim_first_charge(
-    conn: Connection, payment_id: UUID, token: str, lease_s: float
+    conn: Connection, payment_id: UUID, token: str, lease_s: float, lock_timeout_ms: int
 ) -> Claim | None:
     """The common claim in one autocommitted statement: attempt 1 of a pending payment
     that never had one, with a lease of `lease_s` seconds named `token`. None when
     `claim_charge` must decide (not pending, an earlier attempt, a concurrent claim);
     nothing is written then. `conn` must not be inside a transaction, so the payment's
-    row lock is held only while the server runs the statement.
+    row lock is held only while the server runs the statement; a wait for it is bounded
+    by `lock_timeout_ms` (55P03, retryable).
 
     Invariant: the same as `claim_charge` (one open attempt per payment, taken under the
     payment's row lock); a recovering claim is never made here.
@@ -134,7 +135,7 @@ async def claim_first_charge(
     if conn.is_in_transaction():
         raise RuntimeError("claim_first_charge runs outside a transaction (it commits)")
     attempt_id: UUID | None = await conn.fetchval(
-        SQL["claim_first_charge"], payment_id, token, lease_s
+        SQL["claim_first_charge"], payment_id, token, lease_s, lock_timeout_ms
     )
     if attempt_id is None:
         return None

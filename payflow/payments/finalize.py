@@ -86,7 +86,7 @@ async def finalize_payment(
     """
     if not conn.is_in_transaction():
         raise RuntimeError("finalize must run inside the caller's transaction")
-    return await _finalize(conn, payment, status, trace_id, credit_hold_s, None)
+    return await _finalize(conn, payment, status, trace_id, credit_hold_s, None, None)
 
 
 async def finalize_answered(
@@ -96,6 +96,7 @@ async def finalize_answered(
     trace_id: str | None,
     *,
     credit_hold_s: float = 0.0,
+    lock_timeout_ms: int,
 ) -> Finalized:
     """The whole answer step in ONE autocommitted statement: under the payment's row lock,
     record the gateway's `answer` on the open charge attempt and finalize the payment to
@@ -105,7 +106,9 @@ async def finalize_answered(
     attempt is open (another answer stands), or a success's settlement account does not
     exist yet; the caller then takes the transactional step (`lock_payment`,
     `record_answer`, `finalize_payment`), which decides each of those. `conn` must not be
-    inside a transaction. Raises `IdCollision` like `finalize_payment` (nothing written).
+    inside a transaction. A wait for the payment's row lock is bounded by
+    `lock_timeout_ms` (55P03, retryable). Raises `IdCollision` like `finalize_payment`
+    (nothing written).
 
     Invariant: the answer, the status, the credit with its job and the webhook job commit
     together or not at all, and the answer is recorded only on an open attempt.
@@ -113,7 +116,7 @@ async def finalize_answered(
     if conn.is_in_transaction():
         raise RuntimeError("finalize_answered runs outside a transaction (it commits)")
     status = SUCCEEDED if answer.approved else FAILED
-    return await _finalize(conn, payment, status, trace_id, credit_hold_s, answer)
+    return await _finalize(conn, payment, status, trace_id, credit_hold_s, answer, lock_timeout_ms)
 
 
 async def _finalize(
@@ -123,6 +126,7 @@ async def _finalize(
     trace_id: str | None,
     credit_hold_s: float,
     answer: ChargeResult | None,
+    lock_timeout_ms: int | None,
 ) -> Finalized:
     # Derived rows inherit the payment's own trace id; the message's only stands in
     # for a payment stored without one.
@@ -147,6 +151,7 @@ async def _finalize(
             webhook_job,
             credit_hold_s,
             answer,
+            lock_timeout_ms,
         )
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name == "payment_events_pkey":
@@ -194,6 +199,7 @@ async def _finalize_statement(
     webhook_job: dict[str, Any] | None,
     credit_hold_s: float,
     answer: ChargeResult | None,
+    lock_timeout_ms: int | None,
 ) -> asyncpg.Record:
     row = await conn.fetchrow(
         SQL["finalize_payment"],
@@ -213,6 +219,7 @@ async def _finalize_statement(
         None if answer is None else ("approved" if answer.approved else "declined"),
         None if answer is None else answer.reason,
         None if answer is None else answer.reference,
+        lock_timeout_ms,
     )
     assert row is not None
     return row

@@ -146,7 +146,7 @@ class PaymentProcessor:
         lease_s = self._settings.charge_lease_s
         async with self._pool.acquire() as conn:
             claim: Claim | ChargeResult | None = await claim_first_charge(
-                conn, payment_id, token, lease_s
+                conn, payment_id, token, lease_s, self._settings.lock_timeout_ms
             )
             if claim is None:  # a redelivery or a race: the full claim decides
                 async with transaction(conn, self._settings):
@@ -168,7 +168,14 @@ class PaymentProcessor:
         answer = result
         async with self._pool.acquire() as conn:
             # One statement normally; anything it does not decide takes the transaction.
-            done = await finalize_answered(conn, payment, result, trace_id, credit_hold_s=hold_s)
+            done = await finalize_answered(
+                conn,
+                payment,
+                result,
+                trace_id,
+                credit_hold_s=hold_s,
+                lock_timeout_ms=self._settings.lock_timeout_ms,
+            )
             if not done.changed:
                 async with transaction(conn, self._settings):
                     await lock_payment(conn, payment_id)

@@ -115,7 +115,8 @@ WHERE p.id = $1;
 -- $10 credit payload, $11 webhook topic, $12 webhook payload (null: no webhook URL),
 -- $13 seconds the ledger.event job is held back from the relay (0: due at once),
 -- $14 the gateway's answer to record first (approved|declined; null: the caller recorded
--- it already), $15 its reason, $16 its reference.
+-- it already), $15 its reason, $16 its reference, $17 lock_timeout (ms) to set for an
+-- autocommitted statement before any lock (null: the caller's transaction set it).
 -- One statement, so one atomic unit: compare-and-set the payment pending -> $2 and, only
 -- when it moved, write the webhook job and (when the merchant's settlement account is
 -- visible to this statement) the pending credit event with its ledger.event job, plus the
@@ -129,8 +130,13 @@ WHERE p.id = $1;
 -- payment's row lock (taken first: lock order payment, then attempts) it records $14 on
 -- the open attempt and finalizes; it writes nothing (`finalized` false) unless the
 -- payment is pending, an attempt is open, and a success's account exists.
-WITH locked AS MATERIALIZED (
-    SELECT id FROM payments WHERE id = $1 AND status = 'pending' FOR UPDATE
+WITH bound AS MATERIALIZED (
+    SELECT CASE WHEN $17::integer IS NOT NULL
+           THEN pg_catalog.set_config('lock_timeout', $17::integer::text, true) END
+), locked AS MATERIALIZED (
+    SELECT p.id FROM payments p, bound
+    WHERE p.id = $1 AND p.status = 'pending'
+    FOR UPDATE OF p
 ), account AS MATERIALIZED (
     SELECT a.id FROM accounts a
     WHERE $5::text IS NOT NULL AND a.merchant_id = $3 AND a.asset = $4 AND a.settlement
@@ -193,14 +199,19 @@ WHERE attempt_id = $1 AND state IN ('claimed', 'needs_review')
 RETURNING attempt_id;
 
 -- name: claim_first_charge
--- $1 payment id, $2 claimed_by (the claim's token), $3 lease seconds. The common claim in
+-- $1 payment id, $2 claimed_by (the claim's token), $3 lease seconds, $4 lock_timeout (ms)
+-- for this statement's implicit transaction (set before any lock). The common claim in
 -- ONE statement, sent outside a transaction: a pending payment that never had an attempt
 -- gets attempt 1 under its row lock (the lock order of every claim: payment, then its
 -- attempts). No row when the full claim must decide: the payment is not pending, it has
 -- an attempt, or a concurrent claim inserted one (the unique keys refuse a second attempt
 -- 1 or a second open attempt; DO NOTHING waits for that claim's commit first).
-WITH payment AS MATERIALIZED (
-    SELECT id FROM payments WHERE id = $1 AND status = 'pending' FOR UPDATE
+WITH bound AS MATERIALIZED (
+    SELECT pg_catalog.set_config('lock_timeout', $4::integer::text, true)
+), payment AS MATERIALIZED (
+    SELECT p.id FROM payments p, bound
+    WHERE p.id = $1 AND p.status = 'pending'
+    FOR UPDATE OF p
 )
 INSERT INTO charge_attempts (payment_id, attempt, claimed_by, lease_until)
 SELECT id, 1, $2, clock_timestamp() + make_interval(secs => $3) FROM payment
@@ -262,11 +273,14 @@ SELECT id FROM accounts WHERE merchant_id = $1 AND asset = $2 AND settlement;
 -- time is never overwritten; ends the send's lease and records when the owning chain is
 -- expected back (only this send's: a lease another send took over after this one's
 -- expired, and that send's chain, are left alone); $6 the HTTP status answered (null: no
--- answer), $7 the error text (null for a 2xx). The same statement appends the attempt's
+-- answer), $7 the error text (null for a 2xx), $8 lock_timeout (ms) for this statement's
+-- implicit transaction (set before the row lock). The same statement appends the attempt's
 -- row to `webhook_attempt_log` (payflow.webhooks.attempts), numbered by the new count,
 -- so the counter and the log never disagree. Step 3 of a send, sent outside a
 -- transaction: one autocommitted statement.
-WITH counted AS (
+WITH bound AS MATERIALIZED (
+    SELECT pg_catalog.set_config('lock_timeout', $8::integer::text, true)
+), counted AS (
     UPDATE payments
     SET webhook_attempts = webhook_attempts + 1,
         webhook_delivered_at = CASE
@@ -288,8 +302,9 @@ WITH counted AS (
         webhook_lease_until = CASE
             WHEN webhook_lease_token = $3 THEN NULL ELSE webhook_lease_until
         END
-    WHERE id = $1
-    RETURNING id, webhook_attempts, webhook_delivered_at
+    FROM bound
+    WHERE payments.id = $1
+    RETURNING payments.id, webhook_attempts, webhook_delivered_at
 ), logged AS (
     INSERT INTO webhook_attempt_log (payment_id, attempt, http_status, error)
     SELECT id, webhook_attempts, $6, $7 FROM counted
@@ -325,19 +340,22 @@ RETURNING id;
 
 -- name: claim_fresh_webhook
 -- $1 payment id, $2 lease token, $3 lease seconds, $4 message id of the send's chain, $5 its
--- attempt. The common claim of a send in ONE statement, sent outside a transaction: a final
+-- attempt, $6 lock_timeout (ms) for this statement's implicit transaction (set before any
+-- lock). The common claim of a send in ONE statement, sent outside a transaction: a final
 -- payment whose webhook no chain owns yet (never claimed, or handed back by a replay), not
 -- delivered, not dead, with a URL and no live lease, takes the lease as take_webhook_lease
 -- does, under its row lock (re-checked after any wait). Returns the row of
 -- lock_payment_for_webhook (the lease columns as they were before); no row when the full
 -- claim must decide (a duplicate, a retry of an owned chain, a pending payment).
-WITH job AS MATERIALIZED (
-    SELECT p.id FROM payments p
+WITH bound AS MATERIALIZED (
+    SELECT pg_catalog.set_config('lock_timeout', $6::integer::text, true)
+), job AS MATERIALIZED (
+    SELECT p.id FROM payments p, bound
     WHERE p.id = $1 AND p.status <> 'pending' AND coalesce(p.webhook_url, '') <> ''
       AND p.webhook_delivered_at IS NULL AND p.webhook_dead_at IS NULL
       AND p.webhook_chain_message IS NULL
       AND NOT coalesce(p.webhook_lease_until > clock_timestamp(), false)
-    FOR UPDATE
+    FOR UPDATE OF p
 ), leased AS (
     UPDATE payments
     SET webhook_lease_token = $2,

@@ -159,7 +159,13 @@ class WebhookSender:
         lease_s = self._settings.webhook_lease_s
         async with self._pool.acquire() as conn:
             fresh = await conn.fetchrow(
-                SQL["claim_fresh_webhook"], payment_id, token, lease_s, message_id, attempt
+                SQL["claim_fresh_webhook"],
+                payment_id,
+                token,
+                lease_s,
+                message_id,
+                attempt,
+                self._settings.lock_timeout_ms,
             )
         if fresh is not None:
             if fresh["trace_id"]:
@@ -251,6 +257,7 @@ class WebhookSender:
                 attempt + 1,
                 logged_status,
                 error,
+                self._settings.lock_timeout_ms,
             )
         assert counted is not None  # payments are never deleted
         WEBHOOK_ATTEMPTS.labels("failed" if failure is not None else "delivered").inc()

@@ -25,7 +25,7 @@ DECLINED = ChargeResult(approved=False, reason="card_declined", reference="gw-2"
 async def _claimed(pool: asyncpg.Pool, settings: Settings, merchant: uuid.UUID):
     payment_id = await _pending(pool, settings, merchant)
     async with pool.acquire() as conn:
-        assert await claim_first_charge(conn, payment_id, "token", 30.0) is not None
+        assert await claim_first_charge(conn, payment_id, "token", 30.0, 2000) is not None
         return await load_payment(conn, payment_id)
 
 
@@ -50,12 +50,14 @@ async def test_an_approval_is_recorded_and_finalized_in_one_statement(
     merchant, _ = await _merchant_with_account(pool)
     payment = await _claimed(pool, settings, merchant)
     async with pool.acquire() as conn:
-        done = await finalize_answered(conn, payment, APPROVED, None, credit_hold_s=30.0)
+        done = await finalize_answered(
+            conn, payment, APPROVED, None, credit_hold_s=30.0, lock_timeout_ms=2000
+        )
     assert done.changed
     assert done.held_credit is not None and done.held_credit[0] == credit_event_id(payment["id"])
     assert await _state(pool, payment["id"]) == ("succeeded", "approved", "", "gw-1", 1, 2)
     async with pool.acquire() as conn:  # a second answer finds nothing open: no change
-        again = await finalize_answered(conn, payment, DECLINED, None)
+        again = await finalize_answered(conn, payment, DECLINED, None, lock_timeout_ms=2000)
     assert not again.changed
     assert await _state(pool, payment["id"]) == ("succeeded", "approved", "", "gw-1", 1, 2)
 
@@ -65,7 +67,7 @@ async def test_a_decline_needs_no_account(pool: asyncpg.Pool, settings: Settings
         merchant, _, _ = await create_merchant(conn, "shop", admin=False)
     payment = await _claimed(pool, settings, merchant)
     async with pool.acquire() as conn:
-        done = await finalize_answered(conn, payment, DECLINED, None)
+        done = await finalize_answered(conn, payment, DECLINED, None, lock_timeout_ms=2000)
     assert done.changed and done.held_credit is None
     assert await _state(pool, payment["id"]) == (
         "failed",
@@ -84,7 +86,9 @@ async def test_a_first_success_without_its_account_writes_nothing(
         merchant, _, _ = await create_merchant(conn, "shop", admin=False)
     payment = await _claimed(pool, settings, merchant)
     async with pool.acquire() as conn:
-        done = await finalize_answered(conn, payment, APPROVED, None, credit_hold_s=30.0)
+        done = await finalize_answered(
+            conn, payment, APPROVED, None, credit_hold_s=30.0, lock_timeout_ms=2000
+        )
     assert not done.changed  # the transactional step opens the account
     assert await _state(pool, payment["id"]) == ("pending", "claimed", "", "", 0, 0)
 
@@ -96,7 +100,9 @@ async def test_a_payment_without_an_open_attempt_is_left_alone(
     payment_id = await _pending(pool, settings, merchant)
     async with pool.acquire() as conn:
         payment = await load_payment(conn, payment_id)
-        assert not (await finalize_answered(conn, payment, APPROVED, None)).changed
+        assert not (
+            await finalize_answered(conn, payment, APPROVED, None, lock_timeout_ms=2000)
+        ).changed
     status = await pool.fetchval("SELECT status FROM payments WHERE id = $1", payment_id)
     assert status == "pending"
 
@@ -108,4 +114,4 @@ async def test_it_refuses_to_run_inside_a_transaction(
     payment = await _claimed(pool, settings, merchant)
     async with pool.acquire() as conn, transaction(conn, settings):
         with pytest.raises(RuntimeError):
-            await finalize_answered(conn, payment, APPROVED, None)
+            await finalize_answered(conn, payment, APPROVED, None, lock_timeout_ms=2000)

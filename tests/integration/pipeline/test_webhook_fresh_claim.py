@@ -18,7 +18,9 @@ LEASE = ("webhook_lease_token", "webhook_chain_message", "webhook_chain_attempt"
 
 
 async def _claim(pool: asyncpg.Pool, payment_id: uuid.UUID, token: str, message: str):
-    return await pool.fetchrow(SQL["claim_fresh_webhook"], payment_id, token, 30.0, message, 1)
+    return await pool.fetchrow(
+        SQL["claim_fresh_webhook"], payment_id, token, 30.0, message, 1, 2000
+    )
 
 
 async def _lease(pool: asyncpg.Pool, payment_id: uuid.UUID) -> tuple:

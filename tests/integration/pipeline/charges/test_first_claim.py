@@ -23,7 +23,7 @@ async def test_the_first_claim_is_attempt_one_under_a_lease(
 ) -> None:
     _, payment_id = await pending_payment(pool, settings)
     async with pool.acquire() as conn:
-        claim = await claim_first_charge(conn, payment_id, "token-a", 30.0)
+        claim = await claim_first_charge(conn, payment_id, "token-a", 30.0, 2000)
     assert isinstance(claim, Claim)
     assert (claim.attempt, claim.token, claim.recovering) == (1, "token-a", False)
     row = await pool.fetchrow(
@@ -35,7 +35,7 @@ async def test_the_first_claim_is_attempt_one_under_a_lease(
     # A second delivery finds the attempt: nothing written, the full claim decides
     # (and sees the live claim).
     async with pool.acquire() as conn:
-        assert await claim_first_charge(conn, payment_id, "token-b", 30.0) is None
+        assert await claim_first_charge(conn, payment_id, "token-b", 30.0, 2000) is None
     assert await attempt_states(pool, payment_id) == [(1, "claimed")]
 
 
@@ -45,7 +45,7 @@ async def test_an_expired_earlier_attempt_is_left_to_the_full_claim(
     _, payment_id = await pending_payment(pool, settings)
     await claim_as_dying_worker(pool, settings, payment_id, lease_s=0.0)
     async with pool.acquire() as conn:
-        assert await claim_first_charge(conn, payment_id, "token-b", 30.0) is None
+        assert await claim_first_charge(conn, payment_id, "token-b", 30.0, 2000) is None
         async with transaction(conn, settings):
             recovering = await claim_charge(conn, payment_id, "token-b", 30.0)
     assert isinstance(recovering, Claim) and recovering.recovering
@@ -59,7 +59,7 @@ async def test_a_final_payment_is_never_claimed(pool: asyncpg.Pool, settings: Se
         payment_id,
     )
     async with pool.acquire() as conn:
-        assert await claim_first_charge(conn, payment_id, "token-a", 30.0) is None
+        assert await claim_first_charge(conn, payment_id, "token-a", 30.0, 2000) is None
     assert await attempt_states(pool, payment_id) == []
 
 
@@ -69,4 +69,4 @@ async def test_it_refuses_to_run_inside_a_transaction(
     _, payment_id = await pending_payment(pool, settings)
     async with pool.acquire() as conn, transaction(conn, settings):
         with pytest.raises(RuntimeError):
-            await claim_first_charge(conn, payment_id, "token-a", 30.0)
+            await claim_first_charge(conn, payment_id, "token-a", 30.0, 2000)
