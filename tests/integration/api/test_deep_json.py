@@ -32,6 +32,32 @@ def _json_operations(base: str) -> list[tuple[str, str]]:
     return found
 
 
+def send_to_every_json_operation(
+    base: str, body: bytes, idempotency_key: str
+) -> list[tuple[str, str, httpx.Response]]:
+    """`body` as the JSON body of every operation that takes one (the provider webhook
+    aside: it is signed), with the admin key; each (method, path, response)."""
+    operations = _json_operations(base)
+    assert len(operations) >= 5
+    answers = []
+    for method, path in operations:
+        if path == PROVIDER:
+            continue
+        response = httpx.request(
+            method,
+            f"{base}{path}",
+            content=body,
+            headers={
+                "X-API-Key": ADMIN_KEY,
+                "Content-Type": "application/json",
+                "Idempotency-Key": idempotency_key,
+            },
+            timeout=30,
+        )
+        answers.append((method, path, response))
+    return answers
+
+
 def _alive(base: str) -> None:
     response = httpx.get(f"{base}/health", headers={"X-API-Key": ADMIN_KEY}, timeout=10)
     assert response.status_code == 200
@@ -41,24 +67,9 @@ def _alive(base: str) -> None:
 def test_every_json_operation_refuses_deep_nesting_with_a_problem(
     live_api: str, prefix: bytes
 ) -> None:
-    operations = _json_operations(live_api)
-    assert len(operations) >= 5
-    for method, path in operations:
-        if path == PROVIDER:
-            continue
-        for depth in (1025, 30_000):  # 60 KB: inside the API's 64 KB body limit
-            body = nested(depth, prefix)
-            response = httpx.request(
-                method,
-                f"{live_api}{path}",
-                content=body,
-                headers={
-                    "X-API-Key": ADMIN_KEY,
-                    "Content-Type": "application/json",
-                    "Idempotency-Key": f"deep-{depth}",
-                },
-                timeout=30,
-            )
+    for depth in (1025, 30_000):  # 60 KB: inside the API's 64 KB body limit
+        body = nested(depth, prefix)
+        for method, path, response in send_to_every_json_operation(live_api, body, f"deep-{depth}"):
             assert 400 <= response.status_code < 500, (method, path, response.text[:300])
             assert response.headers["content-type"].startswith("application/problem+json")
     _alive(live_api)

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from .conftest import ADMIN_KEY, signed
-from .test_deep_json import PROVIDER, _alive, _json_operations
+from .conftest import signed
+from .test_deep_json import PROVIDER, _alive, send_to_every_json_operation
 
 # The second body holds a lone surrogate escape, which sends it past orjson to the
 # standard decoder; the first stays on orjson's path.
@@ -54,22 +54,7 @@ async def test_a_payment_with_a_key_twice_is_refused_and_not_written(
     ids=["nested", "in-array", "escaped"],
 )
 def test_every_json_operation_refuses_a_key_twice(live_api: str, body: bytes) -> None:
-    operations = _json_operations(live_api)
-    assert len(operations) >= 5
-    for method, path in operations:
-        if path == PROVIDER:
-            continue
-        response = httpx.request(
-            method,
-            f"{live_api}{path}",
-            content=body,
-            headers={
-                "X-API-Key": ADMIN_KEY,
-                "Content-Type": "application/json",
-                "Idempotency-Key": "dup-keys",
-            },
-            timeout=30,
-        )
+    for method, path, response in send_to_every_json_operation(live_api, body, "dup-keys"):
         assert response.status_code == 422, (method, path, response.text[:300])
         assert response.headers["content-type"].startswith("application/problem+json")
     _alive(live_api)
