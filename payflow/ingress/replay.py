@@ -18,9 +18,9 @@ import asyncpg
 
 from payflow.config import Settings
 from payflow.db.tx import transaction
-from payflow.errors import NotFound
+from payflow.errors import BadInput, NotFound
 from payflow.ingress.payloads import parse_payload
-from payflow.ingress.rawjson import decode_body
+from payflow.ingress.rawjson import NotJson, decode_body
 from payflow.ingress.service import SQL, Delivery, Landing, land_event
 from payflow.observability import new_trace_id
 
@@ -30,7 +30,8 @@ async def replay_unmatched(settings: Settings, event_id: str) -> tuple[str, list
 
     One transaction for the whole delivery, like the webhook route. Idempotent: a second
     replay lands only duplicates and kept rows. Raises `NotFound` when no unmatched row
-    with that id holds a stored delivery.
+    with that id holds a stored delivery, `BadInput` when its stored bytes are not a
+    document the decoder accepts now (kept before duplicate keys were refused).
     """
     from payflow.db.pool import tool_pool
 
@@ -41,7 +42,14 @@ async def replay_unmatched(settings: Settings, event_id: str) -> tuple[str, list
             body: bytes | None = await conn.fetchval(SQL["delivery_of_unmatched"], event_id)
             if body is None:
                 raise NotFound(f"no stored delivery for unmatched event {event_id!r}")
-            events = parse_payload(decode_body(body), settings.default_chain)
+            try:
+                document = decode_body(body)
+            except NotJson as error:  # kept before a stricter decoder (a key named twice)
+                raise BadInput(
+                    f"the stored delivery of {event_id!r} is not a JSON document payflow"
+                    f" accepts now ({error}); it cannot be replayed"
+                ) from None
+            events = parse_payload(document, settings.default_chain)
             delivery = Delivery(body)
             landings = [
                 await land_event(conn, event, trace_id, delivery=delivery) for event in events

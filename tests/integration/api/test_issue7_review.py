@@ -225,3 +225,26 @@ async def test_numbers_jsonb_keeps_replay_after_retention(
     again = await client.post("/api/v1/payments", content=raw, headers=headers)
     assert again.status_code == 202, again.text
     assert again.json()["payment_id"] == first.json()["payment_id"]
+
+
+async def test_a_stored_delivery_the_decoder_now_refuses_is_one_cli_line(
+    app: Any, anon: httpx.AsyncClient, owner_pool: Any, api_settings: Settings
+) -> None:
+    """A delivery kept before duplicate keys were refused cannot be replayed: the CLI
+    says so in one line and lands nothing, never a traceback."""
+    ours = token_activity(ADDRESS, 7_000_000, tx_hash="0x" + "03" * 32)
+    body = orjson.dumps(webhook(ours))
+    first = await anon.post(URL, content=body, headers=signed(body))
+    kept_id = first.json()["events"][0]["event_id"]
+    # As an older payflow stored it: the same delivery with a key named twice.
+    await owner_pool.execute(
+        "UPDATE provider_deliveries SET body = $1", b'{"type": "x", "type": "y"}'
+    )
+    replayed = await asyncio.to_thread(_cli, api_settings, "unmatched", "replay", kept_id)
+    assert replayed.returncode == 1
+    assert replayed.stderr.strip().startswith(
+        f"payflow: BadInput: the stored delivery of {kept_id!r} is not a JSON document"
+    )
+    assert "duplicate key 'type'" in replayed.stderr
+    async with app.state.api.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM chain_deposit_reports") == 0
