@@ -42,7 +42,6 @@ from payflow.bench.services import (
     cleanup_broker,
     cpu_by_program,
     cpu_snapshot,
-    free_port,
     service_env,
 )
 from payflow.bench.sink import WebhookSink
@@ -55,6 +54,7 @@ from payflow.ingress.service import assign_address
 from payflow.ledger.accounts import create_account
 from payflow.ledger.recon import reconcile
 from payflow.money import multiply
+from payflow.ports import free_port
 
 COMPLETION_LIMIT_S = 300.0
 SUBMIT_CONCURRENCY = 32

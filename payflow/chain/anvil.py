@@ -31,6 +31,7 @@ from eth_utils.address import to_checksum_address
 
 from payflow.chain.rpc import RpcClient, hex_int, to_hex
 from payflow.errors import ToolMissing
+from payflow.ports import free_port
 
 ANVIL_VERSION = "1.7.1"
 # anvil's default mnemonic: accounts 0..9 are unlocked and hold 10,000 ETH each.
@@ -70,13 +71,6 @@ def find_anvil() -> str:
     if found:
         return found
     raise AnvilNotInstalled("anvil not found: run `make anvil` or set ANVIL_BIN")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @cache

@@ -26,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from payflow.ports import free_port
+
 PG_BIN = Path(os.environ.get("CHAOS_PG_BIN", "/usr/lib/postgresql/15/bin"))
 RABBIT_BIN = Path(os.environ.get("CHAOS_RABBIT_BIN", "/usr/lib/rabbitmq/bin"))
 START_LIMIT_S = 90.0
@@ -58,14 +60,6 @@ class Guard:
         with self._lock:
             self.closed = True
             yield
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def port_open(port: int) -> bool:
@@ -178,6 +172,8 @@ class PrivateRabbit:
             "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
             "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq"),
             "RABBITMQ_ADVANCED_CONFIG_FILE": str(base / "advanced.config"),
+            # a node that fails to boot writes its crash dump here, not into the caller's cwd
+            "ERL_CRASH_DUMP": str(base / "erl_crash.dump"),
         }
 
     def init(self) -> None:
@@ -195,6 +191,7 @@ class PrivateRabbit:
             self._proc = subprocess.Popen(  # noqa: S603 - fixed binary
                 [str(RABBIT_BIN / "rabbitmq-server")],
                 env=self._env(),
+                cwd=self.root / "rabbit",
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

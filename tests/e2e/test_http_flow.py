@@ -28,7 +28,6 @@ import pytest
 
 from payflow.api.auth import create_merchant
 from payflow.bench.http_submit import DepositAddress, HttpSubmitter
-from payflow.bench.services import free_port
 from payflow.bench.sink import WebhookSink
 from payflow.config import Settings
 from payflow.ingress.registry import USDC_ETH_MAINNET
@@ -37,6 +36,7 @@ from payflow.ingress.signature import sign
 from payflow.ledger.accounts import create_account
 from payflow.ledger.recon import reconcile
 from payflow.payments.finalize import credit_event_id
+from payflow.ports import free_port
 from payflow.webhooks.sender import webhook_id
 from payflow.webhooks.signing import verify
 from tests.integration.pipeline.conftest import wait_until

@@ -24,10 +24,10 @@ import httpx
 import pytest
 
 from payflow.api.auth import create_merchant
-from payflow.bench.services import free_port
 from payflow.bench.sink import WebhookSink
 from payflow.config import Settings
 from payflow.payments.finalize import credit_event_id
+from payflow.ports import free_port
 from payflow.webhooks.sender import webhook_id
 from tests.e2e.test_http_flow import LIMIT_S, ROOT, _env
 from tests.integration.pipeline.conftest import wait_until

@@ -31,6 +31,7 @@ from payflow.config import Settings
 from payflow.errors import BadInput, InsufficientFunds, PayflowError, RetryableError
 from payflow.ledger.posting import post_event
 from payflow.metrics import DLQ_UNRESOLVED, REGISTRY, StateRefresher
+from payflow.ports import free_port
 from tests.integration.api.conftest import (  # noqa: F401 - fixtures
     API_KEY,
     api_settings,
@@ -63,13 +64,6 @@ def parse(text: str) -> Samples:
 
 def value(samples: Samples, name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def spawn_worker(settings: Settings, port: int, log_path: Path) -> subprocess.Popen[bytes]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,15 +12,9 @@ from contextlib import contextmanager
 import httpx
 
 from payflow.config import Settings
+from payflow.ports import free_port
 
 SERVE = [sys.executable, "-c", "from payflow.cli import main; main()", "api"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def server_env(settings: Settings) -> dict[str, str]:

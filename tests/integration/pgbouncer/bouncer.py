@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from payflow.ports import free_port
+
 # Few server connections per (database, user): more clients than servers, so every
 # test really shares server connections between transactions.
 POOL_SIZE = 4
@@ -46,14 +48,6 @@ def _die_with_parent_hook() -> Callable[[], None]:
         prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
     return hook
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _config(port: int, auth_file: Path, server_port: int) -> str:

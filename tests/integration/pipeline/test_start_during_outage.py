@@ -16,9 +16,9 @@ import httpx
 
 from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter
-from payflow.chaos.cluster import free_port
 from payflow.chaos.proxy import ProxyThread
 from payflow.config import Settings
+from payflow.ports import free_port
 from tests.integration.pipeline.conftest import spawn_role, wait_until
 
 
