@@ -74,7 +74,8 @@ class LimitExceeded(BadInput):
         super().__init__(f"{field}: {self.message}" if field else self.message)
 
 
-def _limits(row: asyncpg.Record) -> AssetLimits:
+def limits_from_row(row: asyncpg.Record) -> AssetLimits:
+    """An `AssetLimits` from a row with `code, scale, max_payment, max_withdrawal, max_deposit`."""
     return AssetLimits(
         asset=row["code"],
         scale=row["scale"],
@@ -89,12 +90,12 @@ async def asset_limits(conn: Connection, asset: str) -> AssetLimits:
     row = await conn.fetchrow(SQL["asset_limits"], asset)
     if row is None:
         raise NotFound(f"unknown asset {asset!r}")
-    return _limits(row)
+    return limits_from_row(row)
 
 
 async def all_limits(conn: Connection) -> list[AssetLimits]:
     """Every configured asset with its limits, ordered by code."""
-    return [_limits(row) for row in await conn.fetch(SQL["all_asset_limits"])]
+    return [limits_from_row(row) for row in await conn.fetch(SQL["all_asset_limits"])]
 
 
 def ensure_within(
@@ -143,4 +144,4 @@ async def set_limits(
         SQL["set_asset_limits"], asset, values["payment"], values["withdrawal"], values["deposit"]
     )
     assert row is not None  # asset_limits found the row and assets are never deleted
-    return _limits(row)
+    return limits_from_row(row)

@@ -27,7 +27,7 @@ import asyncpg
 
 from payflow.db import Connection
 from payflow.db.queries import load_queries
-from payflow.errors import RetryableError
+from payflow.errors import NotFound, RetryableError
 from payflow.payments.gateway import ChargeResult
 
 SQL = load_queries("payflow.payments")
@@ -121,25 +121,30 @@ async def latest_attempt(conn: Connection, payment_id: UUID) -> Attempt | None:
 
 async def claim_first_charge(
     conn: Connection, payment_id: UUID, token: str, lease_s: float, lock_timeout_ms: int
-) -> Claim | None:
-    """The common claim in one autocommitted statement: attempt 1 of a pending payment
-    that never had one, with a lease of `lease_s` seconds named `token`. None when
-    `claim_charge` must decide (not pending, an earlier attempt, a concurrent claim);
-    nothing is written then. `conn` must not be inside a transaction, so the payment's
-    row lock is held only while the server runs the statement; a wait for it is bounded
-    by `lock_timeout_ms` (55P03, retryable).
+) -> tuple[asyncpg.Record, Claim | None]:
+    """The worker's first read of a payment and its common claim, in one autocommitted
+    statement: `(payment, claim)`. `payment` has the columns of `load_payment`; `claim`
+    is attempt 1 of a pending payment that never had one, with a lease of `lease_s`
+    seconds named `token`, or None when `claim_charge` must decide (not pending, an
+    earlier attempt, a concurrent claim); nothing is written then. Raises `NotFound` for
+    an unknown payment. `conn` must not be inside a transaction, so the payment's row
+    lock is held only while the server runs the statement; a wait for it is bounded by
+    `lock_timeout_ms` (55P03, retryable).
 
     Invariant: the same as `claim_charge` (one open attempt per payment, taken under the
     payment's row lock); a recovering claim is never made here.
     """
     if conn.is_in_transaction():
         raise RuntimeError("claim_first_charge runs outside a transaction (it commits)")
-    attempt_id: UUID | None = await conn.fetchval(
+    row = await conn.fetchrow(
         SQL["claim_first_charge"], payment_id, token, lease_s, lock_timeout_ms
     )
+    if row is None:
+        raise NotFound(f"payment {payment_id} does not exist")
+    attempt_id: UUID | None = row["attempt_id"]
     if attempt_id is None:
-        return None
-    return Claim(attempt_id=attempt_id, attempt=1, token=token, recovering=False)
+        return row, None
+    return row, Claim(attempt_id=attempt_id, attempt=1, token=token, recovering=False)
 
 
 async def claim_charge(

@@ -3,9 +3,10 @@
 A gateway charge is an effect outside PostgreSQL, so it is claimed before it happens and
 its answer is recorded before anything depends on it (`payflow.payments.charges`):
 
-* step 1 commits a charge attempt with a lease (one statement for a payment's first
-  attempt, `claim_first_charge`; a concurrent delivery of the same payment sees the live
-  claim and retries later; it never calls the gateway meanwhile);
+* step 1 commits a charge attempt with a lease (for a payment's first attempt one
+  statement, `claim_first_charge`, that also reads the payment; a concurrent delivery
+  of the same payment sees the live claim and retries later; it never calls the
+  gateway meanwhile);
 * the gateway is called with no transaction open (a redelivery whose predecessor left
   an unanswered attempt asks `status()` first and charges only if the gateway never
   saw the payment);
@@ -126,33 +127,37 @@ class PaymentProcessor:
         payment_id = payment_id_of(envelope)
         structlog.contextvars.bind_contextvars(payment_id=str(payment_id))
         trace_id = envelope.trace_id or None
-        async with self._pool.acquire() as conn:
-            payment = await load_payment(conn, payment_id)
-        if payment["trace_id"]:  # the row's trace, also for a message without one
-            structlog.contextvars.bind_contextvars(trace_id=payment["trace_id"])
-        if payment["status"] != "pending":
-            log.info("payflow.payments.duplicate", status=payment["status"])
-            return
         # The slot is taken before the claim, so a claim's lease never runs out while
         # it waits for one.
         async with self._charging:
-            await self._charge(payment, trace_id)
+            token = f"{self._worker}:{uuid4().hex[:12]}"
+            lease_s = self._settings.charge_lease_s
+            async with self._pool.acquire() as conn:
+                # The payment and, in the common case, its first claim: one statement.
+                payment, first = await claim_first_charge(
+                    conn, payment_id, token, lease_s, self._settings.lock_timeout_ms
+                )
+            if payment["trace_id"]:  # the row's trace, also for a message without one
+                structlog.contextvars.bind_contextvars(trace_id=payment["trace_id"])
+            if payment["status"] != "pending":
+                log.info("payflow.payments.duplicate", status=payment["status"])
+                return
+            await self._charge(payment, first, token, trace_id)
 
-    async def _charge(self, payment: asyncpg.Record, trace_id: str | None) -> None:
-        """Claim, call the gateway with no transaction open, record and finalize."""
+    async def _charge(
+        self, payment: asyncpg.Record, first: Claim | None, token: str, trace_id: str | None
+    ) -> None:
+        """Claim (unless `first` is the claim already taken), call the gateway with no
+        transaction open, record and finalize."""
         payment_id: UUID = payment["id"]
-        token = f"{self._worker}:{uuid4().hex[:12]}"
         changed = False
         lease_s = self._settings.charge_lease_s
-        async with self._pool.acquire() as conn:
-            claim: Claim | ChargeResult | None = await claim_first_charge(
-                conn, payment_id, token, lease_s, self._settings.lock_timeout_ms
-            )
-            if claim is None:  # a redelivery or a race: the full claim decides
-                async with transaction(conn, self._settings):
-                    claim = await claim_charge(conn, payment_id, token, lease_s)
-                    if isinstance(claim, ChargeResult):  # answered: finalize from the record
-                        changed = await finalize(conn, payment, _status_of(claim), trace_id)
+        claim: Claim | ChargeResult | None = first
+        if claim is None:  # a redelivery or a race: the full claim decides
+            async with self._pool.acquire() as conn, transaction(conn, self._settings):
+                claim = await claim_charge(conn, payment_id, token, lease_s)
+                if isinstance(claim, ChargeResult):  # answered: finalize from the record
+                    changed = await finalize(conn, payment, _status_of(claim), trace_id)
         if claim is None:
             log.info("payflow.payments.duplicate", status="final")
             return

@@ -1,19 +1,30 @@
 -- name: create_payment
 -- $1 merchant id, $2 amount, $3 currency, $4 description, $5 metadata, $6 idempotency key,
 -- $7 webhook url, $8 trace id, $9 request hash, $10 advisory lock key of the idempotency key,
--- $11 the outbox topic of a new payment (payment.created)
--- One round trip: take the key's transaction lock, read any stored record and any payment
--- already made under the key (the domain row, which outlives the record's retention), and
--- only when the lock was free and neither exists, insert the payment, its completed
--- idempotency record and its outbox job (with the relay's NOTIFY, delivered at commit). `prior_*` describe the existing payment, `prior_response` is the
--- answer rebuilt from it (same shape as `response`, with its current status). Visibility
--- follows the statement snapshot; a record committed by a concurrent request after it was
--- taken fails a unique key, and the caller retries.
-WITH lock AS MATERIALIZED (
-    SELECT pg_try_advisory_xact_lock($10) AS locked
+-- $11 the outbox topic of a new payment (payment.created), $12 lock_timeout (ms) for this
+-- statement's implicit transaction (set before any lock).
+-- ONE statement, sent outside a transaction (it is its own). First the currency's limits:
+-- an amount above `max_payment` (or an unconfigured asset) writes nothing and takes no
+-- lock (`within` false or NULL; the caller raises the 422). Then take the key's
+-- transaction lock, read any stored record and any payment already made under the key
+-- (the domain row, which outlives the record's retention), and only when the lock was free
+-- and neither exists, insert the payment, its completed idempotency record and its outbox
+-- job (with the relay's NOTIFY, delivered at commit). `prior_*` describe the existing
+-- payment, `prior_response` is the answer rebuilt from it (same shape as `response`, with
+-- its current status). Visibility follows the statement snapshot; a record committed by a
+-- concurrent request after it was taken fails a unique key, and the caller retries.
+WITH bound AS MATERIALIZED (
+    SELECT pg_catalog.set_config('lock_timeout', $12::integer::text, true)
+), asset AS MATERIALIZED (
+    SELECT a.code, a.scale, a.max_payment, a.max_withdrawal, a.max_deposit,
+           $2::numeric <= a.max_payment AS within
+    FROM assets a, bound
+    WHERE a.code = $3
+), lock AS MATERIALIZED (
+    SELECT pg_try_advisory_xact_lock($10) AS locked FROM asset WHERE asset.within
 ), existing AS MATERIALIZED (
     SELECT i.request_hash, i.state, i.response_status, i.response_body
-    FROM api_idempotency i
+    FROM api_idempotency i, lock
     WHERE i.merchant_id = $1 AND i.scope = 'payments.create' AND i.key = $6
 ), prior AS MATERIALIZED (
     SELECT q.id, q.amount, q.currency, q.description, q.metadata, q.webhook_url,
@@ -23,7 +34,7 @@ WITH lock AS MATERIALIZED (
                'created_at',
                to_char(q.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
            ) AS response
-    FROM payments q
+    FROM payments q, lock
     WHERE q.merchant_id = $1 AND q.idempotency_key = $6
 ), p AS (
     INSERT INTO payments
@@ -52,12 +63,16 @@ WITH lock AS MATERIALIZED (
 ), wake AS (
     SELECT pg_notify('payflow_outbox', '') FROM job
 )
-SELECT lock.locked, e.request_hash, e.state, e.response_status, e.response_body,
+SELECT asset.code, asset.scale, asset.max_payment, asset.max_withdrawal, asset.max_deposit,
+       asset.within,
+       lock.locked, e.request_hash, e.state, e.response_status, e.response_body,
        body.id, body.response,
        prior.id AS prior_id, prior.amount AS prior_amount, prior.currency AS prior_currency,
        prior.description AS prior_description, prior.metadata AS prior_metadata,
        prior.webhook_url AS prior_webhook_url, prior.response AS prior_response
-FROM lock
+FROM (SELECT 1) AS one
+LEFT JOIN asset ON true
+LEFT JOIN lock ON true
 LEFT JOIN existing e ON true
 LEFT JOIN prior ON true
 LEFT JOIN body ON true
@@ -200,24 +215,35 @@ RETURNING attempt_id;
 
 -- name: claim_first_charge
 -- $1 payment id, $2 claimed_by (the claim's token), $3 lease seconds, $4 lock_timeout (ms)
--- for this statement's implicit transaction (set before any lock). The common claim in
--- ONE statement, sent outside a transaction: a pending payment that never had an attempt
--- gets attempt 1 under its row lock (the lock order of every claim: payment, then its
--- attempts). No row when the full claim must decide: the payment is not pending, it has
--- an attempt, or a concurrent claim inserted one (the unique keys refuse a second attempt
--- 1 or a second open attempt; DO NOTHING waits for that claim's commit first).
+-- for this statement's implicit transaction (set before any lock). The worker's first
+-- read of a payment and its common claim in ONE statement, sent outside a transaction:
+-- the payment (the columns of `payment_for_processing`) under its row lock, and, when it
+-- is pending and never had an attempt, attempt 1 (the lock order of every claim: payment,
+-- then its attempts). `attempt_id` is NULL when the full claim must decide: the payment is
+-- not pending, it has an attempt, or a concurrent claim inserted one (the unique keys
+-- refuse a second attempt 1 or a second open attempt; DO NOTHING waits for that claim's
+-- commit first). No row: no such payment.
 WITH bound AS MATERIALIZED (
     SELECT pg_catalog.set_config('lock_timeout', $4::integer::text, true)
 ), payment AS MATERIALIZED (
-    SELECT p.id FROM payments p, bound
-    WHERE p.id = $1 AND p.status = 'pending'
+    SELECT p.id, p.merchant_id, p.amount, p.currency, p.status, p.webhook_url,
+           p.webhook_delivered_at, p.webhook_attempts, p.trace_id, p.processed_at,
+           p.created_at, m.webhook_secret, a.scale
+    FROM payments p
+    JOIN merchants m ON m.id = p.merchant_id
+    JOIN assets a ON a.code = p.currency
+    CROSS JOIN bound
+    WHERE p.id = $1
     FOR UPDATE OF p
+), claimed AS (
+    INSERT INTO charge_attempts (payment_id, attempt, claimed_by, lease_until)
+    SELECT id, 1, $2, clock_timestamp() + make_interval(secs => $3) FROM payment
+    WHERE payment.status = 'pending'
+      AND NOT EXISTS (SELECT 1 FROM charge_attempts a WHERE a.payment_id = $1)
+    ON CONFLICT DO NOTHING
+    RETURNING attempt_id
 )
-INSERT INTO charge_attempts (payment_id, attempt, claimed_by, lease_until)
-SELECT id, 1, $2, clock_timestamp() + make_interval(secs => $3) FROM payment
-WHERE NOT EXISTS (SELECT 1 FROM charge_attempts a WHERE a.payment_id = $1)
-ON CONFLICT DO NOTHING
-RETURNING attempt_id;
+SELECT payment.*, claimed.attempt_id FROM payment LEFT JOIN claimed ON true;
 
 -- name: insert_charge_attempt
 -- $1 payment id, $2 attempt number, $3 claimed_by (the claim's token), $4 lease seconds.

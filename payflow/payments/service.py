@@ -1,4 +1,7 @@
-"""Payment creation and reads. Callers own the transaction; nothing here commits."""
+"""Payment creation and reads.
+
+`create_payment` is one statement sent outside a transaction: it commits by itself.
+The reads run wherever the caller runs them and write nothing."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import orjson
 
 from payflow.db.queries import load_queries
 from payflow.errors import NotFound
+from payflow.ledger.limits import LimitKind, ensure_within, limits_from_row
 from payflow.payments.idempotency import (
     IdempotencyKeyReused,
     StoredResponse,
@@ -44,16 +48,25 @@ async def create_payment(
     idempotency_key: str,
     request_hash: str,
     trace_id: str,
+    lock_timeout_ms: int,
 ) -> StoredResponse:
     """Create a pending payment under an Idempotency-Key, or answer from what is stored.
 
+    ONE autocommitted statement (`conn` must not be inside a transaction): the
+    currency's `max_payment`, the key's lock and stored record, and the inserts. A wait
+    for a row lock is bounded by `lock_timeout_ms` (55P03, retryable).
+
     Invariant: the payment, its idempotency record and its one `payment.created` outbox
-    row commit together in the caller's transaction, or none does. A replay writes
-    nothing: while the idempotency record exists it returns exactly the stored body;
-    after its retention the payment row itself decides (`_replay_payment`). Raises the
-    409 problems of `idempotency.check_stored`, and `IdempotencyKeyReused` when the
-    key's payment differs from this request.
+    row commit together, or none does. An amount above the currency's `max_payment`
+    writes nothing and raises `LimitExceeded` (422 naming `body.amount`), checked before
+    any replay; an unconfigured currency raises `NotFound`. A replay writes nothing:
+    while the idempotency record exists it returns exactly the stored body; after its
+    retention the payment row itself decides (`_replay_payment`). Raises the 409
+    problems of `idempotency.check_stored`, and `IdempotencyKeyReused` when the key's
+    payment differs from this request.
     """
+    if conn.is_in_transaction():
+        raise RuntimeError("create_payment runs outside a transaction (it commits)")
     row = await conn.fetchrow(
         SQL["create_payment"],
         merchant_id,
@@ -67,8 +80,13 @@ async def create_payment(
         request_hash,
         lock_key(merchant_id, CREATE_SCOPE, idempotency_key),
         PAYMENT_CREATED_TOPIC,
+        lock_timeout_ms,
     )
     assert row is not None  # the statement always yields one row
+    if row["code"] is None:
+        raise NotFound(f"unknown asset {payment.currency!r}")
+    if not row["within"]:  # nothing was written: the statement stopped at the limit
+        ensure_within(limits_from_row(row), LimitKind.PAYMENT, payment.amount, field="body.amount")
     stored = check_stored(row, request_hash)
     if stored is not None:
         return stored

@@ -30,9 +30,7 @@ from payflow.api.schemas import (
     utc_bound,
 )
 from payflow.api.state import api_state
-from payflow.db.tx import transaction
 from payflow.errors import BadInput
-from payflow.ledger.limits import LimitKind, check_limit
 from payflow.money import parse_amount, scale_of
 from payflow.payments.idempotency import KEY_PATTERN, is_key_race, request_hash
 from payflow.payments.service import (
@@ -112,11 +110,10 @@ async def create(
     trace_id: str = request.state.trace_id
     for attempt in (1, 2):
         try:
-            async with connection(state.pool) as conn, transaction(conn, state.settings):
-                # Issue 7: above the currency's max_payment answers 422 naming the limit.
-                await check_limit(
-                    conn, payment.currency, LimitKind.PAYMENT, payment.amount, field="body.amount"
-                )
+            # One statement, its own transaction (`create_payment`): the limit check
+            # (issue 7: above max_payment answers 422 naming the limit), the key and the
+            # inserts commit or fail together.
+            async with connection(state.pool) as conn:
                 response = await create_payment(
                     conn,
                     merchant.id,
@@ -124,6 +121,7 @@ async def create(
                     idempotency_key=idempotency_key,
                     request_hash=req_hash,
                     trace_id=trace_id,
+                    lock_timeout_ms=state.settings.lock_timeout_ms,
                 )
             return JsonResponse(response.body, status_code=response.status)
         except Exception as exc:

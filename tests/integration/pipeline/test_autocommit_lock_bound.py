@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 
 import asyncpg
 import pytest
@@ -22,6 +23,7 @@ from payflow.payments.charges import claim_first_charge
 from payflow.payments.finalize import finalize_answered
 from payflow.payments.gateway import ChargeResult
 from payflow.payments.processor import load_payment
+from payflow.payments.service import NewPayment, create_payment
 from tests.integration.pipeline.test_held_credit import _merchant_with_account, _pending
 
 SQL = load_queries("payflow.payments")
@@ -31,7 +33,7 @@ Step = Callable[[asyncpg.Connection, uuid.UUID], Awaitable[object]]
 
 
 async def _claim(conn: asyncpg.Connection, payment_id: uuid.UUID) -> object:
-    return await claim_first_charge(conn, payment_id, "token", 30.0, BOUND_MS)
+    return (await claim_first_charge(conn, payment_id, "token", 30.0, BOUND_MS))[1]
 
 
 async def _answer(conn: asyncpg.Connection, payment_id: uuid.UUID) -> object:
@@ -85,3 +87,67 @@ async def test_a_held_payment_row_makes_the_step_give_up_after_lock_timeout(
         "SELECT count(*) FROM webhook_attempt_log WHERE payment_id = $1", payment_id
     )
     assert attempts == 0
+
+
+async def test_api_create_gives_up_after_lock_timeout_and_writes_nothing(
+    pool: asyncpg.Pool, settings: Settings
+) -> None:
+    """The API's create statement runs outside a transaction too. A concurrent writer of
+    the same merchant and key (here an open transaction that inserted the payment row
+    without the key's advisory lock) makes its insert wait on the unique key: the bound
+    ends that wait with 55P03 (retryable: 503 at the API), and nothing is written."""
+    merchant, _ = await _merchant_with_account(pool)
+    key = uuid.uuid4().hex
+    new = NewPayment(Decimal("7.50"), "USD", None, {}, None)
+    outbox_before = await pool.fetchval("SELECT count(*) FROM outbox")
+    async with pool.acquire() as holder, transaction(holder, settings):
+        await holder.execute(
+            "INSERT INTO payments (merchant_id, amount, currency, idempotency_key, metadata)"
+            " VALUES ($1, 7.50, 'USD', $2, '{}')",
+            merchant,
+            key,
+        )
+        async with pool.acquire() as conn:
+            with pytest.raises(asyncpg.LockNotAvailableError) as raised:
+                await asyncio.wait_for(
+                    create_payment(
+                        conn,
+                        merchant,
+                        new,
+                        idempotency_key=key,
+                        request_hash="h",
+                        trace_id="t",
+                        lock_timeout_ms=BOUND_MS,
+                    ),
+                    timeout=30,
+                )
+            assert not conn.is_in_transaction()
+        await holder.execute("ROLLBACK; BEGIN")  # the holder's row goes too
+    assert isinstance(classify(raised.value), RetryableError)
+    assert (
+        await pool.fetchval("SELECT count(*) FROM payments WHERE merchant_id = $1", merchant) == 0
+    )
+    assert (
+        await pool.fetchval("SELECT count(*) FROM api_idempotency WHERE merchant_id = $1", merchant)
+        == 0
+    )
+    assert await pool.fetchval("SELECT count(*) FROM outbox") == outbox_before
+
+
+async def test_api_create_refuses_a_transaction() -> None:
+    """It commits by itself, so it must not run inside a caller's transaction."""
+
+    class InTransaction:
+        def is_in_transaction(self) -> bool:
+            return True
+
+    with pytest.raises(RuntimeError, match="outside a transaction"):
+        await create_payment(
+            InTransaction(),  # type: ignore[arg-type]
+            uuid.uuid4(),
+            NewPayment(Decimal("1.00"), "USD", None, {}, None),
+            idempotency_key="k",
+            request_hash="h",
+            trace_id="t",
+            lock_timeout_ms=BOUND_MS,
+        )

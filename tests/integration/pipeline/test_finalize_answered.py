@@ -25,7 +25,7 @@ DECLINED = ChargeResult(approved=False, reason="card_declined", reference="gw-2"
 async def _claimed(pool: asyncpg.Pool, settings: Settings, merchant: uuid.UUID):
     payment_id = await _pending(pool, settings, merchant)
     async with pool.acquire() as conn:
-        assert await claim_first_charge(conn, payment_id, "token", 30.0, 2000) is not None
+        assert (await claim_first_charge(conn, payment_id, "token", 30.0, 2000))[1] is not None
         return await load_payment(conn, payment_id)
 
 

@@ -5,11 +5,15 @@ take this path first.)"""
 
 from __future__ import annotations
 
+import uuid
+from decimal import Decimal
+
 import asyncpg
 import pytest
 
 from payflow.config import Settings
 from payflow.db.tx import transaction
+from payflow.errors import NotFound
 from payflow.payments.charges import Claim, claim_charge, claim_first_charge
 from tests.integration.pipeline.charges.support import (
     attempt_states,
@@ -23,7 +27,12 @@ async def test_the_first_claim_is_attempt_one_under_a_lease(
 ) -> None:
     _, payment_id = await pending_payment(pool, settings)
     async with pool.acquire() as conn:
-        claim = await claim_first_charge(conn, payment_id, "token-a", 30.0, 2000)
+        payment, claim = await claim_first_charge(conn, payment_id, "token-a", 30.0, 2000)
+    assert (payment["id"], payment["status"], payment["amount"]) == (
+        payment_id,
+        "pending",
+        Decimal("5.00"),
+    )
     assert isinstance(claim, Claim)
     assert (claim.attempt, claim.token, claim.recovering) == (1, "token-a", False)
     row = await pool.fetchrow(
@@ -35,7 +44,7 @@ async def test_the_first_claim_is_attempt_one_under_a_lease(
     # A second delivery finds the attempt: nothing written, the full claim decides
     # (and sees the live claim).
     async with pool.acquire() as conn:
-        assert await claim_first_charge(conn, payment_id, "token-b", 30.0, 2000) is None
+        assert (await claim_first_charge(conn, payment_id, "token-b", 30.0, 2000))[1] is None
     assert await attempt_states(pool, payment_id) == [(1, "claimed")]
 
 
@@ -45,7 +54,7 @@ async def test_an_expired_earlier_attempt_is_left_to_the_full_claim(
     _, payment_id = await pending_payment(pool, settings)
     await claim_as_dying_worker(pool, settings, payment_id, lease_s=0.0)
     async with pool.acquire() as conn:
-        assert await claim_first_charge(conn, payment_id, "token-b", 30.0, 2000) is None
+        assert (await claim_first_charge(conn, payment_id, "token-b", 30.0, 2000))[1] is None
         async with transaction(conn, settings):
             recovering = await claim_charge(conn, payment_id, "token-b", 30.0)
     assert isinstance(recovering, Claim) and recovering.recovering
@@ -59,7 +68,8 @@ async def test_a_final_payment_is_never_claimed(pool: asyncpg.Pool, settings: Se
         payment_id,
     )
     async with pool.acquire() as conn:
-        assert await claim_first_charge(conn, payment_id, "token-a", 30.0, 2000) is None
+        payment, claim = await claim_first_charge(conn, payment_id, "token-a", 30.0, 2000)
+    assert (payment["status"], claim) == ("failed", None)
     assert await attempt_states(pool, payment_id) == []
 
 
@@ -70,3 +80,9 @@ async def test_it_refuses_to_run_inside_a_transaction(
     async with pool.acquire() as conn, transaction(conn, settings):
         with pytest.raises(RuntimeError):
             await claim_first_charge(conn, payment_id, "token-a", 30.0, 2000)
+
+
+async def test_an_unknown_payment_is_not_found(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn:
+        with pytest.raises(NotFound):
+            await claim_first_charge(conn, uuid.uuid4(), "token-a", 30.0, 2000)
