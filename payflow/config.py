@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     retry_tiers_ms: Annotated[tuple[int, ...], NoDecode] = (2000, 4000, 8000)
     relay_batch_size: int = Field(default=200, ge=1, le=10000)
     relay_poll_interval_s: float = Field(default=5.0, gt=0)
+    # Under load (the last pass found rows) a wake-up waits this long before claiming,
+    # so rows committed meanwhile join the batch: fewer round trips per row. An idle
+    # relay publishes a lone row at once. 0 turns it off.
+    relay_linger_ms: float = Field(default=5.0, ge=0, le=1000)
     relay_retry_backoff_s: float = Field(default=1.0, gt=0)
     relay_retry_max_backoff_s: float = Field(default=300.0, gt=0)
     relay_unpublishable_alert_attempts: int = Field(default=5, ge=1)

@@ -217,7 +217,8 @@ async def run_relay(
     *,
     listen_pool: asyncpg.Pool | None = None,
 ) -> None:
-    """Relay until `stop` is set: wake on NOTIFY, poll slowly as a fallback.
+    """Relay until `stop` is set: wake on NOTIFY, poll slowly as a fallback. After a
+    pass that found rows, a wake-up lingers `RELAY_LINGER_MS` before the next claim.
 
     Invariant: unpublished rows are eventually published as long as the broker and
     the database come back; failures are logged and retried, never dropped. The LISTEN
@@ -241,6 +242,9 @@ async def run_relay(
             if done.claimed >= settings.relay_batch_size:
                 continue  # a full batch: more may be due
             await _wait_for_work(listener.wake, stop, settings.relay_poll_interval_s)
+            if done.claimed and settings.relay_linger_ms:
+                # Busy: let the rows committing right now join the next batch.
+                await _sleep_or_stop(stop, settings.relay_linger_ms / 1000)
     finally:
         await listener.close()
         log.info("payflow.outbox.relay_stopped")

@@ -222,3 +222,49 @@ async def test_insufficient_funds_notifies_once_however_often_delivered(
     assert await pool.fetchval("SELECT balance FROM accounts WHERE id = $1", account.id) == Decimal(
         "1.00"
     )
+
+
+async def test_under_load_the_relay_lingers_so_rows_committed_meanwhile_share_a_batch(
+    pool: asyncpg.Pool, pipe_settings: Settings
+) -> None:
+    """`RELAY_LINGER_MS`: after a pass that found rows, a wake-up waits before claiming.
+    Five jobs committed one by one within the linger are then claimed, published and
+    marked by ONE relay transaction: the rows share the `xmin` of that transaction.
+    Every row is still published, once."""
+    lingering = pipe_settings.model_copy(update={"relay_linger_ms": 400.0})
+    connection = await connect(lingering, name="linger-relay")
+    stop = asyncio.Event()
+
+    async def one_job(n: int) -> int:
+        async with pool.acquire() as conn, transaction(conn, lingering):
+            return await enqueue(conn, "webhook.deliver", {"version": 1, "n": n})
+
+    async def published(ids: list[int]) -> bool:
+        unpublished = await pool.fetchval(
+            "SELECT count(*) FROM outbox WHERE id = ANY($1) AND published_at IS NULL", ids
+        )
+        return unpublished == 0
+
+    try:
+        channel = await confirm_channel(connection)
+        names = await declare_topology(channel, lingering)
+        exchange = await channel.get_exchange(names.exchange)
+        relay = asyncio.create_task(run_relay(pool, lingering, exchange, stop))
+        first = [await one_job(0)]
+        await wait_until(lambda: published(first))
+        burst = []
+        for n in range(1, 6):  # five commits, 40 ms apart: 160 ms, inside the linger
+            burst.append(await one_job(n))
+            await asyncio.sleep(0.04)
+        await wait_until(lambda: published(burst))
+    finally:
+        stop.set()
+        await relay
+        await connection.close()
+    batches = await pool.fetchval(
+        "SELECT count(DISTINCT xmin::text) FROM outbox WHERE id = ANY($1)", burst
+    )
+    assert batches == 1
+    assert await pool.fetchval(
+        "SELECT count(*) FROM outbox WHERE id = ANY($1) AND publish_attempts = 1", burst
+    ) == len(burst)
