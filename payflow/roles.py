@@ -90,6 +90,7 @@ def default_gateway(settings: Settings, redis: Redis) -> Gateway:
 
 async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
     """Outbox -> RabbitMQ."""
+    connection, names = _broker(runtime)  # before any pool: nothing to close if it raises
     # Its own connections (LISTEN + batches): a busy worker in the same process must
     # never make the relay queue for a pooled connection. The LISTEN connection needs a
     # session, so it goes to DATABASE_DIRECT_URL (PostgreSQL itself, past any PgBouncer
@@ -100,21 +101,23 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
     )
     if listen_pool is None:
         return
-    pool = await open_pool_when_ready(
-        runtime.settings, stop, min_size=1, max_size=1, reset_session=False
-    )
-    if pool is None:
-        await listen_pool.close()
-        return
-    connection, names = _broker(runtime)
-    channel = await confirm_channel(connection)
     try:
-        exchange = await channel.get_exchange(names.exchange)
-        await run_relay(pool, runtime.settings, exchange, stop, listen_pool=listen_pool)
+        pool = await open_pool_when_ready(
+            runtime.settings, stop, min_size=1, max_size=1, reset_session=False
+        )
+        if pool is None:
+            return
+        try:
+            channel = await confirm_channel(connection)
+            try:
+                exchange = await channel.get_exchange(names.exchange)
+                await run_relay(pool, runtime.settings, exchange, stop, listen_pool=listen_pool)
+            finally:
+                with contextlib.suppress(Exception):
+                    await channel.close()
+        finally:
+            await pool.close()
     finally:
-        with contextlib.suppress(Exception):
-            await channel.close()
-        await pool.close()
         await listen_pool.close()
 
 

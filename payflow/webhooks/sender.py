@@ -67,6 +67,12 @@ def webhook_id(payment_id: UUID) -> str:
     return f"msg_{payment_id.hex}"
 
 
+def _bind_trace(payment: asyncpg.Record) -> None:
+    """Log under the payment row's trace id, also for a message that carried none."""
+    if payment["trace_id"]:
+        structlog.contextvars.bind_contextvars(trace_id=payment["trace_id"])
+
+
 def webhook_body(payment: asyncpg.Record) -> bytes:
     """`{payment_id, status, amount, currency}`, the amount as a string at the asset scale.
 
@@ -168,15 +174,13 @@ class WebhookSender:
                 self._settings.lock_timeout_ms,
             )
         if fresh is not None:
-            if fresh["trace_id"]:
-                structlog.contextvars.bind_contextvars(trace_id=fresh["trace_id"])
+            _bind_trace(fresh)
             return fresh
         async with self._pool.acquire() as conn, transaction(conn, self._settings):
             payment = await conn.fetchrow(SQL["lock_payment_for_webhook"], payment_id)
             if payment is None:
                 raise NotFound(f"payment {payment_id} does not exist")
-            if payment["trace_id"]:  # the row's trace, also for a message without one
-                structlog.contextvars.bind_contextvars(trace_id=payment["trace_id"])
+            _bind_trace(payment)
             if payment["status"] == "pending":
                 raise RetryableError("payment is not final yet")  # finalize makes this rare
             if payment["webhook_delivered_at"] is not None:

@@ -14,7 +14,7 @@ from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.headers import idempotency_key_once
 from payflow.api.responses import JsonResponse, iso, wire_amount
-from payflow.api.routes.derived import add_derived_address
+from payflow.api.routes.derived import add_derived_address, ensure_chain_carries
 from payflow.api.routes.payouts import record_payout
 from payflow.api.routing import api_router
 from payflow.api.schemas import (
@@ -190,12 +190,13 @@ async def add_deposit_address(
         )
     state = api_state(request)
     async with connection(state.pool) as conn, transaction(conn, state.settings):
-        await _owned_account(conn, account_id, merchant)
+        account = await _owned_account(conn, account_id, merchant)
         await require_admin(merchant)
         try:
             address = normalise_address(body.address, "body.address")
         except BadInput:
             raise FieldError("body.address", "is not a valid address") from None
+        await ensure_chain_carries(conn, body.chain, account["asset"])
         row = await assign_address(conn, body.chain, address, account_id)
     return JsonResponse(
         {"chain": row["chain"], "address": row["address"], "account_id": str(row["account_id"])},

@@ -36,6 +36,17 @@ def _unconfigured(detail: str) -> ApiProblem:
     )
 
 
+async def ensure_chain_carries(conn: Any, chain: str, asset: str) -> None:
+    """`FieldError` (422 on `body.chain`) unless the token registry knows `chain` and
+    registers `asset` on it: an address on any other chain could never be credited as
+    the account's asset. Reads the registry in the caller's transaction."""
+    carries = await conn.fetchval(SQL["chain_carries_asset"], chain, asset)
+    if carries is None:
+        raise FieldError("body.chain", f"unknown chain {chain}")
+    if not carries:
+        raise FieldError("body.chain", f"{chain} carries no registered {asset}")
+
+
 async def add_derived_address(
     request: Request,
     account_id: UUID,
@@ -71,15 +82,7 @@ async def add_derived_address(
                     raise _unconfigured(
                         "ETH_DEPOSIT_XPUB is not configured: addresses cannot be derived"
                     )
-                carries = await conn.fetchval(
-                    SQL["chain_carries_asset"], body.chain, account["asset"]
-                )
-                if carries is None:
-                    raise FieldError("body.chain", f"unknown chain {body.chain}")
-                if not carries:
-                    raise FieldError(
-                        "body.chain", f"{body.chain} carries no registered {account['asset']}"
-                    )
+                await ensure_chain_carries(conn, body.chain, account["asset"])
                 try:
                     derived = await allocate_address(
                         conn, chain=body.chain, account_id=account_id, xpub=xpub

@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import asyncpg
 import httpx
 import orjson
 
+from payflow.config import Settings
 from payflow.ledger.posting import post_event
 
 from .alchemy import USDC_CONTRACT
@@ -80,7 +82,7 @@ async def test_accounts_are_tenant_scoped(
 
 
 async def test_deposit_address_unique_per_chain(
-    client: httpx.AsyncClient, admin: httpx.AsyncClient
+    client: httpx.AsyncClient, admin: httpx.AsyncClient, api_settings: Settings
 ) -> None:
     first, second = await _account(client), await _account(client)
     address = {"chain": "ETH_MAINNET", "address": "0x" + "12" * 20}
@@ -88,8 +90,34 @@ async def test_deposit_address_unique_per_chain(
     assert (await admin.post(url.format(first), json=address)).status_code == 201
     taken = await admin.post(url.format(second), json=address)
     assert taken.status_code == 409
+    # An import is checked against the token registry like a derivation: a chain payflow
+    # does not know (or one without the account's asset) could never credit the account.
+    unknown = await admin.post(url.format(second), json={**address, "chain": "BASE_MAINNET"})
+    assert unknown.status_code == 422
+    assert unknown.json()["errors"][0] == {
+        "field": "body.chain",
+        "message": "unknown chain BASE_MAINNET",
+    }
+    owner = await asyncpg.connect(api_settings.migration_url())
+    try:
+        await owner.execute(
+            "INSERT INTO chains (chain, native_asset, native_decimals) VALUES"
+            " ('BASE_MAINNET', 'ETH', 18)"
+        )
+        no_usdc = await admin.post(url.format(second), json={**address, "chain": "BASE_MAINNET"})
+        assert no_usdc.status_code == 422
+        assert "BASE_MAINNET carries no registered USDC" in no_usdc.json()["detail"]
+        await owner.execute(
+            "INSERT INTO chain_tokens (chain, contract, asset, decimals)"
+            " VALUES ('BASE_MAINNET', $1, 'USDC', 6)",
+            "0x" + "ab" * 20,
+        )
+    finally:
+        await owner.close()
     other_chain = await admin.post(url.format(second), json={**address, "chain": "BASE_MAINNET"})
     assert other_chain.status_code == 201
+    stored = await admin.get(f"/api/v1/accounts/{second}")
+    assert stored.status_code == 200
     bad = await admin.post(url.format(second), json={**address, "address": "0xnothex"})
     assert bad.status_code == 422
 
