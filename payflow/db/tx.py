@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Literal
 
 import asyncpg
@@ -18,6 +19,37 @@ from payflow.config import Settings
 from payflow.db import Connection
 
 Isolation = Literal["read committed", "repeatable read", "serializable"]
+
+
+@dataclass(frozen=True, slots=True)
+class StatementBounds:
+    """How long ONE statement sent outside a transaction (it is its own) may wait.
+
+    No `SET LOCAL` covers such a statement, and whatever it sets itself applies only
+    once it runs: PostgreSQL takes its table locks earlier, while it parses and plans.
+    So the statement is bounded twice:
+
+    * `statement_timeout_ms`, client side, as a whole: asyncpg's `timeout` cancels it on
+      the server and raises `TimeoutError` (retryable); that covers a table lock held by
+      a migration or an operator's `LOCK TABLE`, and a slow plan alike;
+    * `lock_timeout_ms`, server side, for row-lock waits: the statement's first CTE sets
+      it for its own implicit transaction (55P03, retryable), a clean early answer.
+
+    Either way the implicit transaction rolls back: nothing is written.
+    """
+
+    lock_timeout_ms: int
+    statement_timeout_ms: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> StatementBounds:
+        """`LOCK_TIMEOUT_MS` and `STATEMENT_TIMEOUT_MS`, the bounds of every transaction."""
+        return cls(int(settings.lock_timeout_ms), int(settings.statement_timeout_ms))
+
+    @property
+    def timeout_s(self) -> float:
+        """`statement_timeout_ms` in seconds, for asyncpg's `timeout=`."""
+        return self.statement_timeout_ms / 1000
 
 
 def _begin_statement(

@@ -32,7 +32,7 @@ import structlog
 
 from payflow.config import Settings
 from payflow.db import Connection
-from payflow.db.tx import transaction
+from payflow.db.tx import StatementBounds, transaction
 from payflow.errors import (
     AlreadyProcessed,
     DatabaseError,
@@ -145,6 +145,7 @@ async def post_in_one_statement(
     commit as a success (see `post_held_credit`).
     `conn` must not be inside a transaction. Raises what the statement raises otherwise
     (`NumericValueOutOfRangeError` on an overflow, lock timeouts, connection loss)."""
+    bounds = StatementBounds.of(settings)
     try:
         balance_after: Decimal | None = await conn.fetchval(
             SQL["post_success"],
@@ -153,8 +154,9 @@ async def post_in_one_statement(
             _SUCCESS_SOURCES,
             _CREDIT_TYPES,
             _ACTIVE_TYPES,
-            int(settings.lock_timeout_ms),
+            bounds.lock_timeout_ms,
             held_job,
+            timeout=bounds.timeout_s,
         )
     except asyncpg.PostgresError as exc:
         if exc.sqlstate == _FULL_PATH:

@@ -27,6 +27,7 @@ import asyncpg
 
 from payflow.db import Connection
 from payflow.db.queries import load_queries
+from payflow.db.tx import StatementBounds
 from payflow.errors import NotFound, RetryableError
 from payflow.payments.gateway import ChargeResult
 
@@ -120,7 +121,7 @@ async def latest_attempt(conn: Connection, payment_id: UUID) -> Attempt | None:
 
 
 async def claim_first_charge(
-    conn: Connection, payment_id: UUID, token: str, lease_s: float, lock_timeout_ms: int
+    conn: Connection, payment_id: UUID, token: str, lease_s: float, bounds: StatementBounds
 ) -> tuple[asyncpg.Record, Claim | None]:
     """The worker's first read of a payment and its common claim, in one autocommitted
     statement: `(payment, claim)`. `payment` has the columns of `load_payment`; `claim`
@@ -128,8 +129,8 @@ async def claim_first_charge(
     seconds named `token`, or None when `claim_charge` must decide (not pending, an
     earlier attempt, a concurrent claim); nothing is written then. Raises `NotFound` for
     an unknown payment. `conn` must not be inside a transaction, so the payment's row
-    lock is held only while the server runs the statement; a wait for it is bounded by
-    `lock_timeout_ms` (55P03, retryable).
+    lock is held only while the server runs the statement, which `bounds` limits
+    (`TimeoutError` or 55P03, both retryable; nothing written).
 
     Invariant: the same as `claim_charge` (one open attempt per payment, taken under the
     payment's row lock); a recovering claim is never made here.
@@ -137,7 +138,12 @@ async def claim_first_charge(
     if conn.is_in_transaction():
         raise RuntimeError("claim_first_charge runs outside a transaction (it commits)")
     row = await conn.fetchrow(
-        SQL["claim_first_charge"], payment_id, token, lease_s, lock_timeout_ms
+        SQL["claim_first_charge"],
+        payment_id,
+        token,
+        lease_s,
+        bounds.lock_timeout_ms,
+        timeout=bounds.timeout_s,
     )
     if row is None:
         raise NotFound(f"payment {payment_id} does not exist")

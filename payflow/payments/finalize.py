@@ -17,6 +17,7 @@ import asyncpg
 from payflow.broker.topology import TOPIC_LEDGER_EVENT, TOPIC_WEBHOOK_DELIVER
 from payflow.db import Connection
 from payflow.db.queries import load_queries
+from payflow.db.tx import StatementBounds
 from payflow.errors import IdCollision
 from payflow.ledger.accounts import record_event
 from payflow.ledger.records import EventType
@@ -96,7 +97,7 @@ async def finalize_answered(
     trace_id: str | None,
     *,
     credit_hold_s: float = 0.0,
-    lock_timeout_ms: int,
+    bounds: StatementBounds,
 ) -> Finalized:
     """The whole answer step in ONE autocommitted statement: under the payment's row lock,
     record the gateway's `answer` on the open charge attempt and finalize the payment to
@@ -106,8 +107,8 @@ async def finalize_answered(
     attempt is open (another answer stands), or a success's settlement account does not
     exist yet; the caller then takes the transactional step (`lock_payment`,
     `record_answer`, `finalize_payment`), which decides each of those. `conn` must not be
-    inside a transaction. A wait for the payment's row lock is bounded by
-    `lock_timeout_ms` (55P03, retryable). Raises `IdCollision` like `finalize_payment`
+    inside a transaction. The statement is bounded by `bounds` (`TimeoutError` or 55P03,
+    both retryable; nothing written). Raises `IdCollision` like `finalize_payment`
     (nothing written).
 
     Invariant: the answer, the status, the credit with its job and the webhook job commit
@@ -116,7 +117,7 @@ async def finalize_answered(
     if conn.is_in_transaction():
         raise RuntimeError("finalize_answered runs outside a transaction (it commits)")
     status = SUCCEEDED if answer.approved else FAILED
-    return await _finalize(conn, payment, status, trace_id, credit_hold_s, answer, lock_timeout_ms)
+    return await _finalize(conn, payment, status, trace_id, credit_hold_s, answer, bounds)
 
 
 async def _finalize(
@@ -126,7 +127,7 @@ async def _finalize(
     trace_id: str | None,
     credit_hold_s: float,
     answer: ChargeResult | None,
-    lock_timeout_ms: int | None,
+    bounds: StatementBounds | None,
 ) -> Finalized:
     # Derived rows inherit the payment's own trace id; the message's only stands in
     # for a payment stored without one.
@@ -151,7 +152,7 @@ async def _finalize(
             webhook_job,
             credit_hold_s,
             answer,
-            lock_timeout_ms,
+            bounds,
         )
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name == "payment_events_pkey":
@@ -199,7 +200,7 @@ async def _finalize_statement(
     webhook_job: dict[str, Any] | None,
     credit_hold_s: float,
     answer: ChargeResult | None,
-    lock_timeout_ms: int | None,
+    bounds: StatementBounds | None,
 ) -> asyncpg.Record:
     row = await conn.fetchrow(
         SQL["finalize_payment"],
@@ -219,7 +220,8 @@ async def _finalize_statement(
         None if answer is None else ("approved" if answer.approved else "declined"),
         None if answer is None else answer.reason,
         None if answer is None else answer.reference,
-        lock_timeout_ms,
+        None if bounds is None else bounds.lock_timeout_ms,
+        timeout=None if bounds is None else bounds.timeout_s,
     )
     assert row is not None
     return row

@@ -40,7 +40,7 @@ from payflow.broker.messages import Envelope
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
-from payflow.db.tx import transaction
+from payflow.db.tx import StatementBounds, transaction
 from payflow.errors import (
     BadInput,
     NotFound,
@@ -135,7 +135,7 @@ class PaymentProcessor:
             async with self._pool.acquire() as conn:
                 # The payment and, in the common case, its first claim: one statement.
                 payment, first = await claim_first_charge(
-                    conn, payment_id, token, lease_s, self._settings.lock_timeout_ms
+                    conn, payment_id, token, lease_s, StatementBounds.of(self._settings)
                 )
             if payment["trace_id"]:  # the row's trace, also for a message without one
                 structlog.contextvars.bind_contextvars(trace_id=payment["trace_id"])
@@ -179,7 +179,7 @@ class PaymentProcessor:
                 result,
                 trace_id,
                 credit_hold_s=hold_s,
-                lock_timeout_ms=self._settings.lock_timeout_ms,
+                bounds=StatementBounds.of(self._settings),
             )
             if not done.changed:
                 async with transaction(conn, self._settings):

@@ -15,6 +15,7 @@ import asyncpg
 import orjson
 
 from payflow.db.queries import load_queries
+from payflow.db.tx import StatementBounds
 from payflow.errors import NotFound
 from payflow.ledger.limits import LimitKind, ensure_within, limits_from_row
 from payflow.payments.idempotency import (
@@ -48,13 +49,13 @@ async def create_payment(
     idempotency_key: str,
     request_hash: str,
     trace_id: str,
-    lock_timeout_ms: int,
+    bounds: StatementBounds,
 ) -> StoredResponse:
     """Create a pending payment under an Idempotency-Key, or answer from what is stored.
 
     ONE autocommitted statement (`conn` must not be inside a transaction): the
-    currency's `max_payment`, the key's lock and stored record, and the inserts. A wait
-    for a row lock is bounded by `lock_timeout_ms` (55P03, retryable).
+    currency's `max_payment`, the key's lock and stored record, and the inserts, bounded
+    by `bounds` (`TimeoutError` or 55P03, both retryable; nothing written).
 
     Invariant: the payment, its idempotency record and its one `payment.created` outbox
     row commit together, or none does. An amount above the currency's `max_payment`
@@ -80,7 +81,8 @@ async def create_payment(
         request_hash,
         lock_key(merchant_id, CREATE_SCOPE, idempotency_key),
         PAYMENT_CREATED_TOPIC,
-        lock_timeout_ms,
+        bounds.lock_timeout_ms,
+        timeout=bounds.timeout_s,
     )
     assert row is not None  # the statement always yields one row
     if row["code"] is None:

@@ -42,7 +42,7 @@ import structlog
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
 from payflow.db.queries import load_queries
-from payflow.db.tx import transaction
+from payflow.db.tx import StatementBounds, transaction
 from payflow.errors import NotFound, PayflowError, RetryableError, WebhookHTTPStatus, classify
 from payflow.metrics import WEBHOOK_ATTEMPTS
 from payflow.money import format_at_scale
@@ -129,6 +129,8 @@ class WebhookSender:
         self._pool = pool
         self._fallback = fallback or DlqFallback(None, settings)
         self._settings = settings
+        # Each one-statement step runs outside a transaction, bounded as a whole.
+        self._bounds = StatementBounds.of(settings)
         self._client = client
         self._worker = f"{socket.gethostname()}:{os.getpid()}"
         # Sends in flight per process; a send holds a pooled connection only for its two
@@ -171,7 +173,8 @@ class WebhookSender:
                 lease_s,
                 message_id,
                 attempt,
-                self._settings.lock_timeout_ms,
+                self._bounds.lock_timeout_ms,
+                timeout=self._bounds.timeout_s,
             )
         if fresh is not None:
             _bind_trace(fresh)
@@ -261,7 +264,8 @@ class WebhookSender:
                 attempt + 1,
                 logged_status,
                 error,
-                self._settings.lock_timeout_ms,
+                self._bounds.lock_timeout_ms,
+                timeout=self._bounds.timeout_s,
             )
         assert counted is not None  # payments are never deleted
         WEBHOOK_ATTEMPTS.labels("failed" if failure is not None else "delivered").inc()

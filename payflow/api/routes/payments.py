@@ -30,6 +30,7 @@ from payflow.api.schemas import (
     utc_bound,
 )
 from payflow.api.state import api_state
+from payflow.db.tx import StatementBounds
 from payflow.errors import BadInput
 from payflow.money import parse_amount, scale_of
 from payflow.payments.idempotency import KEY_PATTERN, is_key_race, request_hash
@@ -121,7 +122,7 @@ async def create(
                     idempotency_key=idempotency_key,
                     request_hash=req_hash,
                     trace_id=trace_id,
-                    lock_timeout_ms=state.settings.lock_timeout_ms,
+                    bounds=StatementBounds.of(state.settings),
                 )
             return JsonResponse(response.body, status_code=response.status)
         except Exception as exc:

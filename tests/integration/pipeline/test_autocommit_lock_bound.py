@@ -17,7 +17,7 @@ import pytest
 from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.queries import load_queries
-from payflow.db.tx import transaction
+from payflow.db.tx import StatementBounds, transaction
 from payflow.errors import RetryableError, classify
 from payflow.payments.charges import claim_first_charge
 from payflow.payments.finalize import finalize_answered
@@ -28,18 +28,19 @@ from tests.integration.pipeline.test_held_credit import _merchant_with_account, 
 
 SQL = load_queries("payflow.payments")
 BOUND_MS = 300
+BOUNDS = StatementBounds(lock_timeout_ms=BOUND_MS, statement_timeout_ms=30_000)
 
 Step = Callable[[asyncpg.Connection, uuid.UUID], Awaitable[object]]
 
 
 async def _claim(conn: asyncpg.Connection, payment_id: uuid.UUID) -> object:
-    return (await claim_first_charge(conn, payment_id, "token", 30.0, BOUND_MS))[1]
+    return (await claim_first_charge(conn, payment_id, "token", 30.0, BOUNDS))[1]
 
 
 async def _answer(conn: asyncpg.Connection, payment_id: uuid.UUID) -> object:
     payment = await load_payment(conn, payment_id)
     approved = ChargeResult(approved=True, reference="gw")
-    return await finalize_answered(conn, payment, approved, None, lock_timeout_ms=BOUND_MS)
+    return await finalize_answered(conn, payment, approved, None, bounds=BOUNDS)
 
 
 async def _webhook_claim(conn: asyncpg.Connection, payment_id: uuid.UUID) -> object:
@@ -117,7 +118,7 @@ async def test_api_create_gives_up_after_lock_timeout_and_writes_nothing(
                         idempotency_key=key,
                         request_hash="h",
                         trace_id="t",
-                        lock_timeout_ms=BOUND_MS,
+                        bounds=BOUNDS,
                     ),
                     timeout=30,
                 )
@@ -149,5 +150,5 @@ async def test_api_create_refuses_a_transaction() -> None:
             idempotency_key="k",
             request_hash="h",
             trace_id="t",
-            lock_timeout_ms=BOUND_MS,
+            bounds=BOUNDS,
         )

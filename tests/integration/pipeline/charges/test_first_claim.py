@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from payflow.config import Settings
-from payflow.db.tx import transaction
+from payflow.db.tx import StatementBounds, transaction
 from payflow.errors import NotFound
 from payflow.payments.charges import Claim, claim_charge, claim_first_charge
 from tests.integration.pipeline.charges.support import (
@@ -21,13 +21,15 @@ from tests.integration.pipeline.charges.support import (
     pending_payment,
 )
 
+BOUNDS = StatementBounds(lock_timeout_ms=2000, statement_timeout_ms=5000)
+
 
 async def test_the_first_claim_is_attempt_one_under_a_lease(
     pool: asyncpg.Pool, settings: Settings
 ) -> None:
     _, payment_id = await pending_payment(pool, settings)
     async with pool.acquire() as conn:
-        payment, claim = await claim_first_charge(conn, payment_id, "token-a", 30.0, 2000)
+        payment, claim = await claim_first_charge(conn, payment_id, "token-a", 30.0, BOUNDS)
     assert (payment["id"], payment["status"], payment["amount"]) == (
         payment_id,
         "pending",
@@ -44,7 +46,7 @@ async def test_the_first_claim_is_attempt_one_under_a_lease(
     # A second delivery finds the attempt: nothing written, the full claim decides
     # (and sees the live claim).
     async with pool.acquire() as conn:
-        assert (await claim_first_charge(conn, payment_id, "token-b", 30.0, 2000))[1] is None
+        assert (await claim_first_charge(conn, payment_id, "token-b", 30.0, BOUNDS))[1] is None
     assert await attempt_states(pool, payment_id) == [(1, "claimed")]
 
 
@@ -54,7 +56,7 @@ async def test_an_expired_earlier_attempt_is_left_to_the_full_claim(
     _, payment_id = await pending_payment(pool, settings)
     await claim_as_dying_worker(pool, settings, payment_id, lease_s=0.0)
     async with pool.acquire() as conn:
-        assert (await claim_first_charge(conn, payment_id, "token-b", 30.0, 2000))[1] is None
+        assert (await claim_first_charge(conn, payment_id, "token-b", 30.0, BOUNDS))[1] is None
         async with transaction(conn, settings):
             recovering = await claim_charge(conn, payment_id, "token-b", 30.0)
     assert isinstance(recovering, Claim) and recovering.recovering
@@ -68,7 +70,7 @@ async def test_a_final_payment_is_never_claimed(pool: asyncpg.Pool, settings: Se
         payment_id,
     )
     async with pool.acquire() as conn:
-        payment, claim = await claim_first_charge(conn, payment_id, "token-a", 30.0, 2000)
+        payment, claim = await claim_first_charge(conn, payment_id, "token-a", 30.0, BOUNDS)
     assert (payment["status"], claim) == ("failed", None)
     assert await attempt_states(pool, payment_id) == []
 
@@ -79,10 +81,10 @@ async def test_it_refuses_to_run_inside_a_transaction(
     _, payment_id = await pending_payment(pool, settings)
     async with pool.acquire() as conn, transaction(conn, settings):
         with pytest.raises(RuntimeError):
-            await claim_first_charge(conn, payment_id, "token-a", 30.0, 2000)
+            await claim_first_charge(conn, payment_id, "token-a", 30.0, BOUNDS)
 
 
 async def test_an_unknown_payment_is_not_found(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
         with pytest.raises(NotFound):
-            await claim_first_charge(conn, uuid.uuid4(), "token-a", 30.0, 2000)
+            await claim_first_charge(conn, uuid.uuid4(), "token-a", 30.0, BOUNDS)
