@@ -88,9 +88,12 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
         ctx = error.get("ctx") or {}
         if isinstance(ctx, dict) and isinstance(ctx.get("error"), Exception):
             message = str(ctx["error"])
-        elif error.get("type") == "json_invalid" and isinstance(ctx, dict) and ctx.get("error"):
-            # The decoder's reason (a key twice, too deep, bad syntax), never body text.
-            message = f"not valid JSON: {str(ctx['error'])[:200]}"
+        elif error.get("type") == "json_invalid":
+            # The decoder's reason (a key twice, too deep, bad syntax, not UTF-8), never
+            # body text; the field is the body (FastAPI's loc adds the error's position).
+            reason = ctx.get("error") if isinstance(ctx, dict) else None
+            message = f"not valid JSON: {str(reason)[:200]}" if reason else "not valid JSON"
+            loc = loc[:1]
         message = message.removeprefix("Value error, ")
         errors.append({"field": ".".join(loc), "message": message})
     return errors

@@ -9,6 +9,7 @@ body that is not JSON, in every process whatever its recursion limit.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -24,11 +25,19 @@ class BoundedJsonRequest(Request):
     """A request whose `json()` is `loads_exact`: the standard decoder's values (floats,
     `NaN` literals, wide integers as `int`), bounded in depth.
 
-    Raises `json.JSONDecodeError`, which FastAPI answers 422 `json_invalid`."""
+    Raises `json.JSONDecodeError`, which FastAPI answers 422 `json_invalid`; so is a body
+    that is not UTF-8 (RFC 8259 §8.1), which FastAPI would otherwise answer with a bare
+    400 "There was an error parsing the body"."""
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
-            self._json = loads_exact(await self.body())
+            body = await self.body()
+            try:
+                self._json = loads_exact(body)
+            except UnicodeDecodeError as exc:
+                raise json.JSONDecodeError(
+                    f"not UTF-8 (byte {exc.start}: {exc.reason})", "", 0
+                ) from None
         return self._json
 
 
