@@ -21,7 +21,9 @@ AMOUNT_EXAMPLE = "10.00"
 
 
 def _amount_must_be_string(value: object) -> object:
-    if isinstance(value, bool) or isinstance(value, int | float):
+    if isinstance(value, bool):
+        raise ValueError('amount must be a decimal string such as "10.00", not a JSON boolean')
+    if isinstance(value, int | float):
         raise ValueError('amount must be a decimal string such as "10.00", not a JSON number')
     return value
 

@@ -4,12 +4,12 @@ ready messages and consumers without creating or changing anything."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
 
 import aio_pika
 import aiormq
 
+from payflow.broker.connection import short_connection
 from payflow.broker.topology import WORK_QUEUES, Names
 from payflow.config import Settings
 
@@ -46,29 +46,28 @@ async def queue_depths(settings: Settings, timeout_s: float) -> list[QueueDepth]
     Raises `BrokerUnreachable` when RabbitMQ cannot be reached within `timeout_s`. A
     missing queue (the broker closes the channel) is reported with `messages=None`.
     """
-    try:
-        connection = await asyncio.wait_for(
-            aio_pika.connect(settings.rabbitmq_url, timeout=timeout_s), timeout=timeout_s
-        )
-    except (TimeoutError, OSError, aio_pika.exceptions.AMQPError) as exc:
-        raise BrokerUnreachable(f"{type(exc).__name__}: {exc}") from None
     depths: list[QueueDepth] = []
     try:
-        channel = await connection.channel()
-        for name, kind in queue_names(settings):
-            try:
-                queue = await asyncio.wait_for(
-                    channel.declare_queue(name, passive=True), timeout=timeout_s
-                )
-            except aiormq.exceptions.ChannelNotFoundEntity:
-                depths.append(QueueDepth(name, kind, None, None))
-                channel = await connection.channel()  # the broker closed the old one
-                continue
-            result = queue.declaration_result
-            depths.append(QueueDepth(name, kind, result.message_count, result.consumer_count))
+        async with short_connection(settings.rabbitmq_url, timeout_s) as connection:
+            await _read_depths(connection, settings, timeout_s, depths)
     except (TimeoutError, OSError, aio_pika.exceptions.AMQPError) as exc:
         raise BrokerUnreachable(f"{type(exc).__name__}: {exc}") from None
-    finally:
-        with contextlib.suppress(Exception):
-            await connection.close()
     return depths
+
+
+async def _read_depths(
+    connection: aio_pika.Connection, settings: Settings, timeout_s: float, depths: list[QueueDepth]
+) -> None:
+    """Append one `QueueDepth` per queue of the topology, in order."""
+    channel = await connection.channel()
+    for name, kind in queue_names(settings):
+        try:
+            queue = await asyncio.wait_for(
+                channel.declare_queue(name, passive=True), timeout=timeout_s
+            )
+        except aiormq.exceptions.ChannelNotFoundEntity:
+            depths.append(QueueDepth(name, kind, None, None))
+            channel = await connection.channel()  # the broker closed the old one
+            continue
+        result = queue.declaration_result
+        depths.append(QueueDepth(name, kind, result.message_count, result.consumer_count))

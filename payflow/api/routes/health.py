@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import aio_pika
 from fastapi import Request
 from starlette.responses import Response
 
@@ -13,6 +12,7 @@ from payflow.api.responses import JsonResponse
 from payflow.api.routing import api_router
 from payflow.api.schemas import Health, Readiness, problem_responses
 from payflow.api.state import ApiState, api_state
+from payflow.broker.connection import short_connection
 
 router = api_router(tags=["operations"])
 AUTH_PROBLEMS = problem_responses(401, 413, 429)
@@ -34,8 +34,10 @@ async def _check_redis(state: ApiState) -> None:
 
 
 async def _check_rabbitmq(state: ApiState) -> None:
-    connection = await aio_pika.connect(state.settings.rabbitmq_url)
-    await connection.close()
+    async with short_connection(
+        state.settings.rabbitmq_url, state.settings.api_ready_timeout_seconds
+    ):
+        pass
 
 
 @router.get(

@@ -146,6 +146,16 @@ async def test_json_number_amount_is_422_with_reason(client: httpx.AsyncClient) 
     assert "not a JSON number" in errors[0]["message"]
 
 
+async def test_json_boolean_amount_is_named_as_such(client: httpx.AsyncClient) -> None:
+    response = await client.post("/api/v1/payments", json={**BODY, "amount": True}, headers=key())
+    assert response.status_code == 422
+    [error] = response.json()["errors"]
+    assert error == {
+        "field": "body.amount",
+        "message": 'amount must be a decimal string such as "10.00", not a JSON boolean',
+    }
+
+
 async def test_invalid_bodies_name_the_field(client: httpx.AsyncClient) -> None:
     cases = [
         ({**BODY, "amount": "0"}, "body.amount"),
