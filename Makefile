@@ -26,8 +26,11 @@ run: install
 	uv run payflow migrate
 	uv run payflow up
 
+# Three pytest workers, one test file each at a time (module fixtures stay on one worker):
+# most tests wait on PostgreSQL, RabbitMQ or a subprocess, so two cores keep three busy.
+TEST_WORKERS ?= 3
 test: install promtool anvil chromium
-	uv run pytest
+	uv run pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	uv run ruff check payflow tests

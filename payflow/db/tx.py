@@ -35,7 +35,15 @@ class StatementBounds:
     * `lock_timeout_ms`, server side, for row-lock waits: the statement's first CTE sets
       it for its own implicit transaction (55P03, retryable), a clean early answer.
 
-    Either way the implicit transaction rolls back: nothing is written.
+    A statement stopped either way rolls back and writes nothing. One edge remains: the
+    client's timeout can race the server's commit (asyncpg raises at once and cancels in
+    the background), so a `TimeoutError` may follow a committed statement. Every step
+    that uses this tolerates that, because its retry is idempotent: a create replays, a
+    finalize finds the payment final, a claim's lease expires and is taken over, an
+    attempt record stands and the sweep re-announces its job.
+
+    What this does not bound: a server that stops answering altogether (the cancel
+    itself then waits for TCP), as before.
     """
 
     lock_timeout_ms: int

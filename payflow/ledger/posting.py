@@ -182,11 +182,12 @@ async def post_held_credit(
     Invariant: the same exactly-once posting as `post_event` (one claim in
     `processed_events`, one ledger row), so the shortcut and the job can never both apply.
     """
+    bounds = StatementBounds.of(settings)  # every statement here runs outside a transaction
     try:
         async with pool.acquire() as conn:
             result = await post_in_one_statement(conn, settings, event_id, held_job=held_job)
             if result is None:
-                await release_held_job(conn, held_job)
+                await release_held_job(conn, held_job, timeout_s=bounds.timeout_s)
     except Exception as exc:
         log.warning(
             "payflow.ledger.held_credit_deferred",
@@ -195,7 +196,7 @@ async def post_held_credit(
         )
         with contextlib.suppress(Exception):
             async with pool.acquire() as conn:
-                await release_held_job(conn, held_job)
+                await release_held_job(conn, held_job, timeout_s=bounds.timeout_s)
         return None
     if result is not None:
         POSTINGS.labels(result.outcome.value).inc()

@@ -26,7 +26,11 @@ async def enqueue(
     return outbox_id
 
 
-async def release_held_job(conn: Connection, outbox_id: int) -> None:
+async def release_held_job(
+    conn: Connection, outbox_id: int, *, timeout_s: float | None = None
+) -> None:
     """Make a held-back job due now (its worker will not settle it); autocommit or the
-    caller's transaction. A job already published, settled or due is left alone."""
-    await conn.execute(SQL["release_held_job"], outbox_id)
+    caller's transaction. A job already published, settled or due is left alone.
+    `timeout_s` bounds an autocommitted release as a whole (`TimeoutError`): it is best
+    effort, since the relay publishes the job anyway when its hold ends."""
+    await conn.execute(SQL["release_held_job"], outbox_id, timeout=timeout_s)

@@ -124,13 +124,14 @@ async def claim_first_charge(
     conn: Connection, payment_id: UUID, token: str, lease_s: float, bounds: StatementBounds
 ) -> tuple[asyncpg.Record, Claim | None]:
     """The worker's first read of a payment and its common claim, in one autocommitted
-    statement: `(payment, claim)`. `payment` has the columns of `load_payment`; `claim`
+    statement: `(payment, claim)`. `payment` has the columns of `load_payment` (and the
+    claim's `attempt_id`, NULL without one); `claim`
     is attempt 1 of a pending payment that never had one, with a lease of `lease_s`
     seconds named `token`, or None when `claim_charge` must decide (not pending, an
     earlier attempt, a concurrent claim); nothing is written then. Raises `NotFound` for
     an unknown payment. `conn` must not be inside a transaction, so the payment's row
     lock is held only while the server runs the statement, which `bounds` limits
-    (`TimeoutError` or 55P03, both retryable; nothing written).
+    (`TimeoutError` or 55P03, both retryable; see `StatementBounds`).
 
     Invariant: the same as `claim_charge` (one open attempt per payment, taken under the
     payment's row lock); a recovering claim is never made here.

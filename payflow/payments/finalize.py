@@ -108,7 +108,7 @@ async def finalize_answered(
     exist yet; the caller then takes the transactional step (`lock_payment`,
     `record_answer`, `finalize_payment`), which decides each of those. `conn` must not be
     inside a transaction. The statement is bounded by `bounds` (`TimeoutError` or 55P03,
-    both retryable; nothing written). Raises `IdCollision` like `finalize_payment`
+    both retryable; see `StatementBounds`). Raises `IdCollision` like `finalize_payment`
     (nothing written).
 
     Invariant: the answer, the status, the credit with its job and the webhook job commit

@@ -17,7 +17,7 @@ import orjson
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
 from payflow.errors import NotFound
-from payflow.ledger.limits import LimitKind, ensure_within, limits_from_row
+from payflow.ledger.limits import LimitExceeded, LimitKind, limits_from_row
 from payflow.payments.idempotency import (
     IdempotencyKeyReused,
     StoredResponse,
@@ -55,7 +55,7 @@ async def create_payment(
 
     ONE autocommitted statement (`conn` must not be inside a transaction): the
     currency's `max_payment`, the key's lock and stored record, and the inserts, bounded
-    by `bounds` (`TimeoutError` or 55P03, both retryable; nothing written).
+    by `bounds` (`TimeoutError` or 55P03, both retryable; see `StatementBounds`).
 
     Invariant: the payment, its idempotency record and its one `payment.created` outbox
     row commit together, or none does. An amount above the currency's `max_payment`
@@ -88,7 +88,8 @@ async def create_payment(
     if row["code"] is None:
         raise NotFound(f"unknown asset {payment.currency!r}")
     if not row["within"]:  # nothing was written: the statement stopped at the limit
-        ensure_within(limits_from_row(row), LimitKind.PAYMENT, payment.amount, field="body.amount")
+        limits = limits_from_row(row)
+        raise LimitExceeded(limits, LimitKind.PAYMENT, payment.amount, field="body.amount")
     stored = check_stored(row, request_hash)
     if stored is not None:
         return stored

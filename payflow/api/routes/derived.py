@@ -23,6 +23,7 @@ from payflow.api.responses import JsonResponse
 from payflow.api.schemas import DepositAddressCreate
 from payflow.api.state import api_state
 from payflow.chain.watch.derivation import SQL, XpubInvalid, allocate_address
+from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.errors import NotFound
 from payflow.payments.idempotency import StoredResponse, is_key_race, lookup, request_hash, store
@@ -36,7 +37,7 @@ def _unconfigured(detail: str) -> ApiProblem:
     )
 
 
-async def ensure_chain_carries(conn: Any, chain: str, asset: str) -> None:
+async def ensure_chain_carries(conn: Connection, chain: str, asset: str) -> None:
     """`FieldError` (422 on `body.chain`) unless the token registry knows `chain` and
     registers `asset` on it: an address on any other chain could never be credited as
     the account's asset. Reads the registry in the caller's transaction."""

@@ -24,7 +24,7 @@ from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import StatementBounds
 from payflow.errors import RetryableError, classify
-from payflow.ledger.posting import post_in_one_statement
+from payflow.ledger.posting import post_held_credit, post_in_one_statement
 from payflow.payments.charges import claim_first_charge
 from payflow.payments.finalize import credit_event_id, finalize_answered
 from payflow.payments.gateway import ChargeResult
@@ -211,3 +211,34 @@ async def test_webhook_steps(
     )
     assert tuple(row) == (0, None)
     assert await pool.fetchval("SELECT count(*) FROM webhook_attempt_log") == 0
+
+
+async def test_held_credit_with_the_outbox_locked_gives_up_and_leaves_the_job(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
+) -> None:
+    """`post_held_credit` never raises: its posting times out, then so does its
+    best-effort release of the held job, and it returns None, holding no connection;
+    the job stays and the relay publishes it when its hold ends."""
+    merchant, account = await _merchant_with_account(pool)
+    payment_id = await _pending(pool, settings, merchant)
+    async with pool.acquire() as conn:
+        payment, _ = await claim_first_charge(conn, payment_id, "tok", 30.0, BOUNDS)
+        done = await finalize_answered(
+            conn, payment, APPROVED, None, credit_hold_s=30.0, bounds=BOUNDS
+        )
+    assert done.held_credit is not None
+    event_id, held_job = done.held_credit
+    short = settings.model_copy(update=SHORT)
+    async with table_locked(owner_pool, "outbox"):
+        task = asyncio.ensure_future(post_held_credit(pool, short, event_id, held_job))
+        finished, _ = await asyncio.wait({task}, timeout=30)
+        if not finished:
+            task.cancel()
+            pytest.fail("post_held_credit waited for the table lock without a bound")
+        assert task.result() is None
+    held = await pool.fetchval(
+        "SELECT next_attempt_at > now() + interval '10 seconds' FROM outbox WHERE id = $1",
+        held_job,
+    )
+    assert held is True  # not released: the release timed out too, the hold stands
+    assert await pool.fetchval("SELECT balance FROM accounts WHERE id = $1", account) == 0
