@@ -111,7 +111,10 @@ async def test_deposit_waiting_through_a_long_worker_outage_is_credited_once(
         row = await pool.fetchrow(
             "SELECT status, retry_count FROM payment_events WHERE event_id = 'outage-1'"
         )
-        assert (row["status"], row["retry_count"]) == ("pending", run)
+        # Re-announced: back to pending, and the running relay may already have
+        # published it again (enqueued) by the time this reads it.
+        assert row["retry_count"] == run
+        assert row["status"] in ("pending", "enqueued")
     # Alerted (payflow.events.waiting) from the MAX_EVENT_RETRIES-th re-announcement on.
     assert waiting == runs - pipe_settings.max_event_retries + 1
     await start_roles(("worker",))
