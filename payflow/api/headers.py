@@ -23,6 +23,12 @@ def sent_more_than_once(request: Request, name: str) -> bool:
     return len(request.headers.getlist(name)) > 1
 
 
+def strip_ows(value: object) -> object:
+    """A header value without the optional whitespace around it (RFC 9110 §5.5: it is not
+    part of the value), for validators that run before a header's pattern."""
+    return value.strip(" \t") if isinstance(value, str) else value
+
+
 async def idempotency_key_once(request: Request) -> None:
     """Route dependency: several `Idempotency-Key` headers are a 422, before any work."""
     if sent_more_than_once(request, IDEMPOTENCY_KEY_HEADER):

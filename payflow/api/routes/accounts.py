@@ -8,11 +8,12 @@ from uuid import UUID
 
 import asyncpg
 from fastapi import Depends, Header, Path, Query, Request
+from pydantic import BeforeValidator
 
 from payflow.api.auth import SQL, CurrentMerchant, Merchant, require_admin
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
-from payflow.api.headers import idempotency_key_once
+from payflow.api.headers import idempotency_key_once, strip_ows
 from payflow.api.responses import JsonResponse, iso, wire_amount
 from payflow.api.routes.derived import add_derived_address, ensure_chain_carries
 from payflow.api.routes.payouts import record_payout
@@ -172,7 +173,9 @@ async def add_deposit_address(
     body: DepositAddressCreate,
     merchant: CurrentMerchant,
     idempotency_key_header: Annotated[
-        str | None, Header(alias="Idempotency-Key", pattern=KEY_PATTERN)
+        str | None,
+        BeforeValidator(strip_ows),
+        Header(alias="Idempotency-Key", pattern=KEY_PATTERN),
     ] = None,
 ) -> JsonResponse:
     """Without `address`: derive the next address of `ETH_DEPOSIT_XPUB` for the account
@@ -290,7 +293,9 @@ async def withdraw(
     account_id: UUID,
     body: WithdrawalCreate,
     merchant: CurrentMerchant,
-    idempotency_key_header: Annotated[str, Header(alias="Idempotency-Key", pattern=KEY_PATTERN)],
+    idempotency_key_header: Annotated[
+        str, BeforeValidator(strip_ows), Header(alias="Idempotency-Key", pattern=KEY_PATTERN)
+    ],
 ) -> JsonResponse:
     """Record a pending withdrawal event and its outbox row; funds are checked at posting.
 

@@ -10,12 +10,12 @@ from uuid import UUID
 
 import orjson
 from fastapi import Depends, Header, Query, Request
-from pydantic import AwareDatetime
+from pydantic import AwareDatetime, BeforeValidator
 
 from payflow.api.auth import CurrentMerchant
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
-from payflow.api.headers import idempotency_key_once
+from payflow.api.headers import idempotency_key_once, strip_ows
 from payflow.api.responses import JsonResponse, iso, wire_amount
 from payflow.api.routing import api_router
 from payflow.api.schemas import (
@@ -46,6 +46,7 @@ from payflow.webhooks.ssrf import check_webhook_url
 router = api_router(prefix="/api/v1/payments", tags=["payments"])
 IdempotencyKey = Annotated[
     str,
+    BeforeValidator(strip_ows),
     Header(alias="Idempotency-Key", pattern=KEY_PATTERN, description="Unique per request intent"),
 ]
 
