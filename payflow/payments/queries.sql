@@ -215,17 +215,20 @@ RETURNING attempt_id;
 
 -- name: claim_first_charge
 -- $1 payment id, $2 claimed_by (the claim's token), $3 lease seconds, $4 lock_timeout (ms)
--- for this statement's implicit transaction (set before any lock). The worker's first
+-- for this statement's implicit transaction (set before any row lock). The worker's first
 -- read of a payment and its common claim in ONE statement, sent outside a transaction:
--- the payment (the columns of `payment_for_processing`) under its row lock, and, when it
--- is pending and never had an attempt, attempt 1 (the lock order of every claim: payment,
--- then its attempts). `attempt_id` is NULL when the full claim must decide: the payment is
--- not pending, it has an attempt, or a concurrent claim inserted one (the unique keys
--- refuse a second attempt 1 or a second open attempt; DO NOTHING waits for that claim's
--- commit first). No row: no such payment.
+-- the payment (the columns of `payment_for_processing`) and, when it is pending and never
+-- had an attempt, attempt 1 under its row lock (the lock order of every claim: payment,
+-- then its attempts). Only a pending payment is locked; any other (a duplicate delivery
+-- of a final one) is read without a lock. A payment that stopped being pending while this
+-- waited for its lock is read as the statement's snapshot saw it (still pending) with no
+-- claim: the full claim then locks it and decides. `attempt_id` is NULL when the full
+-- claim must decide: the payment is not pending, it has an attempt, or a concurrent claim
+-- inserted one (the unique keys refuse a second attempt 1 or a second open attempt; DO
+-- NOTHING waits for that claim's commit first). No row: no such payment.
 WITH bound AS MATERIALIZED (
     SELECT pg_catalog.set_config('lock_timeout', $4::integer::text, true)
-), payment AS MATERIALIZED (
+), locked AS MATERIALIZED (
     SELECT p.id, p.merchant_id, p.amount, p.currency, p.status, p.webhook_url,
            p.webhook_delivered_at, p.webhook_attempts, p.trace_id, p.processed_at,
            p.created_at, m.webhook_secret, a.scale
@@ -233,13 +236,22 @@ WITH bound AS MATERIALIZED (
     JOIN merchants m ON m.id = p.merchant_id
     JOIN assets a ON a.code = p.currency
     CROSS JOIN bound
-    WHERE p.id = $1
+    WHERE p.id = $1 AND p.status = 'pending'
     FOR UPDATE OF p
+), payment AS MATERIALIZED (
+    SELECT * FROM locked
+    UNION ALL
+    SELECT p.id, p.merchant_id, p.amount, p.currency, p.status, p.webhook_url,
+           p.webhook_delivered_at, p.webhook_attempts, p.trace_id, p.processed_at,
+           p.created_at, m.webhook_secret, a.scale
+    FROM payments p
+    JOIN merchants m ON m.id = p.merchant_id
+    JOIN assets a ON a.code = p.currency
+    WHERE p.id = $1 AND NOT EXISTS (SELECT 1 FROM locked)
 ), claimed AS (
     INSERT INTO charge_attempts (payment_id, attempt, claimed_by, lease_until)
-    SELECT id, 1, $2, clock_timestamp() + make_interval(secs => $3) FROM payment
-    WHERE payment.status = 'pending'
-      AND NOT EXISTS (SELECT 1 FROM charge_attempts a WHERE a.payment_id = $1)
+    SELECT id, 1, $2, clock_timestamp() + make_interval(secs => $3) FROM locked
+    WHERE NOT EXISTS (SELECT 1 FROM charge_attempts a WHERE a.payment_id = $1)
     ON CONFLICT DO NOTHING
     RETURNING attempt_id
 )

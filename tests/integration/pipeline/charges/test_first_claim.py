@@ -88,3 +88,22 @@ async def test_an_unknown_payment_is_not_found(pool: asyncpg.Pool) -> None:
     async with pool.acquire() as conn:
         with pytest.raises(NotFound):
             await claim_first_charge(conn, uuid.uuid4(), "token-a", 30.0, BOUNDS)
+
+
+async def test_a_duplicate_of_a_final_payment_reads_it_without_waiting_for_its_lock(
+    pool: asyncpg.Pool, settings: Settings
+) -> None:
+    """Only a pending payment is locked: a duplicate delivery of a final one is answered
+    from a plain read even while another session (the webhook sender, say) holds the row."""
+    _, payment_id = await pending_payment(pool, settings)
+    await pool.execute(
+        "UPDATE payments SET status = 'succeeded', processed_at = now() WHERE id = $1",
+        payment_id,
+    )
+    async with pool.acquire() as holder, transaction(holder, settings):
+        await holder.execute("SELECT 1 FROM payments WHERE id = $1 FOR UPDATE", payment_id)
+        async with pool.acquire() as conn:
+            quick = StatementBounds(lock_timeout_ms=200, statement_timeout_ms=5000)
+            payment, claim = await claim_first_charge(conn, payment_id, "token-a", 30.0, quick)
+    assert (payment["status"], claim) == ("succeeded", None)
+    assert await attempt_states(pool, payment_id) == []
