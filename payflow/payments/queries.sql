@@ -220,34 +220,28 @@ RETURNING attempt_id;
 -- the payment (the columns of `payment_for_processing`) and, when it is pending and never
 -- had an attempt, attempt 1 under its row lock (the lock order of every claim: payment,
 -- then its attempts). Only a pending payment is locked; any other (a duplicate delivery
--- of a final one) is read without a lock. A payment that stopped being pending while this
--- waited for its lock is read as the statement's snapshot saw it (still pending) with no
--- claim: the full claim then locks it and decides. `attempt_id` is NULL when the full
+-- of a final one) is read without a lock. The columns are read as the statement's
+-- snapshot saw them, which the lock cannot change for what the worker uses (amount,
+-- currency, merchant, URL are fixed at creation); a payment that stopped being pending
+-- while this waited for its lock reads as pending with no claim, and the full claim then
+-- locks it and decides. `attempt_id` is NULL when the full
 -- claim must decide: the payment is not pending, it has an attempt, or a concurrent claim
 -- inserted one (the unique keys refuse a second attempt 1 or a second open attempt; DO
 -- NOTHING waits for that claim's commit first). No row: no such payment.
 WITH bound AS MATERIALIZED (
     SELECT pg_catalog.set_config('lock_timeout', $4::integer::text, true)
 ), locked AS MATERIALIZED (
-    SELECT p.id, p.merchant_id, p.amount, p.currency, p.status, p.webhook_url,
-           p.webhook_delivered_at, p.webhook_attempts, p.trace_id, p.processed_at,
-           p.created_at, m.webhook_secret, a.scale
-    FROM payments p
-    JOIN merchants m ON m.id = p.merchant_id
-    JOIN assets a ON a.code = p.currency
-    CROSS JOIN bound
+    SELECT p.id FROM payments p, bound
     WHERE p.id = $1 AND p.status = 'pending'
     FOR UPDATE OF p
 ), payment AS MATERIALIZED (
-    SELECT * FROM locked
-    UNION ALL
     SELECT p.id, p.merchant_id, p.amount, p.currency, p.status, p.webhook_url,
            p.webhook_delivered_at, p.webhook_attempts, p.trace_id, p.processed_at,
            p.created_at, m.webhook_secret, a.scale
     FROM payments p
     JOIN merchants m ON m.id = p.merchant_id
     JOIN assets a ON a.code = p.currency
-    WHERE p.id = $1 AND NOT EXISTS (SELECT 1 FROM locked)
+    WHERE p.id = $1
 ), claimed AS (
     INSERT INTO charge_attempts (payment_id, attempt, claimed_by, lease_until)
     SELECT id, 1, $2, clock_timestamp() + make_interval(secs => $3) FROM locked
