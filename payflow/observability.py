@@ -136,6 +136,13 @@ def outbound_traceparent(trace_id: str | None) -> str | None:
     return format_traceparent(trace_id)
 
 
+def bind_stored_trace(trace_id: str | None) -> None:
+    """Log under a stored row's `trace_id` (also for a message that carried none); a row
+    stored without one (None or empty) leaves the current binding as it is."""
+    if trace_id:
+        structlog.contextvars.bind_contextvars(trace_id=trace_id)
+
+
 def bind_trace_id(trace_id: str) -> None:
     """Bind `trace_id` to every log line of the current task."""
     structlog.contextvars.bind_contextvars(trace_id=trace_id)

@@ -46,19 +46,18 @@ async def queue_depths(settings: Settings, timeout_s: float) -> list[QueueDepth]
     Raises `BrokerUnreachable` when RabbitMQ cannot be reached within `timeout_s`. A
     missing queue (the broker closes the channel) is reported with `messages=None`.
     """
-    depths: list[QueueDepth] = []
     try:
         async with short_connection(settings.rabbitmq_url, timeout_s) as connection:
-            await _read_depths(connection, settings, timeout_s, depths)
+            return await _read_depths(connection, settings, timeout_s)
     except (TimeoutError, OSError, aio_pika.exceptions.AMQPError) as exc:
         raise BrokerUnreachable(f"{type(exc).__name__}: {exc}") from None
-    return depths
 
 
 async def _read_depths(
-    connection: aio_pika.Connection, settings: Settings, timeout_s: float, depths: list[QueueDepth]
-) -> None:
-    """Append one `QueueDepth` per queue of the topology, in order."""
+    connection: aio_pika.Connection, settings: Settings, timeout_s: float
+) -> list[QueueDepth]:
+    """One `QueueDepth` per queue of the topology, in order."""
+    depths: list[QueueDepth] = []
     channel = await connection.channel()
     for name, kind in queue_names(settings):
         try:
@@ -71,3 +70,4 @@ async def _read_depths(
             continue
         result = queue.declaration_result
         depths.append(QueueDepth(name, kind, result.message_count, result.consumer_count))
+    return depths

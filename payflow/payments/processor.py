@@ -49,6 +49,7 @@ from payflow.errors import (
     classify,
 )
 from payflow.ledger.posting import post_held_credit
+from payflow.observability import bind_stored_trace
 from payflow.ops.dlq import record_dead_letter
 from payflow.ops.dlq_fallback import DlqFallback
 from payflow.payments.charges import (
@@ -109,6 +110,8 @@ class PaymentProcessor:
         self._pool = pool
         self._fallback = fallback or DlqFallback(None, settings)
         self._settings = settings
+        # The hot path's one-statement steps run outside a transaction, bounded as a whole.
+        self._bounds = StatementBounds.of(settings)
         self._gateway = gateway
         self._worker = f"{socket.gethostname()}:{os.getpid()}"
         # Gateway calls in flight per process, independent of the DB pool (a call holds
@@ -135,10 +138,9 @@ class PaymentProcessor:
             async with self._pool.acquire() as conn:
                 # The payment and, in the common case, its first claim: one statement.
                 payment, first = await claim_first_charge(
-                    conn, payment_id, token, lease_s, StatementBounds.of(self._settings)
+                    conn, payment_id, token, lease_s, self._bounds
                 )
-            if payment["trace_id"]:  # the row's trace, also for a message without one
-                structlog.contextvars.bind_contextvars(trace_id=payment["trace_id"])
+            bind_stored_trace(payment["trace_id"])
             if payment["status"] != "pending":
                 log.info("payflow.payments.duplicate", status=payment["status"])
                 return
@@ -179,7 +181,7 @@ class PaymentProcessor:
                 result,
                 trace_id,
                 credit_hold_s=hold_s,
-                bounds=StatementBounds.of(self._settings),
+                bounds=self._bounds,
             )
             if not done.changed:
                 async with transaction(conn, self._settings):

@@ -46,7 +46,7 @@ from payflow.db.tx import StatementBounds, transaction
 from payflow.errors import NotFound, PayflowError, RetryableError, WebhookHTTPStatus, classify
 from payflow.metrics import WEBHOOK_ATTEMPTS
 from payflow.money import format_at_scale
-from payflow.observability import outbound_traceparent
+from payflow.observability import bind_stored_trace, outbound_traceparent
 from payflow.ops.dlq_fallback import DlqFallback
 from payflow.payments.processor import payment_id_of
 from payflow.webhooks.attempts import attempt_outcome
@@ -65,12 +65,6 @@ __all__ = ["WebhookSender", "build_http_client", "dead_letter_webhook", "webhook
 def webhook_id(payment_id: UUID) -> str:
     """Stable across every retry and replay of one payment's notification."""
     return f"msg_{payment_id.hex}"
-
-
-def _bind_trace(payment: asyncpg.Record) -> None:
-    """Log under the payment row's trace id, also for a message that carried none."""
-    if payment["trace_id"]:
-        structlog.contextvars.bind_contextvars(trace_id=payment["trace_id"])
 
 
 def webhook_body(payment: asyncpg.Record) -> bytes:
@@ -177,13 +171,13 @@ class WebhookSender:
                 timeout=self._bounds.timeout_s,
             )
         if fresh is not None:
-            _bind_trace(fresh)
+            bind_stored_trace(fresh["trace_id"])
             return fresh
         async with self._pool.acquire() as conn, transaction(conn, self._settings):
             payment = await conn.fetchrow(SQL["lock_payment_for_webhook"], payment_id)
             if payment is None:
                 raise NotFound(f"payment {payment_id} does not exist")
-            _bind_trace(payment)
+            bind_stored_trace(payment["trace_id"])
             if payment["status"] == "pending":
                 raise RetryableError("payment is not final yet")  # finalize makes this rare
             if payment["webhook_delivered_at"] is not None:
