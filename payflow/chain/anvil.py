@@ -137,7 +137,7 @@ class AnvilNode:
             args += ["--state", self.state_path, "--state-interval", "1"]
         return args + list(self.extra_args)
 
-    def start(self, timeout_s: float = 20.0) -> AnvilNode:
+    def start(self, timeout_s: float = 60.0) -> AnvilNode:
         """Start anvil and wait until it answers `eth_chainId`."""
         if self.log_path:
             with open(self.log_path, "ab") as out:  # the child keeps its own descriptor
