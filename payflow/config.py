@@ -106,6 +106,10 @@ class Settings(BaseSettings):
     webhook_max_in_flight: int = Field(default=256, ge=1, le=10000)
     # How long a send's lease keeps other sends of the same job away; above the timeout.
     webhook_lease_s: float = Field(default=30.0, gt=0)
+    # The worker that finalizes a payment sends the webhook's first attempt itself when
+    # a send slot is free, its job held back as the guarantee (payflow.webhooks.direct);
+    # false: every webhook job goes through the relay and the webhooks queue.
+    webhook_direct_send: bool = True
     # Gateway calls in flight per process (also the payments queue's prefetch). Little's
     # law: 240 payments/s at a 3.5 s mean gateway delay needs 840 calls in flight.
     gateway_max_in_flight: int = Field(default=1000, ge=1, le=10000)

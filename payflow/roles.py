@@ -38,6 +38,7 @@ from payflow.ops.scheduler import run_scheduler
 from payflow.outbox.relay import run_relay
 from payflow.payments.gateway import EmulatedGateway, Gateway
 from payflow.payments.processor import PaymentProcessor
+from payflow.webhooks.direct import DirectSends
 from payflow.webhooks.sender import WebhookSender, build_http_client
 
 log = structlog.get_logger("payflow.roles")
@@ -121,15 +122,21 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
         await listen_pool.close()
 
 
-def worker_routes(runtime: Runtime) -> list[Route]:
-    """The routes a worker consumes, restricted to `runtime.worker_queues`."""
+def worker_routes(runtime: Runtime) -> tuple[list[Route], DirectSends | None]:
+    """The routes a worker consumes, restricted to `runtime.worker_queues`, and the direct
+    webhook sends of its payment worker (None unless `WEBHOOK_DIRECT_SEND` is on and this
+    worker also consumes the webhooks queue: a worker kept off that queue, say for
+    egress, never POSTs)."""
     fallback = DlqFallback(runtime.redis, runtime.settings)
-    payments = PaymentProcessor(runtime.pool, runtime.settings, runtime.gateway, fallback)
-    ledger = LedgerWorker(runtime.pool, runtime.settings, fallback)
-    webhooks = WebhookSender(runtime.pool, runtime.settings, runtime.http, fallback)
+    settings = runtime.settings
+    webhooks = WebhookSender(runtime.pool, settings, runtime.http, fallback)
+    direct = None
+    if settings.webhook_direct_send and "webhooks" in runtime.worker_queues:
+        direct = DirectSends(runtime.pool, settings, webhooks)
+    payments = PaymentProcessor(runtime.pool, settings, runtime.gateway, fallback, direct)
+    ledger = LedgerWorker(runtime.pool, settings, fallback)
     # Payments wait on the gateway and webhooks on merchants: each route has its own
     # prefetch (its in-flight bound), so neither takes the ledger's BROKER_PREFETCH slots.
-    settings = runtime.settings
     every = {
         "payments": Route(
             "payments", payments.handle, payments.on_dead, settings.gateway_max_in_flight
@@ -139,16 +146,21 @@ def worker_routes(runtime: Runtime) -> list[Route]:
             "webhooks", webhooks.handle, webhooks.on_dead, settings.webhook_max_in_flight
         ),
     }
-    return [every[name] for name in runtime.worker_queues]
+    return [every[name] for name in runtime.worker_queues], direct
 
 
 async def worker_role(runtime: Runtime, stop: asyncio.Event) -> None:
-    """Consume the work queues until stopped, then drain in-flight messages."""
+    """Consume the work queues until stopped, then drain in-flight messages and the
+    direct webhook sends (each within `SHUTDOWN_GRACE_S`; a send cut short hands its
+    held job back)."""
     connection, names = _broker(runtime)
-    consumer = Consumer(connection, runtime.settings, names, worker_routes(runtime))
+    routes, direct = worker_routes(runtime)
+    consumer = Consumer(connection, runtime.settings, names, routes)
     await consumer.start()
     await stop.wait()
     await consumer.stop(runtime.settings.shutdown_grace_s)
+    if direct is not None:
+        await direct.wait(runtime.settings.shutdown_grace_s)
 
 
 async def scheduler_role(runtime: Runtime, stop: asyncio.Event) -> None:

@@ -48,10 +48,13 @@ async def merchant_account(conn: Connection, merchant_id: UUID, asset: str) -> U
 class Finalized:
     """What `finalize_payment` did: `changed` False when the payment was already final;
     `held_credit` the (event id, outbox id) of a credit whose ledger.event job is held
-    back for the caller to post after the commit (`post_held_credit`), else None."""
+    back for the caller to post after the commit (`post_held_credit`), else None;
+    `held_webhook` the outbox id of the webhook.deliver job held back under the caller's
+    webhook lease (`finalize_answered`'s `webhook_lease`), for its own send, else None."""
 
     changed: bool
     held_credit: tuple[str, int] | None = None
+    held_webhook: int | None = None
 
 
 async def finalize(
@@ -87,7 +90,7 @@ async def finalize_payment(
     """
     if not conn.is_in_transaction():
         raise RuntimeError("finalize must run inside the caller's transaction")
-    return await _finalize(conn, payment, status, trace_id, credit_hold_s, None, None)
+    return await _finalize(conn, payment, status, trace_id, credit_hold_s, None, None, None)
 
 
 async def finalize_answered(
@@ -98,6 +101,7 @@ async def finalize_answered(
     *,
     credit_hold_s: float = 0.0,
     bounds: StatementBounds,
+    webhook_lease: tuple[str, float] | None = None,
 ) -> Finalized:
     """The whole answer step in ONE autocommitted statement: under the payment's row lock,
     record the gateway's `answer` on the open charge attempt and finalize the payment to
@@ -111,13 +115,20 @@ async def finalize_answered(
     both retryable; see `StatementBounds`). Raises `IdCollision` like `finalize_payment`
     (nothing written).
 
+    `webhook_lease` (token, seconds): when the payment has a webhook URL, the same commit
+    takes the webhook's lease under `token` and holds the webhook.deliver job back until
+    the lease ends (`Finalized.held_webhook`), for the caller's own send
+    (`payflow.webhooks.direct`); None: the job is due at once.
+
     Invariant: the answer, the status, the credit with its job and the webhook job commit
     together or not at all, and the answer is recorded only on an open attempt.
     """
     if conn.is_in_transaction():
         raise RuntimeError("finalize_answered runs outside a transaction (it commits)")
     status = SUCCEEDED if answer.approved else FAILED
-    return await _finalize(conn, payment, status, trace_id, credit_hold_s, answer, bounds)
+    return await _finalize(
+        conn, payment, status, trace_id, credit_hold_s, answer, bounds, webhook_lease
+    )
 
 
 async def _finalize(
@@ -128,6 +139,7 @@ async def _finalize(
     credit_hold_s: float,
     answer: ChargeResult | None,
     bounds: StatementBounds | None,
+    webhook_lease: tuple[str, float] | None,
 ) -> Finalized:
     # Derived rows inherit the payment's own trace id; the message's only stands in
     # for a payment stored without one.
@@ -153,6 +165,7 @@ async def _finalize(
             credit_hold_s,
             answer,
             bounds,
+            webhook_lease,
         )
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name == "payment_events_pkey":
@@ -162,8 +175,11 @@ async def _finalize(
         return Finalized(changed=False)
     if answer is not None and event_id is not None and not row["credited"]:
         raise AssertionError("the answered statement finalizes a success only with its account")
+    held_webhook: int | None = row["held_webhook_job"]
     if event_id is not None and row["credited"] and credit_hold_s > 0:
-        return Finalized(changed=True, held_credit=(event_id, row["credit_job"]))
+        return Finalized(
+            changed=True, held_credit=(event_id, row["credit_job"]), held_webhook=held_webhook
+        )
     if event_id is not None and not row["credited"]:
         # The merchant's first success in this currency: open the account (race-free),
         # then write the credit and its job; still the same transaction.
@@ -180,7 +196,7 @@ async def _finalize(
         if not recorded:
             raise _collision(event_id)
         await enqueue(conn, TOPIC_LEDGER_EVENT, credit_job, trace_id)
-    return Finalized(changed=True)
+    return Finalized(changed=True, held_webhook=held_webhook)
 
 
 def _collision(event_id: str | None) -> IdCollision:
@@ -201,6 +217,7 @@ async def _finalize_statement(
     credit_hold_s: float,
     answer: ChargeResult | None,
     bounds: StatementBounds | None,
+    webhook_lease: tuple[str, float] | None,
 ) -> asyncpg.Record:
     row = await conn.fetchrow(
         SQL["finalize_payment"],
@@ -221,6 +238,8 @@ async def _finalize_statement(
         None if answer is None else answer.reason,
         None if answer is None else answer.reference,
         None if bounds is None else bounds.lock_timeout_ms,
+        None if webhook_lease is None else webhook_lease[0],
+        None if webhook_lease is None else webhook_lease[1],
         timeout=None if bounds is None else bounds.timeout_s,
     )
     assert row is not None

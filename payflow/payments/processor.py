@@ -30,7 +30,7 @@ import contextlib
 import os
 import socket
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
 import asyncpg
@@ -72,6 +72,9 @@ from payflow.payments.finalize import (
 )
 from payflow.payments.gateway import ChargeRequest, ChargeResult, Gateway
 
+if TYPE_CHECKING:  # the webhooks package imports this module
+    from payflow.webhooks.direct import DirectSends
+
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.payments")
 
@@ -106,8 +109,12 @@ class PaymentProcessor:
         settings: Settings,
         gateway: Gateway,
         fallback: DlqFallback | None = None,
+        direct: DirectSends | None = None,
     ) -> None:
+        """`direct`: the process's direct webhook sends (`payflow.webhooks.direct`); None:
+        every webhook job goes through the queue."""
         self._pool = pool
+        self._direct = direct
         self._fallback = fallback or DlqFallback(None, settings)
         self._settings = settings
         # The hot path's one-statement steps run outside a transaction, bounded as a whole.
@@ -173,26 +180,45 @@ class PaymentProcessor:
         result = await self._call_gateway(claim, payment)
         hold_s = self._settings.credit_hold_s
         answer = result
-        async with self._pool.acquire() as conn:
-            # One statement normally; anything it does not decide takes the transaction.
-            done = await finalize_answered(
-                conn,
-                payment,
-                result,
-                trace_id,
-                credit_hold_s=hold_s,
-                bounds=self._bounds,
-            )
-            if not done.changed:
-                async with transaction(conn, self._settings):
-                    await lock_payment(conn, payment_id)
-                    answer = await record_answer(conn, payment_id, result)
-                    done = await finalize_payment(
-                        conn, payment, _status_of(answer), trace_id, credit_hold_s=hold_s
-                    )
+        # A free send slot now: the finalize takes the webhook's lease for our own send.
+        direct = self._direct
+        reservation = await direct.reserve() if direct and payment["webhook_url"] else None
+        lease = None if reservation is None else (reservation.token, reservation.lease_s)
+        try:
+            async with self._pool.acquire() as conn:
+                # One statement normally; anything it does not decide takes the transaction.
+                done = await finalize_answered(
+                    conn,
+                    payment,
+                    result,
+                    trace_id,
+                    credit_hold_s=hold_s,
+                    bounds=self._bounds,
+                    webhook_lease=lease,
+                )
+                if not done.changed:
+                    async with transaction(conn, self._settings):
+                        await lock_payment(conn, payment_id)
+                        answer = await record_answer(conn, payment_id, result)
+                        done = await finalize_payment(
+                            conn, payment, _status_of(answer), trace_id, credit_hold_s=hold_s
+                        )
+        except BaseException:
+            if direct and reservation:  # a lease taken anyway runs out; its job stands
+                direct.cancel(reservation)
+            raise
         changed = done.changed
-        if done.held_credit is not None:  # committed: post it now, its job stands behind
-            await post_held_credit(self._pool, self._settings, *done.held_credit)
+        try:
+            if done.held_credit is not None:  # committed: post it now, its job stands behind
+                await post_held_credit(self._pool, self._settings, *done.held_credit)
+        finally:
+            if direct and reservation:
+                if done.held_webhook is None:
+                    direct.cancel(reservation)
+                else:  # committed: send it now (after the credit), its held job behind it
+                    final = {**dict(payment), "status": _status_of(result)}
+                    final["trace_id"] = payment["trace_id"] or trace_id
+                    direct.start(reservation, final, done.held_webhook)
         if answer != result:
             log.error(
                 "payflow.payments.answer_mismatch",

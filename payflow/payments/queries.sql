@@ -131,7 +131,9 @@ WHERE p.id = $1;
 -- $13 seconds the ledger.event job is held back from the relay (0: due at once),
 -- $14 the gateway's answer to record first (approved|declined; null: the caller recorded
 -- it already), $15 its reason, $16 its reference, $17 lock_timeout (ms) to set for an
--- autocommitted statement before any lock (null: the caller's transaction set it).
+-- autocommitted statement before any lock (null: the caller's transaction set it),
+-- $18 the webhook lease token of the finalizing worker's own first send (null: none; see
+-- payflow.webhooks.direct), $19 that lease's seconds.
 -- One statement, so one atomic unit: compare-and-set the payment pending -> $2 and, only
 -- when it moved, write the webhook job and (when the merchant's settlement account is
 -- visible to this statement) the pending credit event with its ledger.event job, plus the
@@ -145,6 +147,10 @@ WHERE p.id = $1;
 -- payment's row lock (taken first: lock order payment, then attempts) it records $14 on
 -- the open attempt and finalizes; it writes nothing (`finalized` false) unless the
 -- payment is pending, an attempt is open, and a success's account exists.
+-- With $18 (and a webhook URL) the same commit takes the webhook's lease for the worker's
+-- own send and holds the `webhook.deliver` job back until the lease ends: the job is the
+-- send's guarantee (`webhook_job` is its id), published only if the worker does not
+-- settle it first.
 WITH bound AS MATERIALIZED (
     SELECT CASE WHEN $17::integer IS NOT NULL
            THEN pg_catalog.set_config('lock_timeout', $17::integer::text, true) END
@@ -162,11 +168,19 @@ WITH bound AS MATERIALIZED (
       AND state IN ('claimed', 'needs_review')
       AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM account))
     RETURNING attempt_id
+), lease AS MATERIALIZED (
+    SELECT CASE WHEN $12::jsonb IS NOT NULL AND $18::text IS NOT NULL
+           THEN clock_timestamp() + make_interval(secs => $19::float8) END AS until
 ), fin AS (
-    UPDATE payments SET status = $2, processed_at = clock_timestamp()
+    UPDATE payments SET status = $2, processed_at = clock_timestamp(),
+        webhook_lease_token = CASE WHEN lease.until IS NOT NULL THEN $18
+                                   ELSE webhook_lease_token END,
+        webhook_lease_until = coalesce(lease.until, webhook_lease_until),
+        webhook_next_attempt_at = coalesce(lease.until, webhook_next_attempt_at)
+    FROM lease
     WHERE id = (SELECT id FROM locked)
       AND ($14::text IS NULL OR EXISTS (SELECT 1 FROM answered))
-    RETURNING id
+    RETURNING id, lease.until AS lease_until
 ), credit AS (
     -- No ON CONFLICT: an existing row with this derived id was not written for this
     -- payment (status and credit commit together), so the unique violation on
@@ -179,15 +193,17 @@ WITH bound AS MATERIALIZED (
     SELECT $9, $10, $8, now() + make_interval(secs => $13::float8) FROM account, fin
     RETURNING id
 ), webhook_job AS (
-    INSERT INTO outbox (topic, payload, trace_id)
-    SELECT $11, $12, $8 FROM fin WHERE $12::jsonb IS NOT NULL
+    INSERT INTO outbox (topic, payload, trace_id, next_attempt_at)
+    SELECT $11, $12, $8, coalesce(fin.lease_until, now()) FROM fin WHERE $12::jsonb IS NOT NULL
     RETURNING id
 ), wake AS (
     SELECT pg_notify('payflow_outbox', '') FROM fin
 )
 SELECT EXISTS (SELECT 1 FROM fin) AS finalized,
        EXISTS (SELECT 1 FROM account) AS credited,
-       (SELECT id FROM credit_job) AS credit_job
+       (SELECT id FROM credit_job) AS credit_job,
+       (SELECT webhook_job.id FROM webhook_job, fin WHERE fin.lease_until IS NOT NULL)
+           AS held_webhook_job
 FROM (SELECT count(*) FROM wake) AS woken;
 
 -- ---- charge attempts: claimed before the gateway is called (payflow.payments.charges)
@@ -309,7 +325,11 @@ SELECT id FROM accounts WHERE merchant_id = $1 AND asset = $2 AND settlement;
 -- implicit transaction (set before the row lock). The same statement appends the attempt's
 -- row to `webhook_attempt_log` (payflow.webhooks.attempts), numbered by the new count,
 -- so the counter and the log never disagree. Step 3 of a send, sent outside a
--- transaction: one autocommitted statement.
+-- transaction: one autocommitted statement. $9 the held `webhook.deliver` job of the
+-- finalizing worker's own send (payflow.webhooks.direct; null for a chain's send): a
+-- delivery deletes it, a failure makes it due when the retry is ($4 seconds from now),
+-- unless a relay published it already or holds it right now (SKIP LOCKED: its message
+-- then meets this record).
 WITH bound AS MATERIALIZED (
     SELECT pg_catalog.set_config('lock_timeout', $8::integer::text, true)
 ), counted AS (
@@ -320,7 +340,8 @@ WITH bound AS MATERIALIZED (
             ELSE webhook_delivered_at
         END,
         webhook_chain_attempt = CASE
-            WHEN webhook_lease_token = $3 AND $4::float8 IS NOT NULL THEN $5::integer
+            WHEN webhook_lease_token = $3 AND $4::float8 IS NOT NULL
+                 AND webhook_chain_message IS NOT NULL THEN $5::integer
             ELSE webhook_chain_attempt
         END,
         webhook_next_attempt_at = CASE
@@ -340,6 +361,16 @@ WITH bound AS MATERIALIZED (
 ), logged AS (
     INSERT INTO webhook_attempt_log (payment_id, attempt, http_status, error)
     SELECT id, webhook_attempts, $6, $7 FROM counted
+), held AS MATERIALIZED (
+    SELECT o.id FROM outbox o
+    WHERE o.id = $9::bigint AND o.published_at IS NULL
+    FOR UPDATE SKIP LOCKED
+), settled AS (
+    DELETE FROM outbox WHERE $2::boolean AND id = (SELECT id FROM held)
+), due AS (
+    UPDATE outbox
+    SET next_attempt_at = clock_timestamp() + make_interval(secs => coalesce($4::float8, 0))
+    WHERE NOT $2::boolean AND id = (SELECT id FROM held)
 )
 SELECT webhook_attempts, webhook_delivered_at FROM counted;
 
@@ -350,6 +381,27 @@ UPDATE payments
 SET webhook_lease_token = NULL, webhook_lease_until = NULL,
     webhook_next_attempt_at = clock_timestamp()
 WHERE id = $1 AND webhook_lease_token = $2;
+
+-- name: hand_back_direct_webhook
+-- $1 payment id, $2 lease token of the worker's own send, $3 its held `webhook.deliver`
+-- job. The send ended without a POST (no time left in its lease, a refused URL, a
+-- shutdown): its lease ends and the held job is due now, so the relay hands the job to a
+-- chain of the webhooks queue, which decides it. $4 lock_timeout (ms) for this
+-- statement's implicit transaction (set before the row lock).
+WITH bound AS MATERIALIZED (
+    SELECT pg_catalog.set_config('lock_timeout', $4::integer::text, true)
+), released AS (
+    UPDATE payments
+    SET webhook_lease_token = NULL, webhook_lease_until = NULL,
+        webhook_next_attempt_at = clock_timestamp()
+    FROM bound
+    WHERE id = $1 AND webhook_lease_token = $2
+), due AS (
+    UPDATE outbox SET next_attempt_at = now()
+    WHERE id = $3 AND published_at IS NULL AND next_attempt_at > now()
+    RETURNING id
+)
+SELECT pg_notify('payflow_outbox', '') FROM due;
 
 -- name: take_webhook_lease
 -- $1 payment id, $2 lease token, $3 lease seconds, $4 message id of the send's chain,

@@ -32,6 +32,8 @@ import os
 import socket
 import ssl
 import time
+from collections.abc import Mapping
+from typing import Any
 from uuid import UUID, uuid4
 
 import asyncpg
@@ -59,6 +61,10 @@ from payflow.webhooks.ssrf import UnsafeWebhookUrl, resolve_webhook_url
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.webhooks")
 
+# A payment's columns as a claim read them (`lock_payment_for_webhook`), or a mapping of
+# the same keys (a direct send's finalized payment).
+PaymentRow = asyncpg.Record | Mapping[str, Any]
+
 __all__ = ["WebhookSender", "build_http_client", "dead_letter_webhook", "webhook_id"]
 
 
@@ -67,7 +73,7 @@ def webhook_id(payment_id: UUID) -> str:
     return f"msg_{payment_id.hex}"
 
 
-def webhook_body(payment: asyncpg.Record) -> bytes:
+def webhook_body(payment: PaymentRow) -> bytes:
     """`{payment_id, status, amount, currency}`, the amount as a string at the asset scale.
 
     The amount is rendered by `money.format_at_scale` (exact, context-free), so every
@@ -130,6 +136,17 @@ class WebhookSender:
         # Sends in flight per process; a send holds a pooled connection only for its two
         # short transactions, never while it waits for the merchant.
         self._sending = asyncio.Semaphore(settings.webhook_max_in_flight)
+
+    @property
+    def sending(self) -> asyncio.Semaphore:
+        """The process's bound on sends in flight (`WEBHOOK_MAX_IN_FLIGHT`), shared by the
+        chains' sends and the finalizing worker's own (`payflow.webhooks.direct`)."""
+        return self._sending
+
+    @property
+    def worker(self) -> str:
+        """This process's name in lease tokens (`host:pid`)."""
+        return self._worker
 
     async def handle(self, envelope: Envelope) -> None:
         """Send the payment's signed notification unless it was already delivered, or
@@ -211,7 +228,7 @@ class WebhookSender:
             async with self._pool.acquire() as conn, transaction(conn, self._settings):
                 await conn.execute(SQL["release_webhook_lease"], payment_id, token)
 
-    def _retry_after_s(self, failure: Exception | None, attempt: int) -> float | None:
+    def retry_after_s(self, failure: Exception | None, attempt: int) -> float | None:
         """Seconds until this chain's retry comes back from its tier (the consumer's
         policy: a retryable failure with tiers left), None when no retry follows."""
         tiers = self._settings.retry_tiers_ms
@@ -226,27 +243,62 @@ class WebhookSender:
         payment = await self._claim(payment_id, token, message_id, attempt)
         if payment is None:
             return
-        url: str = payment["webhook_url"]
-        failure: Exception | None
         try:
             # Step 2, no transaction open: the whole send stays within the lease.
-            async with asyncio.timeout(self._settings.webhook_timeout_s):
-                approved = await resolve_webhook_url(
-                    url, self._settings.webhook_allow_hosts, self._settings.webhook_nat64_prefixes
-                )
-                http_status, failure = await self._post(payment, url, approved)
-        except UnsafeWebhookUrl:
-            WEBHOOK_ATTEMPTS.labels("refused").inc()  # never POSTed
-            await self._release(payment_id, token)
-            raise
-        except TimeoutError as exc:
-            http_status, failure = None, exc
-        except BaseException:
+            http_status, failure = await self.post_within(payment, self._settings.webhook_timeout_s)
+        except BaseException:  # a refused URL (raised on: it dead-letters), a cancel
             await self._release(payment_id, token)
             raise
         # Step 3: count the attempt, the delivery time on a 2xx, end the lease, and note
         # when this chain's retry is due back (the sweep and duplicates wait for it).
         # One autocommitted statement, which also appends the attempt log's row.
+        await self.record(
+            payment_id,
+            token,
+            http_status,
+            failure,
+            self.retry_after_s(failure, attempt),
+            attempt + 1,
+        )
+        if failure is not None:
+            raise failure
+
+    async def post_within(
+        self, payment: PaymentRow, timeout_s: float
+    ) -> tuple[int | None, Exception | None]:
+        """Step 2 of a send, with no transaction open: resolve and check the payment's
+        webhook URL, then POST its signed notification, all within `timeout_s` seconds.
+        Returns (HTTP status or None without an answer, the failure or None for a 2xx);
+        a timeout is a failure. Raises `UnsafeWebhookUrl` (never POSTed, counted
+        `refused`) and a cancellation."""
+        url: str = payment["webhook_url"]
+        try:
+            async with asyncio.timeout(timeout_s):
+                approved = await resolve_webhook_url(
+                    url, self._settings.webhook_allow_hosts, self._settings.webhook_nat64_prefixes
+                )
+                return await self._post(payment, url, approved)
+        except UnsafeWebhookUrl:
+            WEBHOOK_ATTEMPTS.labels("refused").inc()
+            raise
+        except TimeoutError as exc:
+            return None, exc
+
+    async def record(
+        self,
+        payment_id: UUID,
+        token: str,
+        http_status: int | None,
+        failure: Exception | None,
+        retry_after_s: float | None,
+        next_attempt: int,
+        held_job: int | None = None,
+    ) -> int:
+        """Step 3 of a send, one autocommitted statement (`record_webhook_attempt`): count
+        the attempt and log it, set `webhook_delivered_at` on a 2xx, end the lease named
+        `token` and note when the job is expected back (`retry_after_s` from now; None:
+        no retry follows). `held_job` (a direct send's) is deleted on a delivery and made
+        due in `retry_after_s` on a failure. Returns the payment's attempt count."""
         logged_status, error = attempt_outcome(http_status, failure)
         async with self._pool.acquire() as conn:
             counted = await conn.fetchrow(
@@ -254,26 +306,29 @@ class WebhookSender:
                 payment_id,
                 failure is None,
                 token,
-                self._retry_after_s(failure, attempt),
-                attempt + 1,
+                retry_after_s,
+                next_attempt,
                 logged_status,
                 error,
                 self._bounds.lock_timeout_ms,
+                held_job,
                 timeout=self._bounds.timeout_s,
             )
         assert counted is not None  # payments are never deleted
+        attempts = int(counted["webhook_attempts"])
         WEBHOOK_ATTEMPTS.labels("failed" if failure is not None else "delivered").inc()
         if failure is not None:
             log.warning(
                 "payflow.webhooks.attempt_failed",
-                attempt=counted["webhook_attempts"],
+                attempt=attempts,
                 error=f"{type(failure).__name__}: {failure}",
             )
-            raise failure
-        log.info("payflow.webhooks.delivered", attempt=counted["webhook_attempts"])
+        else:
+            log.info("payflow.webhooks.delivered", attempt=attempts)
+        return attempts
 
     async def _post(
-        self, payment: asyncpg.Record, url: str, approved: list[str]
+        self, payment: PaymentRow, url: str, approved: list[str]
     ) -> tuple[int | None, Exception | None]:
         """One signed POST to one of the `approved` addresses (never a fresh DNS answer);
         returns (HTTP status or None without an answer, the failure or None for a 2xx)

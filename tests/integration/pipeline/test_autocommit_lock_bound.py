@@ -51,7 +51,7 @@ async def _webhook_claim(conn: asyncpg.Connection, payment_id: uuid.UUID) -> obj
 
 async def _webhook_record(conn: asyncpg.Connection, payment_id: uuid.UUID) -> object:
     return await conn.fetchrow(
-        SQL["record_webhook_attempt"], payment_id, True, "token", None, 2, 200, None, BOUND_MS
+        SQL["record_webhook_attempt"], payment_id, True, "token", None, 2, 200, None, BOUND_MS, None
     )
 
 

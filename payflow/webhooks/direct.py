@@ -1,0 +1,174 @@
+"""The finalizing worker's own first send of a payment's webhook.
+
+A payment's webhook job normally travels outbox -> relay -> RabbitMQ -> a sender, which
+claims it, POSTs and records (`payflow.webhooks.sender`). When the worker that finalizes
+the payment has a free send slot, it delivers its own outbox row instead, the way it
+posts its own held credit (`payflow.ledger.posting.post_held_credit`):
+
+1. the finalize statement (`finalize_answered`) takes the webhook's lease for this
+   worker (`webhook_lease_token`, `webhook_lease_until` = now + `WEBHOOK_LEASE_S`) and
+   writes the `webhook.deliver` job held back until that lease ends, in the same commit
+   as the payment's status: the job is the send's guarantee;
+2. after the commit, a background task POSTs, with no transaction open, within the
+   lease (it stops before the lease ends by the worker's own clock, started before the
+   statement was sent, so it always ends before the database's lease does);
+3. one autocommitted statement records the attempt (`record_webhook_attempt`) and
+   settles the held job: deleted on a delivery; on a failure due when the first retry
+   tier ends, so a chain of the webhooks queue takes the job over from there.
+
+A worker that dies anywhere in between leaves the lease to run out and the held job to
+become due; the relay publishes it and a chain sends, as for any job (the POST may be
+repeated with the same `webhook-id`, which receivers dedupe on). A message for the job
+that meets the live lease is a duplicate (`payflow.webhooks.chains`), and the held job
+is still there, so nothing is lost and no two sends overlap. The direct send is one
+attempt in front of the chain's own: a job that keeps failing is POSTed once more
+before it is dead-lettered.
+
+The send never delays the payment worker: it runs as a task, and only when a send slot
+(`WEBHOOK_MAX_IN_FLIGHT`) is free at once; otherwise the job is due at once as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from uuid import UUID, uuid4
+
+import asyncpg
+import structlog
+
+from payflow.config import Settings
+from payflow.db.queries import load_queries
+from payflow.db.tx import StatementBounds
+from payflow.webhooks.sender import PaymentRow, WebhookSender
+from payflow.webhooks.ssrf import UnsafeWebhookUrl
+
+SQL = load_queries("payflow.payments")
+log = structlog.get_logger("payflow.webhooks")
+
+# A direct send stops this long before its lease ends, and does not start with less than
+# a second left: the record that ends the lease must land before another send may begin.
+LEASE_MARGIN_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A send slot taken for one direct send, and the lease the finalize statement takes:
+    `token` names it, `lease_s` is its length in seconds, `deadline` the worker's
+    monotonic time by which the send must be over (taken before the statement is sent)."""
+
+    token: str
+    lease_s: float
+    deadline: float
+
+
+class DirectSends:
+    """Direct first sends of webhooks by the worker that finalized their payments."""
+
+    def __init__(self, pool: asyncpg.Pool, settings: Settings, sender: WebhookSender) -> None:
+        self._pool = pool
+        self._settings = settings
+        self._sender = sender
+        self._bounds = StatementBounds.of(settings)  # its statements run outside a transaction
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def reserve(self) -> Reservation | None:
+        """A send slot and a fresh lease for one direct send, or None when every slot is
+        busy (the job then goes through the queue). Never waits: the slot is taken only
+        when it is free now. Pass the reservation to exactly one of `start` or `cancel`."""
+        slots = self._sender.sending
+        if slots.locked():
+            return None
+        await slots.acquire()  # free: returns at once, without yielding to the loop
+        lease_s = self._settings.webhook_lease_s
+        return Reservation(
+            token=f"{self._sender.worker}:direct:{uuid4().hex[:12]}",
+            lease_s=lease_s,
+            deadline=time.monotonic() + lease_s,
+        )
+
+    def cancel(self, reservation: Reservation) -> None:
+        """Give the slot back: the finalize did not take the lease (nothing was written,
+        or the payment has no webhook URL, or the transactional path finalized it)."""
+        del reservation
+        self._sender.sending.release()
+
+    def start(self, reservation: Reservation, payment: PaymentRow, held_job: int) -> None:
+        """Send in the background: `payment` is the finalized payment (its columns as
+        `claim_first_charge` read them, with its terminal `status`), `held_job` the
+        `webhook.deliver` job the finalize held back. The task owns the slot."""
+        task = asyncio.create_task(self._send(reservation, payment, held_job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait(self, timeout_s: float) -> None:
+        """Let the sends in flight finish for up to `timeout_s` (a graceful stop); what is
+        still running then is cancelled and hands its job back."""
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+    async def _send(self, reservation: Reservation, payment: PaymentRow, held_job: int) -> None:
+        payment_id: UUID = payment["id"]
+        try:
+            with structlog.contextvars.bound_contextvars(
+                payment_id=str(payment_id), webhook_send="direct"
+            ):
+                await self._post_and_record(reservation, payment, held_job)
+        except Exception as exc:  # the held job stands behind it: log, never raise
+            log.warning(
+                "payflow.webhooks.direct_deferred",
+                payment_id=str(payment_id),
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        finally:
+            self._sender.sending.release()
+
+    async def _post_and_record(
+        self, reservation: Reservation, payment: PaymentRow, held_job: int
+    ) -> None:
+        payment_id: UUID = payment["id"]
+        left = reservation.deadline - LEASE_MARGIN_S - time.monotonic()
+        if left < LEASE_MARGIN_S:
+            await self._hand_back(payment_id, reservation.token, held_job)
+            return
+        try:
+            http_status, failure = await self._sender.post_within(
+                payment, min(self._settings.webhook_timeout_s, left)
+            )
+        except UnsafeWebhookUrl:  # a chain refuses it again and dead-letters the job
+            await self._hand_back(payment_id, reservation.token, held_job)
+            return
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._hand_back(payment_id, reservation.token, held_job))
+            raise
+        # A failure waits out the first retry tier, then a chain takes the job over.
+        await self._sender.record(
+            payment_id,
+            reservation.token,
+            http_status,
+            failure,
+            self._sender.retry_after_s(failure, 1),
+            1,
+            held_job=held_job,
+        )
+
+    async def _hand_back(self, payment_id: UUID, token: str, held_job: int) -> None:
+        """No POST was made: end the lease and make the held job due now."""
+        async with self._pool.acquire() as conn:
+            await conn.execute(
+                SQL["hand_back_direct_webhook"],
+                payment_id,
+                token,
+                held_job,
+                self._bounds.lock_timeout_ms,
+                timeout=self._bounds.timeout_s,
+            )
+        log.info("payflow.webhooks.direct_handed_back")
