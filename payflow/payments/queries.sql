@@ -76,7 +76,9 @@ LEFT JOIN lock ON true
 LEFT JOIN existing e ON true
 LEFT JOIN prior ON true
 LEFT JOIN body ON true
-LEFT JOIN (SELECT count(*) AS woken FROM wake) AS w ON true;
+-- A cross join, never a LEFT JOIN: the planner removes a left join to a one-row subquery
+-- whose columns are unused, and `wake` (a plain SELECT) would then never run.
+CROSS JOIN (SELECT count(*) AS woken FROM wake) AS w;
 
 -- name: get_payment
 -- $1 payment id, $2 merchant id
@@ -197,7 +199,10 @@ WITH bound AS MATERIALIZED (
     SELECT $11, $12, $8, coalesce(fin.lease_until, now()) FROM fin WHERE $12::jsonb IS NOT NULL
     RETURNING id
 ), wake AS (
+    -- The relay is woken only for a job due now: a held one is the worker's to settle.
     SELECT pg_notify('payflow_outbox', '') FROM fin
+    WHERE ($13::float8 <= 0 AND EXISTS (SELECT 1 FROM account))
+       OR ($12::jsonb IS NOT NULL AND fin.lease_until IS NULL)
 )
 SELECT EXISTS (SELECT 1 FROM fin) AS finalized,
        EXISTS (SELECT 1 FROM account) AS credited,

@@ -1,0 +1,139 @@
+"""The relay's NOTIFY from the hot path's one-statement writers, on the real database: a
+statement that writes a job due now wakes the relay at its commit; one whose jobs are
+held back for the worker (a held credit, a direct webhook send) does not.
+
+The NOTIFY of a one-statement writer lives in a plain SELECT CTE, which runs only while
+the outer query reads it: a left join to it, with no column used, is removed by the
+planner (and the relay then only found new rows on its poll)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from decimal import Decimal
+
+import asyncpg
+
+from payflow.config import Settings
+from payflow.db.tx import StatementBounds
+from payflow.outbox.writer import NOTIFY_CHANNEL
+from payflow.payments.charges import claim_first_charge
+from payflow.payments.finalize import finalize_answered
+from payflow.payments.gateway import ChargeResult
+from payflow.payments.service import NewPayment, create_payment
+from tests.integration.pipeline.test_held_credit import _merchant_with_account
+
+BOUNDS = StatementBounds(lock_timeout_ms=2000, statement_timeout_ms=5000)
+QUIET_S = 0.5  # how long a statement that must not wake the relay is given to do so
+
+
+class Listener:
+    """A session that LISTENs as the relay does and counts the notifications."""
+
+    def __init__(self) -> None:
+        self.heard = 0
+        self.arrived = asyncio.Event()
+
+    def __call__(self, *_args: object) -> None:
+        self.heard += 1
+        self.arrived.set()
+
+    async def woken(self) -> bool:
+        """True when a notification arrived (waiting at most QUIET_S for it)."""
+        try:
+            await asyncio.wait_for(self.arrived.wait(), QUIET_S)
+        except TimeoutError:
+            return False
+        self.arrived.clear()
+        return True
+
+
+async def _listening(database_url: str) -> tuple[asyncpg.Connection, Listener]:
+    conn = await asyncpg.connect(database_url)
+    listener = Listener()
+    await conn.add_listener(NOTIFY_CHANNEL, listener)
+    return conn, listener
+
+
+async def _create(pool: asyncpg.Pool, merchant: uuid.UUID, url: str | None) -> uuid.UUID:
+    async with pool.acquire() as conn:
+        stored = await create_payment(
+            conn,
+            merchant,
+            NewPayment(Decimal("4.00"), "USD", None, {}, url),
+            idempotency_key=uuid.uuid4().hex,
+            request_hash="h",
+            trace_id="t",
+            bounds=BOUNDS,
+        )
+    return uuid.UUID(stored.body["payment_id"])
+
+
+async def test_a_created_payment_wakes_the_relay_and_a_replay_does_not(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    merchant, _ = await _merchant_with_account(pool)
+    conn, listener = await _listening(database_url)
+    try:
+        key = uuid.uuid4().hex
+        request = NewPayment(Decimal("4.00"), "USD", None, {}, None)
+        async with pool.acquire() as writer:
+            for _ in range(2):
+                await create_payment(
+                    writer,
+                    merchant,
+                    request,
+                    idempotency_key=key,
+                    request_hash="h",
+                    trace_id="t",
+                    bounds=BOUNDS,
+                )
+                if not listener.heard:
+                    assert await listener.woken()  # the first: a payment.created job
+        assert not await listener.woken()  # the replay wrote no job
+        assert listener.heard == 1
+    finally:
+        await conn.close()
+
+
+async def _finalized(
+    pool: asyncpg.Pool, payment_id: uuid.UUID, *, hold_s: float, lease: tuple[str, float] | None
+) -> None:
+    async with pool.acquire() as conn:
+        payment, claim = await claim_first_charge(conn, payment_id, "t", 30.0, BOUNDS)
+        assert claim is not None
+        done = await finalize_answered(
+            conn,
+            payment,
+            ChargeResult(approved=True, reference="gw"),
+            None,
+            credit_hold_s=hold_s,
+            bounds=BOUNDS,
+            webhook_lease=lease,
+        )
+    assert done.changed
+
+
+async def test_a_finalize_wakes_the_relay_only_for_a_job_due_now(
+    pool: asyncpg.Pool, database_url: str, settings: Settings
+) -> None:
+    merchant, _ = await _merchant_with_account(pool)
+    url = "https://example.com/hook"
+    held_both, due_webhook, due_credit = [await _create(pool, merchant, url) for _ in range(3)]
+    conn, listener = await _listening(database_url)
+    try:
+        assert not await listener.woken()  # created before the LISTEN
+        # Credit held for the worker, webhook held for its own send: nothing is due.
+        await _finalized(pool, held_both, hold_s=15.0, lease=("me", 30.0))
+        assert not await listener.woken()
+        await _finalized(pool, due_webhook, hold_s=15.0, lease=None)
+        assert await listener.woken()
+        await _finalized(pool, due_credit, hold_s=0.0, lease=("me", 30.0))
+        assert await listener.woken()
+    finally:
+        await conn.close()
+    due = await pool.fetchval(
+        "SELECT count(*) FROM outbox WHERE published_at IS NULL AND next_attempt_at <= now()"
+        " AND topic <> 'payment.created'"
+    )
+    assert due == 2  # the due webhook job and the due credit job
