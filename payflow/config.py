@@ -13,7 +13,14 @@ from decimal import Decimal
 from typing import Annotated, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
@@ -301,6 +308,22 @@ class Settings(BaseSettings):
         if stale is not None and value >= stale:
             raise ValueError(f"must stay below OUTBOX_STALE_ALERT_S ({stale:g})")
         return value
+
+    @model_validator(mode="after")
+    def _direct_webhook_hold_below_stale_alert(self) -> Settings:
+        """A direct send's webhook job is unpublished on purpose for its lease, then (after
+        a failure) the first retry tier; it must not look stale."""
+        if self.webhook_direct_send:
+            held_s = self.webhook_lease_s + (
+                self.retry_tiers_ms[0] / 1000 if self.retry_tiers_ms else 0
+            )
+            if held_s >= self.outbox_stale_alert_s:
+                raise ValueError(
+                    f"WEBHOOK_LEASE_S plus the first of RETRY_TIERS_MS ({held_s:g} s) must stay "
+                    f"below OUTBOX_STALE_ALERT_S ({self.outbox_stale_alert_s:g}) while "
+                    "WEBHOOK_DIRECT_SEND is on"
+                )
+        return self
 
     @field_validator("retry_tiers_ms", mode="before")
     @classmethod

@@ -110,6 +110,14 @@ class WebhookHTTPStatus(Exception):
         self.status_code = status_code
 
 
+class WebhookSendCancelled(Exception):
+    """A webhook POST cut short by a stop after its request may have reached the merchant:
+    recorded as a failed attempt (counted), never as "no POST was made"."""
+
+    def __init__(self) -> None:
+        super().__init__("the send was cancelled (the process is stopping) during its POST")
+
+
 RETRYABLE_HTTP_STATUSES: frozenset[int] = frozenset({408, 429})
 
 

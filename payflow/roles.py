@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -151,16 +152,17 @@ def worker_routes(runtime: Runtime) -> tuple[list[Route], DirectSends | None]:
 
 async def worker_role(runtime: Runtime, stop: asyncio.Event) -> None:
     """Consume the work queues until stopped, then drain in-flight messages and the
-    direct webhook sends (each within `SHUTDOWN_GRACE_S`; a send cut short hands its
-    held job back)."""
+    direct webhook sends, both within one `SHUTDOWN_GRACE_S` (a send cut short counts its
+    attempt, or hands its held job back if it had not POSTed)."""
     connection, names = _broker(runtime)
     routes, direct = worker_routes(runtime)
     consumer = Consumer(connection, runtime.settings, names, routes)
     await consumer.start()
     await stop.wait()
+    grace_ends = time.monotonic() + runtime.settings.shutdown_grace_s  # one grace for both
     await consumer.stop(runtime.settings.shutdown_grace_s)
     if direct is not None:
-        await direct.wait(runtime.settings.shutdown_grace_s)
+        await direct.wait(max(grace_ends - time.monotonic(), 0.0))
 
 
 async def scheduler_role(runtime: Runtime, stop: asyncio.Event) -> None:

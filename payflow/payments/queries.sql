@@ -323,7 +323,8 @@ SELECT id FROM accounts WHERE merchant_id = $1 AND asset = $2 AND settlement;
 -- $1 payment id, $2 delivered?, $3 lease token of the send, $4 seconds until the chain's
 -- retry comes back from its tier (NULL: no retry follows, the message dead-letters or is
 -- redelivered as is), $5 the attempt the chain sends next. Counts the attempt; a delivered
--- time is never overwritten; ends the send's lease and records when the owning chain is
+-- time is never overwritten, nor set on a dead-lettered webhook (a 2xx recorded late,
+-- after a chain gave up: delivered or dead-lettered, never both); ends the send's lease and records when the owning chain is
 -- expected back (only this send's: a lease another send took over after this one's
 -- expired, and that send's chain, are left alone); $6 the HTTP status answered (null: no
 -- answer), $7 the error text (null for a 2xx), $8 lock_timeout (ms) for this statement's
@@ -341,7 +342,8 @@ WITH bound AS MATERIALIZED (
     UPDATE payments
     SET webhook_attempts = webhook_attempts + 1,
         webhook_delivered_at = CASE
-            WHEN $2::boolean AND webhook_delivered_at IS NULL THEN clock_timestamp()
+            WHEN $2::boolean AND webhook_delivered_at IS NULL AND webhook_dead_at IS NULL
+            THEN clock_timestamp()
             ELSE webhook_delivered_at
         END,
         webhook_chain_attempt = CASE
@@ -376,8 +378,13 @@ WITH bound AS MATERIALIZED (
     UPDATE outbox
     SET next_attempt_at = clock_timestamp() + make_interval(secs => coalesce($4::float8, 0))
     WHERE NOT $2::boolean AND id = (SELECT id FROM held)
+    RETURNING id
+), wake AS (
+    SELECT pg_notify('payflow_outbox', '') FROM due WHERE coalesce($4::float8, 0) <= 0
 )
-SELECT webhook_attempts, webhook_delivered_at FROM counted;
+-- A cross join: the planner keeps it, so `wake` runs (a left join to it would be removed).
+SELECT webhook_attempts, webhook_delivered_at
+FROM counted CROSS JOIN (SELECT count(*) FROM wake) AS woken;
 
 -- name: release_webhook_lease
 -- $1 payment id, $2 lease token. The send ended without a POST (refused URL, cancelled):
@@ -389,9 +396,9 @@ WHERE id = $1 AND webhook_lease_token = $2;
 
 -- name: hand_back_direct_webhook
 -- $1 payment id, $2 lease token of the worker's own send, $3 its held `webhook.deliver`
--- job. The send ended without a POST (no time left in its lease, a refused URL, a
--- shutdown): its lease ends and the held job is due now, so the relay hands the job to a
--- chain of the webhooks queue, which decides it. $4 lock_timeout (ms) for this
+-- job. The send ended without a POST (started too late in its lease, a refused URL, a
+-- stop before the request went out): its lease ends and the held job is due now, so the
+-- relay hands the job to a chain of the webhooks queue, which decides it. $4 lock_timeout (ms) for this
 -- statement's implicit transaction (set before the row lock).
 WITH bound AS MATERIALIZED (
     SELECT pg_catalog.set_config('lock_timeout', $4::integer::text, true)
@@ -402,9 +409,13 @@ WITH bound AS MATERIALIZED (
     FROM bound
     WHERE id = $1 AND webhook_lease_token = $2
 ), due AS (
-    UPDATE outbox SET next_attempt_at = now()
-    WHERE id = $3 AND published_at IS NULL AND next_attempt_at > now()
-    RETURNING id
+    -- SKIP LOCKED: a relay holding the row is publishing it; never wait on one.
+    UPDATE outbox o SET next_attempt_at = now()
+    FROM bound
+    WHERE o.id = (SELECT h.id FROM outbox h
+                  WHERE h.id = $3 AND h.published_at IS NULL FOR UPDATE SKIP LOCKED)
+      AND o.next_attempt_at > now()
+    RETURNING o.id
 )
 SELECT pg_notify('payflow_outbox', '') FROM due;
 

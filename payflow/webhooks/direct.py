@@ -48,20 +48,17 @@ from payflow.webhooks.ssrf import UnsafeWebhookUrl
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.webhooks")
 
-# A direct send stops this long before its lease ends, and does not start with less than
-# a second left: the record that ends the lease must land before another send may begin.
-LEASE_MARGIN_S = 1.0
-
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
     """A send slot taken for one direct send, and the lease the finalize statement takes:
-    `token` names it, `lease_s` is its length in seconds, `deadline` the worker's
-    monotonic time by which the send must be over (taken before the statement is sent)."""
+    `token` names it, `lease_s` is its length in seconds, `start_by` the worker's
+    monotonic time after which the POST may no longer start (read before the statement
+    is sent, so the database's lease ends later than the worker thinks)."""
 
     token: str
     lease_s: float
-    deadline: float
+    start_by: float
 
 
 class DirectSends:
@@ -83,10 +80,14 @@ class DirectSends:
             return None
         await slots.acquire()  # free: returns at once, without yielding to the loop
         lease_s = self._settings.webhook_lease_s
+        # The POST (at most WEBHOOK_TIMEOUT_S) starts within the first half of the lease's
+        # spare time, so it ends with at least that half to spare, as a chain's send ends
+        # with all of it: room for the record to land before the lease runs out.
+        spare_s = (lease_s - self._settings.webhook_timeout_s) / 2
         return Reservation(
             token=f"{self._sender.worker}:direct:{uuid4().hex[:12]}",
             lease_s=lease_s,
-            deadline=time.monotonic() + lease_s,
+            start_by=time.monotonic() + spare_s,
         )
 
     def cancel(self, reservation: Reservation) -> None:
@@ -104,11 +105,14 @@ class DirectSends:
         task.add_done_callback(self._tasks.discard)
 
     async def wait(self, timeout_s: float) -> None:
-        """Let the sends in flight finish for up to `timeout_s` (a graceful stop); what is
-        still running then is cancelled and hands its job back."""
-        if not self._tasks:
-            return
-        _, pending = await asyncio.wait(set(self._tasks), timeout=timeout_s)
+        """Let the sends in flight finish for up to `timeout_s` (a graceful stop), sends
+        started meanwhile included; what still runs then is cancelled: a send cut short
+        during its POST records a failed attempt, one that had not POSTed hands its job
+        back (each leaves the job due now)."""
+        deadline = time.monotonic() + timeout_s
+        while self._tasks and (left := deadline - time.monotonic()) > 0:
+            await asyncio.wait(set(self._tasks), timeout=left)
+        pending = set(self._tasks)
         for task in pending:
             task.cancel()
         if pending:
@@ -134,30 +138,37 @@ class DirectSends:
         self, reservation: Reservation, payment: PaymentRow, held_job: int
     ) -> None:
         payment_id: UUID = payment["id"]
-        left = reservation.deadline - LEASE_MARGIN_S - time.monotonic()
-        if left < LEASE_MARGIN_S:
-            await self._hand_back(payment_id, reservation.token, held_job)
+        token = reservation.token
+        if time.monotonic() > reservation.start_by:  # started too late to end in the lease
+            await self._hand_back(payment_id, token, held_job)
             return
+        started = asyncio.Event()
         try:
             http_status, failure = await self._sender.post_within(
-                payment, min(self._settings.webhook_timeout_s, left)
+                payment, self._settings.webhook_timeout_s, started
             )
         except UnsafeWebhookUrl:  # a chain refuses it again and dead-letters the job
-            await self._hand_back(payment_id, reservation.token, held_job)
+            await self._hand_back(payment_id, token, held_job)
             return
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._hand_back(payment_id, reservation.token, held_job))
+        except BaseException:  # a stop: count a POST it cut short, else hand back unsent
+            if started.is_set():
+                await self._sender.record_cancelled(payment_id, token, 1, held_job)
+            else:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._hand_back(payment_id, token, held_job))
             raise
-        # A failure waits out the first retry tier, then a chain takes the job over.
-        await self._sender.record(
-            payment_id,
-            reservation.token,
-            http_status,
-            failure,
-            self._sender.retry_after_s(failure, 1),
-            1,
-            held_job=held_job,
+        # A failure waits out the first retry tier, then a chain takes the job over (an
+        # answer that is not retried too: the chain's own POST then decides it).
+        await asyncio.shield(
+            self._sender.record(
+                payment_id,
+                token,
+                http_status,
+                failure,
+                self._sender.retry_after_s(failure, 1),
+                1,
+                held_job=held_job,
+            )
         )
 
     async def _hand_back(self, payment_id: UUID, token: str, held_job: int) -> None:

@@ -45,7 +45,14 @@ from payflow.broker.messages import Envelope
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds, transaction
-from payflow.errors import NotFound, PayflowError, RetryableError, WebhookHTTPStatus, classify
+from payflow.errors import (
+    NotFound,
+    PayflowError,
+    RetryableError,
+    WebhookHTTPStatus,
+    WebhookSendCancelled,
+    classify,
+)
 from payflow.metrics import WEBHOOK_ATTEMPTS
 from payflow.money import format_at_scale
 from payflow.observability import bind_stored_trace, outbound_traceparent
@@ -243,11 +250,17 @@ class WebhookSender:
         payment = await self._claim(payment_id, token, message_id, attempt)
         if payment is None:
             return
+        started = asyncio.Event()
         try:
             # Step 2, no transaction open: the whole send stays within the lease.
-            http_status, failure = await self.post_within(payment, self._settings.webhook_timeout_s)
+            http_status, failure = await self.post_within(
+                payment, self._settings.webhook_timeout_s, started
+            )
         except BaseException:  # a refused URL (raised on: it dead-letters), a cancel
-            await self._release(payment_id, token)
+            if started.is_set():  # cut short mid-POST: count it as a failed attempt
+                await self.record_cancelled(payment_id, token, attempt + 1)
+            else:
+                await self._release(payment_id, token)
             raise
         # Step 3: count the attempt, the delivery time on a 2xx, end the lease, and note
         # when this chain's retry is due back (the sweep and duplicates wait for it).
@@ -264,19 +277,22 @@ class WebhookSender:
             raise failure
 
     async def post_within(
-        self, payment: PaymentRow, timeout_s: float
+        self, payment: PaymentRow, timeout_s: float, started: asyncio.Event
     ) -> tuple[int | None, Exception | None]:
         """Step 2 of a send, with no transaction open: resolve and check the payment's
         webhook URL, then POST its signed notification, all within `timeout_s` seconds.
         Returns (HTTP status or None without an answer, the failure or None for a 2xx);
         a timeout is a failure. Raises `UnsafeWebhookUrl` (never POSTed, counted
-        `refused`) and a cancellation."""
+        `refused`) and a cancellation. `started` is set just before the request is sent:
+        from then on the merchant may have it, so a cancelled send counts its attempt
+        (`record_cancelled`) instead of handing the job back as unsent."""
         url: str = payment["webhook_url"]
         try:
             async with asyncio.timeout(timeout_s):
                 approved = await resolve_webhook_url(
                     url, self._settings.webhook_allow_hosts, self._settings.webhook_nat64_prefixes
                 )
+                started.set()
                 return await self._post(payment, url, approved)
         except UnsafeWebhookUrl:
             WEBHOOK_ATTEMPTS.labels("refused").inc()
@@ -326,6 +342,19 @@ class WebhookSender:
         else:
             log.info("payflow.webhooks.delivered", attempt=attempts)
         return attempts
+
+    async def record_cancelled(
+        self, payment_id: UUID, token: str, next_attempt: int, held_job: int | None = None
+    ) -> None:
+        """A send cancelled during its POST: record a failed attempt (`WebhookSendCancelled`;
+        the lease ends, the job is due again now), shielded from the cancellation that
+        stopped the POST; best effort: if it cannot be written, the lease runs out."""
+        with contextlib.suppress(Exception):
+            await asyncio.shield(
+                self.record(
+                    payment_id, token, None, WebhookSendCancelled(), None, next_attempt, held_job
+                )
+            )
 
     async def _post(
         self, payment: PaymentRow, url: str, approved: list[str]

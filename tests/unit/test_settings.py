@@ -63,3 +63,12 @@ def test_a_held_credit_job_must_not_look_stale() -> None:
         load_settings(outbox_stale_alert_s=60.0, credit_hold_s=60.0)
     assert load_settings(outbox_stale_alert_s=60.0, credit_hold_s=59.0).credit_hold_s == 59.0
     assert load_settings(credit_hold_s=0).credit_hold_s == 0  # the relay posts every credit
+
+
+def test_a_direct_webhook_hold_must_stay_below_the_stale_outbox_alert() -> None:
+    """The held webhook job (lease, then the first retry tier) must not read as stale."""
+    with pytest.raises(SettingsError, match="OUTBOX_STALE_ALERT_S"):
+        load_settings(webhook_lease_s=59.0, retry_tiers_ms=(2000,), outbox_stale_alert_s=60.0)
+    assert load_settings(webhook_lease_s=57.0, retry_tiers_ms=(2000,)).webhook_lease_s == 57.0
+    off = load_settings(webhook_lease_s=59.0, webhook_direct_send=False)
+    assert off.webhook_lease_s == 59.0

@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from payflow.bench.sink import WebhookSink
 from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
+from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
 from payflow.payments.charges import claim_first_charge
 from payflow.payments.finalize import finalize_answered
@@ -31,6 +32,7 @@ from tests.integration.pipeline.test_held_credit import _merchant_with_account
 from tests.integration.pipeline.test_webhook_leases import _envelope
 
 BOUNDS = StatementBounds(lock_timeout_ms=2000, statement_timeout_ms=5000)
+SQL = load_queries("payflow.payments")
 
 
 class Worker:
@@ -212,7 +214,7 @@ async def test_a_refused_url_is_handed_back_to_a_chain_unsent(
     assert await pool.fetchval("SELECT count(*) FROM dead_letter_queue") == 0
 
 
-async def test_a_direct_send_cut_short_by_a_stop_hands_its_job_back(
+async def test_a_direct_send_cut_short_by_a_stop_counts_its_attempt(
     pool: asyncpg.Pool, pipe_settings: Settings, worker: Worker
 ) -> None:
     sink = WebhookSink(delay_s=1.5)  # below the POST's 2 s timeout: the stop ends it
@@ -224,7 +226,68 @@ async def test_a_direct_send_cut_short_by_a_stop_hands_its_job_back(
         await worker.direct.wait(0.01)  # the stop's grace ends while the merchant waits
     finally:
         await sink.stop()
+    # The merchant may have the request: a failed attempt, never "nothing was sent".
     row = await _webhook(pool, payment_id)
-    assert (row["webhook_attempts"], row["webhook_lease_token"]) == (0, None)
+    assert (row["webhook_attempts"], row["webhook_lease_token"]) == (1, None)
+    assert row["answers"] == [None] and row["webhook_delivered_at"] is None
+    error = await pool.fetchval(
+        "SELECT error FROM webhook_attempt_log WHERE payment_id = $1", payment_id
+    )
+    assert error.startswith("WebhookSendCancelled")
     job = await _job(pool, payment_id)
-    assert job is not None and not job["held"] and not job["published"]
+    assert job is not None and not job["held"] and not job["published"]  # a chain's now
+
+
+async def test_a_chains_send_cut_short_by_a_stop_counts_its_attempt_too(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, pipe_settings: Settings, worker: Worker
+) -> None:
+    sink = WebhookSink(delay_s=1.5)
+    await sink.start()
+    try:
+        payment_id = await _pending(pool, pipe_settings, sink.url)
+        await owner_pool.execute(
+            "UPDATE payments SET status = 'succeeded', processed_at = now() WHERE id = $1",
+            payment_id,
+        )
+        send = asyncio.create_task(worker.sender.handle(_envelope(payment_id)))
+        await wait_until(lambda: asyncio.sleep(0, sink.in_flight), limit_s=10, what="the POST")
+        send.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await send
+    finally:
+        await sink.stop()
+    row = await _webhook(pool, payment_id)
+    assert (row["webhook_attempts"], row["webhook_lease_token"]) == (1, None)
+    assert row["answers"] == [None]
+
+
+async def test_handing_back_never_waits_on_a_relay_holding_the_job(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, pipe_settings: Settings, sink: WebhookSink
+) -> None:
+    payment_id = await _pending(pool, pipe_settings, sink.url)
+    async with pool.acquire() as conn:
+        payment, _claim = await claim_first_charge(conn, payment_id, "t", 30.0, BOUNDS)
+        done = await finalize_answered(
+            conn,
+            payment,
+            ChargeResult(approved=True, reference="gw"),
+            None,
+            bounds=BOUNDS,
+            webhook_lease=("mine", 30.0),
+        )
+    assert done.held_webhook is not None
+    relay = await owner_pool.acquire()
+    try:
+        async with relay.transaction():  # a relay publishing the row holds it like this
+            await relay.execute("SELECT 1 FROM outbox WHERE id = $1 FOR UPDATE", done.held_webhook)
+            async with pool.acquire() as conn:
+                # Guarded: a wait on the row lock would run into this test's limit.
+                await asyncio.wait_for(
+                    conn.execute(
+                        SQL["hand_back_direct_webhook"], payment_id, "mine", done.held_webhook, 200
+                    ),
+                    timeout=10,
+                )
+    finally:
+        await owner_pool.release(relay)
+    assert (await _webhook(pool, payment_id))["webhook_lease_token"] is None
