@@ -21,7 +21,7 @@ from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account
-from tests.integration.pipeline.conftest import wait_until
+from tests.integration.pipeline.conftest import START_LIMIT_S, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -75,6 +75,7 @@ async def test_relay_and_worker_processes_configured_for_pgbouncer(
             lambda: asyncio.to_thread(
                 lambda: "payflow.outbox.relay_started" in (tmp_path / "relay.log").read_text()
             ),
+            limit_s=START_LIMIT_S,
             what="the relay process started",
         )
         payment = await submitter.submit_payment(merchant[0], "9.99", "USD", "k-proc", sink.url)
@@ -101,6 +102,7 @@ async def test_relay_and_worker_processes_configured_for_pgbouncer(
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
+                proc.wait(timeout=30)  # reaped: no process outlives its test
     logs = {role: (tmp_path / f"{role}.log").read_text() for role in procs}
     assert codes == {"relay": 0, "worker": 0}, logs
     assert "does not exist" not in logs["worker"] + logs["relay"]

@@ -172,6 +172,13 @@ async def start_roles(
             await running.stop()
 
 
+# How long a role process may take to start and report before the test calls the start
+# failed: a wait, never a timing assertion. Importing payflow costs ~4 s of CPU, and with
+# the suite's parallel files (the chaos run's own cluster among them) on two cores a start
+# has been seen to take over 30 s.
+START_LIMIT_S = 120.0
+
+
 async def wait_until(
     check: Callable[[], Awaitable[Any]], *, limit_s: float = 30.0, what: str = "condition"
 ) -> Any:

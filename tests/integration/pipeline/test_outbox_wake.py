@@ -18,7 +18,7 @@ from payflow.config import Settings
 from payflow.db.tx import StatementBounds
 from payflow.outbox.writer import NOTIFY_CHANNEL
 from payflow.payments.charges import claim_first_charge
-from payflow.payments.finalize import finalize_answered
+from payflow.payments.finalize import Finalized, finalize_answered
 from payflow.payments.gateway import ChargeResult
 from payflow.payments.service import NewPayment, create_payment
 from tests.integration.pipeline.test_held_credit import _merchant_with_account
@@ -100,9 +100,15 @@ async def test_a_created_payment_wakes_the_relay_and_a_replay_does_not(
         await conn.close()
 
 
-async def _finalized(
-    pool: asyncpg.Pool, payment_id: uuid.UUID, *, hold_s: float, lease: tuple[str, float] | None
-) -> None:
+async def finalized(
+    pool: asyncpg.Pool,
+    payment_id: uuid.UUID,
+    *,
+    hold_s: float = 0.0,
+    lease: tuple[str, float] | None,
+) -> Finalized:
+    """Claim and finalize an approved pending payment as the worker does (its answer step
+    in one statement), taking the webhook `lease` if given; then stop."""
     async with pool.acquire() as conn:
         payment, claim = await claim_first_charge(conn, payment_id, "t", 30.0, BOUNDS)
         assert claim is not None
@@ -116,6 +122,7 @@ async def _finalized(
             webhook_lease=lease,
         )
     assert done.changed
+    return done
 
 
 async def test_a_finalize_wakes_the_relay_only_for_a_job_due_now(
@@ -128,11 +135,11 @@ async def test_a_finalize_wakes_the_relay_only_for_a_job_due_now(
     try:
         assert not await listener.woken()  # created before the LISTEN
         # Credit held for the worker, webhook held for its own send: nothing is due.
-        await _finalized(pool, held_both, hold_s=15.0, lease=("me", 30.0))
+        await finalized(pool, held_both, hold_s=15.0, lease=("me", 30.0))
         assert not await listener.woken()
-        await _finalized(pool, due_webhook, hold_s=15.0, lease=None)
+        await finalized(pool, due_webhook, hold_s=15.0, lease=None)
         assert await listener.woken(HEARD_S)
-        await _finalized(pool, due_credit, hold_s=0.0, lease=("me", 30.0))
+        await finalized(pool, due_credit, hold_s=0.0, lease=("me", 30.0))
         assert await listener.woken(HEARD_S)
     finally:
         await conn.close()

@@ -106,6 +106,7 @@ async def test_sigterm_finishes_in_flight_work_and_exits_zero(
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(timeout=30)  # reaped: no process outlives its test
     await relay.stop()
     assert returncode == 0, log_path.read_text()
     # The message in flight was finished (not abandoned) before the process exited.

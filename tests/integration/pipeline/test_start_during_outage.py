@@ -19,7 +19,7 @@ from payflow.bench.submit import DirectSubmitter
 from payflow.chaos.proxy import ProxyThread
 from payflow.config import Settings
 from payflow.ports import free_port
-from tests.integration.pipeline.conftest import spawn_role, wait_until
+from tests.integration.pipeline.conftest import START_LIMIT_S, spawn_role, wait_until
 
 
 def _through(url: str, port: int) -> str:
@@ -74,7 +74,7 @@ async def test_relay_and_worker_started_during_an_outage_wait_then_deliver(
                 assert proc.poll() is None, log_path.read_text()[-2000:]
                 return "payflow.db.connect_failed" in await asyncio.to_thread(log_path.read_text)
 
-            await wait_until(waiting, what=f"{role} to report the outage")
+            await wait_until(waiting, limit_s=START_LIMIT_S, what=f"{role} to report the outage")
         await asyncio.sleep(2)  # a few retries later, both still wait
         assert all(proc.poll() is None for proc in procs.values())
 

@@ -19,9 +19,6 @@ from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
-from payflow.payments.charges import claim_first_charge
-from payflow.payments.finalize import finalize_answered
-from payflow.payments.gateway import ChargeResult
 from payflow.payments.processor import PaymentProcessor
 from payflow.roles import default_gateway
 from payflow.webhooks.direct import DirectSends
@@ -29,6 +26,7 @@ from payflow.webhooks.sender import WebhookSender, build_http_client, webhook_id
 from tests.integration.pipeline.charges.workers import payment_created
 from tests.integration.pipeline.conftest import wait_until
 from tests.integration.pipeline.test_held_credit import _merchant_with_account
+from tests.integration.pipeline.test_outbox_wake import finalized
 from tests.integration.pipeline.test_webhook_leases import _envelope
 
 BOUNDS = StatementBounds(lock_timeout_ms=2000, statement_timeout_ms=5000)
@@ -147,19 +145,9 @@ async def test_a_worker_that_dies_after_finalizing_leaves_a_held_job_and_a_live_
     pool: asyncpg.Pool, pipe_settings: Settings, sink: WebhookSink, worker: Worker
 ) -> None:
     payment_id = await _pending(pool, pipe_settings, sink.url)
-    async with pool.acquire() as conn:
-        payment, claim = await claim_first_charge(conn, payment_id, "t", 30.0, BOUNDS)
-        assert claim is not None
-        done = await finalize_answered(
-            conn,
-            payment,
-            ChargeResult(approved=True, reference="gw"),
-            None,
-            bounds=BOUNDS,
-            webhook_lease=("dead-worker", 1.0),
-        )
+    done = await finalized(pool, payment_id, lease=("dead-worker", 1.0))
     # ... and the worker dies here, before its POST.
-    assert done.changed and done.held_webhook is not None
+    assert done.held_webhook is not None
     job = await _job(pool, payment_id)
     assert job is not None and job["id"] == done.held_webhook and job["held"]
     row = await _webhook(pool, payment_id)
@@ -265,16 +253,7 @@ async def test_handing_back_never_waits_on_a_relay_holding_the_job(
     pool: asyncpg.Pool, owner_pool: asyncpg.Pool, pipe_settings: Settings, sink: WebhookSink
 ) -> None:
     payment_id = await _pending(pool, pipe_settings, sink.url)
-    async with pool.acquire() as conn:
-        payment, _claim = await claim_first_charge(conn, payment_id, "t", 30.0, BOUNDS)
-        done = await finalize_answered(
-            conn,
-            payment,
-            ChargeResult(approved=True, reference="gw"),
-            None,
-            bounds=BOUNDS,
-            webhook_lease=("mine", 30.0),
-        )
+    done = await finalized(pool, payment_id, lease=("mine", 30.0))
     assert done.held_webhook is not None
     relay = await owner_pool.acquire()
     try:
