@@ -256,10 +256,12 @@ class WebhookSender:
             http_status, failure = await self.post_within(
                 payment, self._settings.webhook_timeout_s, started
             )
-        except BaseException:  # a refused URL (raised on: it dead-letters), a cancel
+        except BaseException as exc:  # a refused URL (raised on: it dead-letters), a cancel
             if started.is_set():  # cut short mid-POST: count it as a failed attempt
                 await self.record_cancelled(payment_id, token, attempt + 1)
             else:
+                if isinstance(exc, UnsafeWebhookUrl):  # counted once, by the chain that
+                    WEBHOOK_ATTEMPTS.labels("refused").inc()  # dead-letters it
                 await self._release(payment_id, token)
             raise
         # Step 3: count the attempt, the delivery time on a 2xx, end the lease, and note
@@ -282,10 +284,11 @@ class WebhookSender:
         """Step 2 of a send, with no transaction open: resolve and check the payment's
         webhook URL, then POST its signed notification, all within `timeout_s` seconds.
         Returns (HTTP status or None without an answer, the failure or None for a 2xx);
-        a timeout is a failure. Raises `UnsafeWebhookUrl` (never POSTed, counted
-        `refused`) and a cancellation. `started` is set just before the request is sent:
-        from then on the merchant may have it, so a cancelled send counts its attempt
-        (`record_cancelled`) instead of handing the job back as unsent."""
+        a timeout is a failure. Raises `UnsafeWebhookUrl` (never POSTed; the chain that
+        dead-letters it counts it `refused`, once) and a cancellation. `started` is set
+        just before the request is sent: from then on the merchant may have it, so a
+        cancelled send counts its attempt (`record_cancelled`) instead of handing the job
+        back as unsent."""
         url: str = payment["webhook_url"]
         try:
             async with asyncio.timeout(timeout_s):
@@ -294,9 +297,6 @@ class WebhookSender:
                 )
                 started.set()
                 return await self._post(payment, url, approved)
-        except UnsafeWebhookUrl:
-            WEBHOOK_ATTEMPTS.labels("refused").inc()
-            raise
         except TimeoutError as exc:
             return None, exc
 

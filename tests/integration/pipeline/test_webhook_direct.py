@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
+from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
 from payflow.bench.sink import WebhookSink
@@ -192,9 +193,15 @@ async def test_with_every_send_slot_busy_the_job_goes_through_the_queue_at_once(
 async def test_a_refused_url_is_handed_back_to_a_chain_unsent(
     pool: asyncpg.Pool, pipe_settings: Settings, worker: Worker
 ) -> None:
+    def refused() -> float:
+        sample = REGISTRY.get_sample_value("payflow_webhook_attempts_total", {"result": "refused"})
+        return sample or 0.0
+
+    before = refused()
     payment_id = await _pending(pool, pipe_settings, "http://10.1.2.3/hook")  # not allowed
     await worker.processor.handle(payment_created(payment_id))
     await worker.direct.wait(5.0)
+    assert refused() == before  # counted once, by the chain that dead-letters it
     row = await _webhook(pool, payment_id)
     assert (row["webhook_attempts"], row["webhook_lease_token"]) == (0, None)
     job = await _job(pool, payment_id)
