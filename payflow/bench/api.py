@@ -278,4 +278,5 @@ def run_api_bench(settings: Settings, config: ApiBenchConfig) -> bool:
             server.wait(timeout=15)
         except subprocess.TimeoutExpired:
             server.kill()
+            server.wait(timeout=15)  # reaped: the bench leaves no process behind
     return ok
