@@ -67,6 +67,15 @@ def posting_key(event_id: str) -> str:
     return idempotency_key("ledger.post", event_id)
 
 
+def success_path_args(event_id: str) -> tuple[str, list[str], list[str], list[str]]:
+    """What `ledger_post_success` (migration 0020) is called with for `event_id`, besides
+    the lock timeout: (posting key, statuses it confirms from, credit types, types a
+    frozen account refuses). Shared by `post_in_one_statement` and the payment finalize
+    that posts its credit in its own commit (`payment_finalize`, migration 0022), so the
+    success path has one definition of its arguments."""
+    return posting_key(event_id), _SUCCESS_SOURCES, _CREDIT_TYPES, _ACTIVE_TYPES
+
+
 class _DebitRefused(Exception):
     """Internal: the optimistic debit found no funds (or a frozen account); roll back."""
 
@@ -147,13 +156,14 @@ async def post_in_one_statement(
     (`NumericValueOutOfRangeError` on an overflow, lock timeouts, connection loss)."""
     bounds = StatementBounds.of(settings)
     try:
+        key, sources, credit_types, active_types = success_path_args(event_id)
         balance_after: Decimal | None = await conn.fetchval(
             SQL["post_success"],
-            posting_key(event_id),
+            key,
             event_id,
-            _SUCCESS_SOURCES,
-            _CREDIT_TYPES,
-            _ACTIVE_TYPES,
+            sources,
+            credit_types,
+            active_types,
             bounds.lock_timeout_ms,
             held_job,
             timeout=bounds.timeout_s,

@@ -20,6 +20,7 @@ from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
 from payflow.errors import IdCollision
 from payflow.ledger.accounts import record_event
+from payflow.ledger.posting import success_path_args
 from payflow.ledger.records import EventType
 from payflow.money import format_amount, parse_amount
 from payflow.outbox.writer import enqueue
@@ -50,11 +51,14 @@ class Finalized:
     `held_credit` the (event id, outbox id) of a credit whose ledger.event job is held
     back for the caller to post after the commit (`post_held_credit`), else None;
     `held_webhook` the outbox id of the webhook.deliver job held back under the caller's
-    webhook lease (`finalize_answered`'s `webhook_lease`), for its own send, else None."""
+    webhook lease (`finalize_answered`'s `webhook_lease`), for its own send, else None;
+    `posted` the merchant account's balance after the credit when the same commit posted
+    it (`finalize_answered`'s `post_credit`), else None."""
 
     changed: bool
     held_credit: tuple[str, int] | None = None
     held_webhook: int | None = None
+    posted: Decimal | None = None
 
 
 async def finalize(
@@ -90,7 +94,9 @@ async def finalize_payment(
     """
     if not conn.is_in_transaction():
         raise RuntimeError("finalize must run inside the caller's transaction")
-    return await _finalize(conn, payment, status, trace_id, credit_hold_s, None, None, None)
+    return await _finalize(
+        conn, payment, status, trace_id, credit_hold_s, None, None, None, post_credit=False
+    )
 
 
 async def finalize_answered(
@@ -102,10 +108,19 @@ async def finalize_answered(
     credit_hold_s: float = 0.0,
     bounds: StatementBounds,
     webhook_lease: tuple[str, float] | None = None,
+    post_credit: bool = False,
 ) -> Finalized:
     """The whole answer step in ONE autocommitted statement: under the payment's row lock,
     record the gateway's `answer` on the open charge attempt and finalize the payment to
     succeeded|failed as `finalize_payment` does (credit held back `credit_hold_s`).
+
+    `post_credit`: the same commit also posts a success's credit through the ledger's one
+    success path (`ledger_post_success`; `Finalized.posted` is the balance after), so no
+    ledger.event job is written. When that path cannot decide in the statement (a refused
+    or overflowing balance change, the account's lock not granted within the bound, a
+    deadlock), the statement writes nothing and is sent once more without posting: the
+    credit's job is then held back `credit_hold_s` as without `post_credit`. When the path
+    answers that the posting key is taken already, the job is written due now.
 
     `Finalized.changed` False means nothing was written: the payment is not pending, no
     attempt is open (another answer stands), or a success's settlement account does not
@@ -126,9 +141,21 @@ async def finalize_answered(
     if conn.is_in_transaction():
         raise RuntimeError("finalize_answered runs outside a transaction (it commits)")
     status = SUCCEEDED if answer.approved else FAILED
-    return await _finalize(
-        conn, payment, status, trace_id, credit_hold_s, answer, bounds, webhook_lease
-    )
+    args = (conn, payment, status, trace_id, credit_hold_s, answer, bounds, webhook_lease)
+    if not (post_credit and answer.approved):
+        return await _finalize(*args, post_credit=False)
+    try:
+        return await _finalize(*args, post_credit=True)
+    except asyncpg.PostgresError as exc:
+        if exc.sqlstate not in POSTING_UNDECIDED:
+            raise
+    return await _finalize(*args, post_credit=False)
+
+
+# Server errors after which a finalize that also posts wrote nothing and is sent again
+# without posting: the success path's "full path decides" (PF001), a balance that would
+# overflow its column, the account's lock not granted in time, a deadlock.
+POSTING_UNDECIDED = frozenset({"PF001", "22003", "55P03", "40P01"})
 
 
 async def _finalize(
@@ -140,6 +167,8 @@ async def _finalize(
     answer: ChargeResult | None,
     bounds: StatementBounds | None,
     webhook_lease: tuple[str, float] | None,
+    *,
+    post_credit: bool,
 ) -> Finalized:
     # Derived rows inherit the payment's own trace id; the message's only stands in
     # for a payment stored without one.
@@ -166,6 +195,7 @@ async def _finalize(
             answer,
             bounds,
             webhook_lease,
+            post_credit,
         )
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name == "payment_events_pkey":
@@ -176,6 +206,8 @@ async def _finalize(
     if answer is not None and event_id is not None and not row["credited"]:
         raise AssertionError("the answered statement finalizes a success only with its account")
     held_webhook: int | None = row["held_webhook_job"]
+    if post_credit and row["credited"]:  # posted in the commit, or its job due now
+        return Finalized(changed=True, held_webhook=held_webhook, posted=row["balance_after"])
     if event_id is not None and row["credited"] and credit_hold_s > 0:
         return Finalized(
             changed=True, held_credit=(event_id, row["credit_job"]), held_webhook=held_webhook
@@ -218,7 +250,14 @@ async def _finalize_statement(
     answer: ChargeResult | None,
     bounds: StatementBounds | None,
     webhook_lease: tuple[str, float] | None,
+    post_credit: bool,
 ) -> asyncpg.Record:
+    posting: tuple[str | None, list[str] | None, list[str] | None, list[str] | None]
+    posting = (None, None, None, None)
+    if post_credit and event_id is not None:
+        if bounds is None:
+            raise RuntimeError("a finalize that posts its credit is bounded (autocommit only)")
+        posting = success_path_args(event_id)
     row = await conn.fetchrow(
         SQL["finalize_payment"],
         payment["id"],
@@ -240,6 +279,7 @@ async def _finalize_statement(
         None if bounds is None else bounds.lock_timeout_ms,
         None if webhook_lease is None else webhook_lease[0],
         None if webhook_lease is None else webhook_lease[1],
+        *posting,
         timeout=None if bounds is None else bounds.timeout_s,
     )
     assert row is not None

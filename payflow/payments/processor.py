@@ -12,11 +12,13 @@ its answer is recorded before anything depends on it (`payflow.payments.charges`
   saw the payment);
 * step 2 records the answer and finalizes (one statement normally, `finalize_answered`):
   the status moves by compare-and-set and the same commit writes the merchant's
-  `payment_credit` event (``payment:<uuid>``) with its `ledger.event` job and the
-  `webhook.deliver` job;
-* the credit is then posted by this worker at once (`post_held_credit`), its job held
-  back from the relay as the guarantee (`CREDIT_HOLD_S`); the ledger worker posts it
-  instead when this worker could not.
+  `payment_credit` event (``payment:<uuid>``), posts it through the ledger's one success
+  path (migration 0022) and writes the `webhook.deliver` job;
+* when that statement cannot post (a first success in a currency, a refused or
+  contended balance change), the transactional finalize writes the credit with its
+  `ledger.event` job held back from the relay as the guarantee (`CREDIT_HOLD_S`), and
+  this worker posts it at once (`post_held_credit`); the ledger worker posts it instead
+  when this worker could not.
 
 So whatever crashes where, the payment is either untouched (and the gateway knows
 whether it charged) or final with its credit and webhook job, and the credit is posted
@@ -49,6 +51,7 @@ from payflow.errors import (
     classify,
 )
 from payflow.ledger.posting import post_held_credit
+from payflow.metrics import POSTINGS
 from payflow.observability import bind_stored_trace
 from payflow.ops.dlq import record_dead_letter
 from payflow.ops.dlq_fallback import DlqFallback
@@ -195,6 +198,7 @@ class PaymentProcessor:
                     credit_hold_s=hold_s,
                     bounds=self._bounds,
                     webhook_lease=lease,
+                    post_credit=hold_s > 0,  # 0: the ledger worker posts every credit
                 )
                 if not done.changed:
                     async with transaction(conn, self._settings):
@@ -208,6 +212,8 @@ class PaymentProcessor:
                 direct.cancel(reservation)
             raise
         changed = done.changed
+        if done.posted is not None:  # committed with the finalize
+            POSTINGS.labels("success").inc()
         try:
             if done.held_credit is not None:  # committed: post it now, its job stands behind
                 await post_held_credit(self._pool, self._settings, *done.held_credit)

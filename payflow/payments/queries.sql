@@ -135,81 +135,35 @@ WHERE p.id = $1;
 -- it already), $15 its reason, $16 its reference, $17 lock_timeout (ms) to set for an
 -- autocommitted statement before any lock (null: the caller's transaction set it),
 -- $18 the webhook lease token of the finalizing worker's own first send (null: none; see
--- payflow.webhooks.direct), $19 that lease's seconds.
--- One statement, so one atomic unit: compare-and-set the payment pending -> $2 and, only
--- when it moved, write the webhook job and (when the merchant's settlement account is
--- visible to this statement) the pending credit event with its ledger.event job, plus the
--- relay's NOTIFY (delivered at commit). `credited` false on a success means the account
--- does not exist yet: the caller opens it and writes the credit in the same transaction.
--- `credit_job` is the ledger.event row's id. A held-back job is the credit's guarantee
--- while the worker posts it itself right after the commit
--- (`payflow.ledger.posting.post_held_credit`), which deletes the job; if that worker dies
--- first, the relay publishes the job when the hold ends.
+-- payflow.webhooks.direct), $19 that lease's seconds, $20 the credit's posting key (null:
+-- the credit is not posted here), $21-$23 the ledger success path's statuses, credit types
+-- and active-only types (payflow.ledger.posting.success_path_args).
+-- One statement, so one atomic unit (the function `payment_finalize`, migration 0022, which
+-- holds the SQL): compare-and-set the payment pending -> $2 and, only when it moved, write
+-- the webhook job and (when the merchant's settlement account is visible to this
+-- statement) the pending credit event with its ledger.event job, plus the relay's NOTIFY
+-- (delivered at commit). `credited` false on a success means the account does not exist
+-- yet: the caller opens it and writes the credit in the same transaction. `credit_job` is
+-- the ledger.event row's id. A held-back job is the credit's guarantee while the worker
+-- posts it itself right after the commit (`payflow.ledger.posting.post_held_credit`),
+-- which deletes the job; if that worker dies first, the relay publishes the job when the
+-- hold ends.
 -- With $14 the statement is the whole answer step, sent outside a transaction: under the
 -- payment's row lock (taken first: lock order payment, then attempts) it records $14 on
 -- the open attempt and finalizes; it writes nothing (`finalized` false) unless the
 -- payment is pending, an attempt is open, and a success's account exists.
+-- With $20 as well the same commit posts the credit through the ledger's one success path
+-- (`ledger_post_success`): no ledger.event job is written then (`balance_after` is the
+-- posted balance); when that path answers NULL the job is written due now; when it
+-- raises, nothing at all is written and the caller takes the transactional finalize.
 -- With $18 (and a webhook URL) the same commit takes the webhook's lease for the worker's
 -- own send and holds the `webhook.deliver` job back until the lease ends: the job is the
 -- send's guarantee (`webhook_job` is its id), published only if the worker does not
 -- settle it first.
-WITH bound AS MATERIALIZED (
-    SELECT CASE WHEN $17::integer IS NOT NULL
-           THEN pg_catalog.set_config('lock_timeout', $17::integer::text, true) END
-), locked AS MATERIALIZED (
-    SELECT p.id FROM payments p, bound
-    WHERE p.id = $1 AND p.status = 'pending'
-    FOR UPDATE OF p
-), account AS MATERIALIZED (
-    SELECT a.id FROM accounts a
-    WHERE $5::text IS NOT NULL AND a.merchant_id = $3 AND a.asset = $4 AND a.settlement
-), answered AS MATERIALIZED (
-    UPDATE charge_attempts
-    SET state = $14, reason = $15, gateway_reference = $16, answered_at = clock_timestamp()
-    WHERE $14::text IS NOT NULL AND payment_id = (SELECT id FROM locked)
-      AND state IN ('claimed', 'needs_review')
-      AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM account))
-    RETURNING attempt_id
-), lease AS MATERIALIZED (
-    SELECT CASE WHEN $12::jsonb IS NOT NULL AND $18::text IS NOT NULL
-           THEN clock_timestamp() + make_interval(secs => $19::float8) END AS until
-), fin AS (
-    UPDATE payments SET status = $2, processed_at = clock_timestamp(),
-        webhook_lease_token = CASE WHEN lease.until IS NOT NULL THEN $18
-                                   ELSE webhook_lease_token END,
-        webhook_lease_until = coalesce(lease.until, webhook_lease_until),
-        webhook_next_attempt_at = coalesce(lease.until, webhook_next_attempt_at)
-    FROM lease
-    WHERE id = (SELECT id FROM locked)
-      AND ($14::text IS NULL OR EXISTS (SELECT 1 FROM answered))
-    RETURNING id, lease.until AS lease_until
-), credit AS (
-    -- No ON CONFLICT: an existing row with this derived id was not written for this
-    -- payment (status and credit commit together), so the unique violation on
-    -- payment_events_pkey stops the statement (the caller raises IdCollision).
-    INSERT INTO payment_events (event_id, account_id, amount, event_type, trace_id)
-    SELECT $5, account.id, $6, $7, $8 FROM account, fin
-    RETURNING event_id
-), credit_job AS (
-    INSERT INTO outbox (topic, payload, trace_id, next_attempt_at)
-    SELECT $9, $10, $8, now() + make_interval(secs => $13::float8) FROM account, fin
-    RETURNING id
-), webhook_job AS (
-    INSERT INTO outbox (topic, payload, trace_id, next_attempt_at)
-    SELECT $11, $12, $8, coalesce(fin.lease_until, now()) FROM fin WHERE $12::jsonb IS NOT NULL
-    RETURNING id
-), wake AS (
-    -- The relay is woken only for a job due now: a held one is the worker's to settle.
-    SELECT pg_notify('payflow_outbox', '') FROM fin
-    WHERE ($13::float8 <= 0 AND EXISTS (SELECT 1 FROM account))
-       OR ($12::jsonb IS NOT NULL AND fin.lease_until IS NULL)
-)
-SELECT EXISTS (SELECT 1 FROM fin) AS finalized,
-       EXISTS (SELECT 1 FROM account) AS credited,
-       (SELECT id FROM credit_job) AS credit_job,
-       (SELECT webhook_job.id FROM webhook_job, fin WHERE fin.lease_until IS NOT NULL)
-           AS held_webhook_job
-FROM (SELECT count(*) FROM wake) AS woken;
+SELECT o_finalized AS finalized, o_credited AS credited, o_credit_job AS credit_job,
+       o_held_webhook_job AS held_webhook_job, o_balance_after AS balance_after
+FROM payment_finalize($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                      $17, $18, $19, $20, $21, $22, $23);
 
 -- ---- charge attempts: claimed before the gateway is called (payflow.payments.charges)
 

@@ -63,3 +63,42 @@ def handle_after_barrier(
             await pool.close()
 
     return asyncio.run(run())
+
+
+def handle_all_after_barrier(
+    database_url: str, key_prefix: str, payment_ids: list[str], barrier: Any
+) -> int:
+    """Wait for every process, then handle a `payment.created` delivery of every payment
+    in `payment_ids` at once (one task each, gateway without delay); return how many
+    deliveries were handled (finalized, or found final), not counting those that met
+    another process's live claim (the consumer would retry them later)."""
+
+    async def run() -> int:
+        settings = load_settings(
+            database_url=database_url,
+            redis_key_prefix=key_prefix,
+            gateway_delay_min_s=0.0,
+            gateway_delay_max_s=0.0,
+            gateway_failure_rate=0.0,
+            lock_timeout_ms=5000,
+            charge_lease_s=30.0,
+        )
+        pool = await create_pool(settings, min_size=1, max_size=8)
+        redis = Redis.from_url(settings.redis_url)
+        try:
+            processor = PaymentProcessor(pool, settings, default_gateway(settings, redis))
+            barrier.wait(timeout=60)
+
+            async def one(payment_id: str) -> int:
+                try:
+                    await processor.handle(payment_created(UUID(payment_id)))
+                except ChargeInProgress:
+                    return 0
+                return 1
+
+            return sum(await asyncio.gather(*(one(p) for p in payment_ids)))
+        finally:
+            await redis.aclose()
+            await pool.close()
+
+    return asyncio.run(run())

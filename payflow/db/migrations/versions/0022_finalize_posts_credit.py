@@ -1,0 +1,169 @@
+"""`payment_finalize`: a payment's finalize as a function that can post its credit in the
+same commit.
+
+Before this revision the payment worker finalized in one statement and then posted the
+merchant's credit in a second one (`post_held_credit`), with the credit's `ledger.event`
+job written held back as the guarantee and deleted by the posting: two round trips, two
+commits, and an outbox row inserted and deleted per payment. A statement cannot post what
+its own data-modifying CTE inserts (every part of one statement sees the same snapshot),
+but a function's statements run one after another and each sees the last one's writes.
+
+`payment_finalize($1 … $23)` runs the finalize statement that used to live in
+`payflow/payments/queries.sql` (`finalize_payment`, unchanged but for the credit job's
+condition), then, when `$20` (the posting's idempotency key) is given and the payment
+moved to succeeded with its credit event, calls the ledger's own success path,
+`ledger_post_success` (migration 0020): the posting is not copied, it is the one path.
+  * posted: no `ledger.event` job is written at all (nothing is left to announce);
+  * `ledger_post_success` answers NULL (the key is claimed already, which a fresh derived
+    event cannot meet unless someone else wrote it): the job is written due now with the
+    relay's NOTIFY, and the ledger worker's full path replays or decides;
+  * it raises (PF001, an overflow, a lock timeout on a hot account): the whole statement
+    rolls back, nothing is written, and the caller takes the transactional finalize,
+    which holds the credit's job back as before.
+So the status, the answer, the credit event and its posting (or its job) commit together.
+
+Parameters $1-$19 are those of the old statement (see `payflow/payments/queries.sql`,
+`finalize_payment`); $20 the posting key (NULL: do not post here), $21 the statuses the
+success path confirms from, $22 the credit event types, $23 the types a frozen account
+refuses (all from `payflow.ledger.posting`, as `post_in_one_statement` passes them).
+
+SECURITY INVOKER with a pinned search path, like 0020; EXECUTE revoked from PUBLIC and
+granted to the service role by this revision's grant hook.
+
+Revision ID: 0022_finalize_posts_credit
+Revises: 0021_drop_undelivered_index
+"""
+
+from payflow.db.migrations.statements import execute_all
+
+revision = "0022_finalize_posts_credit"
+down_revision = "0021_drop_undelivered_index"
+branch_labels = None
+depends_on = None
+
+SIGNATURE = (
+    "payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text,"
+    " jsonb, double precision, text, text, text, integer, text, double precision, text,"
+    " text[], text[], text[])"
+)
+
+UPGRADE: list[str] = [
+    """
+    CREATE FUNCTION payment_finalize(
+        uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb,
+        double precision, text, text, text, integer, text, double precision,
+        text, text[], text[], text[],
+        OUT o_finalized boolean,
+        OUT o_credited boolean,
+        OUT o_credit_job bigint,
+        OUT o_held_webhook_job bigint,
+        OUT o_balance_after numeric
+    )
+    LANGUAGE plpgsql
+    SECURITY INVOKER
+    SET search_path = public, pg_catalog, pg_temp
+    AS $$
+    BEGIN
+        WITH bound AS MATERIALIZED (
+            SELECT CASE WHEN $17::integer IS NOT NULL
+                   THEN pg_catalog.set_config('lock_timeout', $17::integer::text, true) END
+        ), locked AS MATERIALIZED (
+            SELECT p.id FROM payments p, bound
+            WHERE p.id = $1 AND p.status = 'pending'
+            FOR UPDATE OF p
+        ), account AS MATERIALIZED (
+            SELECT a.id FROM accounts a
+            WHERE $5::text IS NOT NULL AND a.merchant_id = $3 AND a.asset = $4 AND a.settlement
+        ), answered AS MATERIALIZED (
+            UPDATE charge_attempts
+            SET state = $14, reason = $15, gateway_reference = $16,
+                answered_at = clock_timestamp()
+            WHERE $14::text IS NOT NULL AND payment_id = (SELECT id FROM locked)
+              AND state IN ('claimed', 'needs_review')
+              AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM account))
+            RETURNING attempt_id
+        ), lease AS MATERIALIZED (
+            SELECT CASE WHEN $12::jsonb IS NOT NULL AND $18::text IS NOT NULL
+                   THEN clock_timestamp() + make_interval(secs => $19::float8) END AS until
+        ), fin AS (
+            UPDATE payments SET status = $2, processed_at = clock_timestamp(),
+                webhook_lease_token = CASE WHEN lease.until IS NOT NULL THEN $18
+                                           ELSE webhook_lease_token END,
+                webhook_lease_until = coalesce(lease.until, webhook_lease_until),
+                webhook_next_attempt_at = coalesce(lease.until, webhook_next_attempt_at)
+            FROM lease
+            WHERE id = (SELECT id FROM locked)
+              AND ($14::text IS NULL OR EXISTS (SELECT 1 FROM answered))
+            RETURNING id, lease.until AS lease_until
+        ), credit AS (
+            -- No ON CONFLICT: an existing row with this derived id was not written for
+            -- this payment, so the unique violation on payment_events_pkey stops the
+            -- statement (the caller raises IdCollision).
+            INSERT INTO payment_events (event_id, account_id, amount, event_type, trace_id)
+            SELECT $5, account.id, $6, $7, $8 FROM account, fin
+            RETURNING event_id
+        ), credit_job AS (
+            -- Posted here ($20): the job is written below only if the posting did not.
+            INSERT INTO outbox (topic, payload, trace_id, next_attempt_at)
+            SELECT $9, $10, $8, now() + make_interval(secs => $13::float8) FROM account, fin
+            WHERE $20::text IS NULL
+            RETURNING id
+        ), webhook_job AS (
+            INSERT INTO outbox (topic, payload, trace_id, next_attempt_at)
+            SELECT $11, $12, $8, coalesce(fin.lease_until, now()) FROM fin
+            WHERE $12::jsonb IS NOT NULL
+            RETURNING id
+        ), wake AS (
+            -- The relay is woken only for a job due now: a held one is the worker's.
+            SELECT pg_notify('payflow_outbox', '') FROM fin
+            WHERE ($20::text IS NULL AND $13::float8 <= 0 AND EXISTS (SELECT 1 FROM account))
+               OR ($12::jsonb IS NOT NULL AND fin.lease_until IS NULL)
+        )
+        SELECT EXISTS (SELECT 1 FROM fin),
+               EXISTS (SELECT 1 FROM account),
+               (SELECT id FROM credit_job),
+               (SELECT webhook_job.id FROM webhook_job, fin WHERE fin.lease_until IS NOT NULL)
+        INTO o_finalized, o_credited, o_credit_job, o_held_webhook_job
+        FROM (SELECT count(*) FROM wake) AS woken;
+
+        IF $20 IS NULL OR NOT o_finalized OR NOT o_credited OR $5 IS NULL THEN
+            RETURN;
+        END IF;
+        -- The ledger's one success path; it raises (and so undoes this whole statement)
+        -- when it cannot decide, and answers NULL when the key is claimed already.
+        o_balance_after := ledger_post_success($20, $5, $21, $22, $23, $17);
+        IF o_balance_after IS NULL THEN
+            INSERT INTO outbox (topic, payload, trace_id) VALUES ($9, $10, $8)
+            RETURNING id INTO o_credit_job;
+            PERFORM pg_notify('payflow_outbox', '');
+        END IF;
+    END
+    $$
+    """,
+    f"REVOKE ALL ON FUNCTION {SIGNATURE} FROM PUBLIC",
+    f"""
+    CREATE FUNCTION payflow_grant_extra_0022_finalize_posts_credit(app name) RETURNS void
+    LANGUAGE plpgsql
+    SECURITY INVOKER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    BEGIN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.{SIGNATURE} TO %I', app);
+    END
+    $$
+    """,
+    "REVOKE ALL ON FUNCTION payflow_grant_extra_0022_finalize_posts_credit(name) FROM PUBLIC",
+]
+
+DOWNGRADE: list[str] = [
+    "DROP FUNCTION payflow_grant_extra_0022_finalize_posts_credit(name)",
+    f"DROP FUNCTION {SIGNATURE}",
+]
+
+
+def upgrade() -> None:
+    execute_all(UPGRADE)
+
+
+def downgrade() -> None:
+    execute_all(DOWNGRADE)
