@@ -110,6 +110,12 @@ class WebhookHTTPStatus(Exception):
         self.status_code = status_code
 
 
+class WebhookTransportError(Exception):
+    """A webhook POST that got no HTTP answer: refused (nothing pinned, a connect that
+    failed on every pinned address), reset, timed out, TLS or protocol failure. The text
+    names the cause (`payflow.webhooks.client`); `classify` makes it retryable."""
+
+
 class WebhookSendCancelled(Exception):
     """A webhook POST cut short by a stop after its request may have reached the merchant:
     recorded as a failed attempt (counted), never as "no POST was made"."""
@@ -133,6 +139,9 @@ def classify(exc: BaseException) -> PayflowError:
         if exc.status_code in RETRYABLE_HTTP_STATUSES or exc.status_code >= 500:
             return RetryableError(str(exc))
         return DeliveryRefused(str(exc))
+    if isinstance(exc, WebhookTransportError):
+        # No answer from a merchant (refused, reset, timeout, TLS): it may recover.
+        return RetryableError(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, httpx.TimeoutException | httpx.TransportError):
         # Timeouts, refused or reset connections, DNS failures: the receiver may recover.
         return RetryableError(f"{type(exc).__name__}: {exc}")

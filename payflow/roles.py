@@ -21,7 +21,6 @@ from typing import Any
 
 import aio_pika
 import asyncpg
-import httpx
 import structlog
 from redis.asyncio import Redis
 
@@ -40,8 +39,9 @@ from payflow.ops.scheduler import run_scheduler
 from payflow.outbox.relay import run_relay
 from payflow.payments.gateway import EmulatedGateway, Gateway
 from payflow.payments.processor import PaymentProcessor
+from payflow.webhooks.client import WebhookClient, build_http_client
 from payflow.webhooks.direct import DirectSends
-from payflow.webhooks.sender import WebhookSender, build_http_client
+from payflow.webhooks.sender import WebhookSender
 
 log = structlog.get_logger("payflow.roles")
 
@@ -62,7 +62,7 @@ class Runtime:
     pool: asyncpg.Pool
     connection: aio_pika.abc.AbstractRobustConnection | None  # None without a BROKER_ROLES role
     names: Names | None  # declared with the connection
-    http: httpx.AsyncClient
+    http: WebhookClient
     gateway: Gateway
     worker_queues: tuple[str, ...] = WORKER_QUEUES
     redis: Redis | None = None  # the DLQ fallback (and the emulator's memory)

@@ -87,6 +87,9 @@ class PhaseResult:
     # Deliveries/s between the 10th and the 90th percentile delivery: the pipeline's
     # sustained rate, without the ramp-up and the last gateway delay at either end.
     sustained_per_s: float
+    # Payments/s the API accepted (first to last accepted request of the phase): the
+    # arrival rate the pipeline was offered.
+    accepted_per_s: float
     publish_ms: list[float]
     terminal_ms: list[float]
     delivered_ms: list[float]
@@ -101,6 +104,7 @@ class PhaseResult:
             "events_per_s": round(self.events_per_s, 1),
             "payments_per_s": round(self.payments_per_s, 1),
             "sustained_per_s": round(self.sustained_per_s, 1),
+            "accepted_per_s": round(self.accepted_per_s, 1),
             "publish_p50_ms": q(self.publish_ms, 0.50),
             "publish_p99_ms": q(self.publish_ms, 0.99),
             "terminal_p50_ms": q(self.terminal_ms, 0.50),
@@ -239,6 +243,7 @@ async def _measure(
         return sorted((float(r[column]) - float(r["accepted"])) * 1000 for r in rows)
 
     first = min(accepted[r["key"]] for r in [*payments, *deposits])
+    accepted_at = [accepted[r["key"]] for r in payments]
     last_terminal = float(max(r["terminal"] for r in [*payments, *deposits]))
     last_delivered = float(max(r["delivered"] for r in payments))
     window = max(last_terminal, last_delivered) - first
@@ -246,6 +251,7 @@ async def _measure(
         name=name,
         payments_per_s=len(payments) / max(last_delivered - first, 1e-6),
         sustained_per_s=_sustained_rate(sorted(float(r["delivered"]) for r in payments)),
+        accepted_per_s=len(payments) / max(max(accepted_at) - min(accepted_at), 1e-6),
         events_per_s=(len(payments) + len(deposits)) / max(window, 1e-6),
         publish_ms=ms([*payments, *deposits], "published"),
         terminal_ms=ms([*payments, *deposits], "terminal"),

@@ -6,17 +6,21 @@ short transaction, sign, SSRF-check and POST with no transaction open, record in
 short transaction), driven straight from this process for N final payments on a filled,
 VACUUM ANALYZEd `payments` table; the broker is left out (`bench e2e` has it). The bare
 loop POSTs the same body N times with the same concurrency (`WEBHOOK_MAX_IN_FLIGHT`) over
-the same pool layout (`payflow.webhooks.shards`) and does nothing else. The receiver is
+httpx's best pool layout for many connections (`payflow.bench.httpx_shards`) and does
+nothing else. The receiver is
 `WebhookSink` in its own process, so its CPU is not this process's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import resource
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import aiohttp
 import asyncpg
 import httpx
 from rich.console import Console
@@ -24,13 +28,13 @@ from rich.console import Console
 from payflow.api.auth import create_merchant
 from payflow.api.db import connection
 from payflow.bench.common import bench_database, result_line, setup_url
+from payflow.bench.httpx_shards import ShardedTransport, shard_count
 from payflow.bench.sink import SinkProcess
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.observability import configure_logging
 from payflow.webhooks.sender import WebhookSender, build_http_client
-from payflow.webhooks.shards import ShardedTransport, shard_count
 
 ROUNDS = 5  # sends of one webhook at most (a retry tier's job, compressed)
 TIMEOUT_S = 30.0  # of every POST here: a loaded machine must not turn into failures
@@ -118,7 +122,7 @@ async def _run_bare(hook: str, count: int, in_flight: int, timeout_s: float) -> 
     """`count` POSTs of the same body with `in_flight` at once; (seconds, 2xx answers)."""
     gate = asyncio.Semaphore(in_flight)
     ok = 0
-    # The sender's pool layout (`payflow.webhooks.shards`), plain transports.
+    # httpx's best layout for many connections: several small pools (httpx_shards).
     shards = shard_count(in_flight)
     per_shard = -(-in_flight // shards)
     limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
@@ -139,6 +143,46 @@ async def _run_bare(hook: str, count: int, in_flight: int, timeout_s: float) -> 
         started = time.perf_counter()
         await asyncio.gather(*(one() for _ in range(count)))
         return time.perf_counter() - started, ok
+
+
+async def _run_bare_aiohttp(
+    hook: str, count: int, in_flight: int, timeout_s: float
+) -> tuple[float, int]:
+    """The same loop over aiohttp's client (the library the sender's `WebhookClient` is
+    built on, without its pinning); (seconds, 2xx answers)."""
+    gate = asyncio.Semaphore(in_flight)
+    ok = 0
+    connector = aiohttp.TCPConnector(limit=in_flight)
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
+        async def one() -> None:
+            nonlocal ok
+            async with gate:
+                try:
+                    async with session.post(hook, data=BODY) as response:
+                        await response.read()
+                        ok += 200 <= response.status < 300
+                except (aiohttp.ClientError, TimeoutError):
+                    return
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(count)))
+        return time.perf_counter() - started, ok
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def _with_cpu(run: Awaitable[tuple[float, int]]) -> tuple[float, int, float]:
+    """`run`'s (seconds, count) and the CPU seconds this process spent meanwhile (the
+    receivers run in their own processes, so that is the client's, and for the sender
+    also its claim and record statements)."""
+    before = _cpu_s()
+    seconds, count = await run
+    return seconds, count, _cpu_s() - before
 
 
 async def run_webhooks_bench(settings: Settings, config: WebhooksBenchConfig) -> bool:
@@ -167,14 +211,25 @@ async def run_webhooks_bench(settings: Settings, config: WebhooksBenchConfig) ->
                 sender = WebhookSender(pool, bench, client)
                 for delay, receiver in receivers.items():
                     tag = f"d{delay:g}"
-                    seconds, failed = await _run_sender(sender, targets[receiver.url])
+                    seconds, failed, cpu = await _with_cpu(
+                        _run_sender(sender, targets[receiver.url])
+                    )
                     figures[f"sender_{tag}_per_s"] = config.webhooks / seconds
                     figures[f"sender_{tag}_failed"] = failed
-                    bare_s, bare_ok = await _run_bare(
-                        receiver.url, config.webhooks, bench.webhook_max_in_flight, TIMEOUT_S
-                    )
-                    figures[f"bare_{tag}_per_s"] = config.webhooks / bare_s
-                    ok = ok and bare_ok == config.webhooks
+                    figures[f"sender_{tag}_cpu_us"] = cpu / config.webhooks * 1e6
+                    bare: Callable[..., Awaitable[tuple[float, int]]]
+                    for name, bare in (("bare", _run_bare), ("aiohttp", _run_bare_aiohttp)):
+                        bare_s, bare_ok, cpu = await _with_cpu(
+                            bare(
+                                receiver.url,
+                                config.webhooks,
+                                bench.webhook_max_in_flight,
+                                TIMEOUT_S,
+                            )
+                        )
+                        figures[f"{name}_{tag}_per_s"] = config.webhooks / bare_s
+                        figures[f"{name}_{tag}_cpu_us"] = cpu / config.webhooks * 1e6
+                        ok = ok and bare_ok == config.webhooks
                 delivered = await pool.fetchval(
                     "SELECT count(*) FROM payments WHERE idempotency_key LIKE 'run-%'"
                     " AND webhook_delivered_at IS NOT NULL"
@@ -195,7 +250,13 @@ async def run_webhooks_bench(settings: Settings, config: WebhooksBenchConfig) ->
         sender_rate, bare_rate = figures[f"sender_{tag}_per_s"], figures[f"bare_{tag}_per_s"]
         console.print(
             f"receiver delay {delay:g} s: sender {sender_rate:.1f}/s, bare httpx loop "
-            f"{bare_rate:.1f}/s, ratio {sender_rate / bare_rate:.2f}"
+            f"{bare_rate:.1f}/s, ratio {sender_rate / bare_rate:.2f}; bare aiohttp loop "
+            f"{figures[f'aiohttp_{tag}_per_s']:.1f}/s"
+        )
+        console.print(
+            f"  client CPU per POST: sender {figures[f'sender_{tag}_cpu_us']:.0f} us (with its"
+            f" two statements), bare httpx {figures[f'bare_{tag}_cpu_us']:.0f} us, bare aiohttp"
+            f" {figures[f'aiohttp_{tag}_cpu_us']:.0f} us"
         )
     failures = sum(v for k, v in figures.items() if k.endswith("_failed"))
     console.print(
@@ -209,6 +270,9 @@ async def run_webhooks_bench(settings: Settings, config: WebhooksBenchConfig) ->
         line[f"sender_{tag}_per_s"] = round(sender_rate, 1)
         line[f"bare_{tag}_per_s"] = round(bare_rate, 1)
         line[f"ratio_{tag}"] = round(sender_rate / bare_rate, 2)
+        line[f"cpu_us_sender_{tag}"] = round(figures[f"sender_{tag}_cpu_us"])
+        line[f"cpu_us_httpx_{tag}"] = round(figures[f"bare_{tag}_cpu_us"])
+        line[f"cpu_us_aiohttp_{tag}"] = round(figures[f"aiohttp_{tag}_cpu_us"])
     line["max_in_flight"] = settings.webhook_max_in_flight
     line["db_pool"] = settings.db_pool_max
     line["failed_attempts"] = int(failures)

@@ -30,14 +30,12 @@ import asyncio
 import contextlib
 import os
 import socket
-import ssl
 import time
 from collections.abc import Mapping
 from typing import Any
 from uuid import UUID, uuid4
 
 import asyncpg
-import httpx
 import orjson
 import structlog
 
@@ -51,6 +49,7 @@ from payflow.errors import (
     RetryableError,
     WebhookHTTPStatus,
     WebhookSendCancelled,
+    WebhookTransportError,
     classify,
 )
 from payflow.metrics import WEBHOOK_ATTEMPTS
@@ -60,8 +59,7 @@ from payflow.ops.dlq_fallback import DlqFallback
 from payflow.payments.processor import payment_id_of
 from payflow.webhooks.attempts import attempt_outcome
 from payflow.webhooks.chains import dead_letter_webhook, duplicate_reason
-from payflow.webhooks.pinning import PinnedTransport, pinned
-from payflow.webhooks.shards import ShardedTransport, shard_count
+from payflow.webhooks.client import WebhookClient, build_http_client
 from payflow.webhooks.signing import signature_headers
 from payflow.webhooks.ssrf import UnsafeWebhookUrl, resolve_webhook_url
 
@@ -96,33 +94,6 @@ def webhook_body(payment: PaymentRow) -> bytes:
     )
 
 
-def build_http_client(settings: Settings) -> httpx.AsyncClient:
-    """The one webhook HTTP client of a process: bounded pools (max(`WEBHOOK_MAX_CONNECTIONS`,
-    `WEBHOOK_MAX_IN_FLIGHT`) connections, split over pools of at most 16), timeouts, no
-    redirects, no env proxies, and transports that connect only to the addresses pinned on
-    each request (`payflow.webhooks.pinning`); a request without a pin is refused.
-
-    TLS verifies against `WEBHOOK_CA_BUNDLE` when set (a PEM file), else certifi's roots.
-    """
-    if settings.webhook_ca_bundle:
-        ssl_context = ssl.create_default_context(cafile=settings.webhook_ca_bundle)
-    else:
-        ssl_context = httpx.create_ssl_context(trust_env=False)
-    # Never fewer connections than sends in flight: a send waiting for a pooled
-    # connection would spend its timeout in the queue, not on the merchant.
-    size = max(settings.webhook_max_connections, settings.webhook_max_in_flight)
-    # Several small pools, not one large one (see `payflow.webhooks.shards`).
-    shards = shard_count(size)
-    per_shard = -(-size // shards)
-    limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
-    return httpx.AsyncClient(
-        transport=ShardedTransport([PinnedTransport(ssl_context, limits) for _ in range(shards)]),
-        timeout=httpx.Timeout(settings.webhook_timeout_s),
-        follow_redirects=False,
-        trust_env=False,
-    )
-
-
 class WebhookSender:
     """Handles `webhook.deliver` messages."""
 
@@ -130,7 +101,7 @@ class WebhookSender:
         self,
         pool: asyncpg.Pool,
         settings: Settings,
-        client: httpx.AsyncClient,
+        client: WebhookClient,
         fallback: DlqFallback | None = None,
     ) -> None:
         self._pool = pool
@@ -375,14 +346,12 @@ class WebhookSender:
         if traceparent is not None:
             headers["traceparent"] = traceparent
         try:
-            response = await self._client.post(
-                url, content=body, headers=headers, extensions=pinned(approved)
-            )
-        except httpx.HTTPError as exc:
+            status = await self._client.post(url, body, headers, pinned=approved)
+        except WebhookTransportError as exc:
             return None, exc
-        if 200 <= response.status_code < 300:
-            return response.status_code, None
-        return response.status_code, WebhookHTTPStatus(response.status_code)
+        if 200 <= status < 300:
+            return status, None
+        return status, WebhookHTTPStatus(status)
 
     async def on_dead(self, envelope: Envelope, error: PayflowError) -> None:
         """Retries exhausted (or a refused URL / answer): `dead_letter_webhook` in ONE

@@ -62,6 +62,11 @@ async def gives_up(
     assert isinstance(raised, expected), repr(raised)
     assert isinstance(classify(raised), RetryableError)
     assert not conn.is_in_transaction()
+    # The client's timeout cancels the statement on the server by a separate request;
+    # the next query on `conn` waits for that cancel. Sent while the lock is still held,
+    # it makes sure the statement was cancelled, not granted the lock once the test lets
+    # go of it (the race `StatementBounds` describes: the step may then commit after all).
+    assert await conn.fetchval("SELECT 1") == 1
 
 
 async def ended(step: Awaitable[object]) -> BaseException | None:

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg
-import httpx
 import pytest
 
 from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
-from payflow.webhooks.pinning import pinned
-from payflow.webhooks.sender import build_http_client
+from payflow.errors import WebhookTransportError
+from payflow.webhooks.client import build_http_client
 from tests.fake_dns import FakeDns
 from tests.integration.pipeline.conftest import wait_until
 
@@ -174,16 +173,16 @@ async def test_the_transport_connects_to_the_pin_and_never_resolves(
     url = f"http://{NAME}:{approved.port}/hook"
     async with build_http_client(pipe_settings) as client:
         for _ in range(2):  # the second request reuses the pooled connection
-            response = await client.post(url, content=b"{}", extensions=pinned(["127.0.0.1"]))
-            assert response.status_code == 200
-        with pytest.raises(httpx.ConnectError, match="pins no approved address"):
-            await client.post(url, content=b"{}")
+            assert await client.post(url, b"{}", {}, pinned=["127.0.0.1"]) == 200
+        with pytest.raises(WebhookTransportError, match="pins no approved address"):
+            await client.post(url, b"{}", {}, pinned=[])
     async with build_http_client(pipe_settings) as client:
         # Pinned addresses are tried in order: nothing listens on 127.0.0.3.
-        response = await client.post(
-            url, content=b"{}", extensions=pinned(["127.0.0.3", "127.0.0.1"])
-        )
-        assert response.status_code == 200
+        assert await client.post(url, b"{}", {}, pinned=["127.0.0.3", "127.0.0.1"]) == 200
+        # An IP-literal URL is posted only to itself, and only when it is pinned.
+        literal = f"http://127.0.0.2:{approved.port}/hook"
+        with pytest.raises(WebhookTransportError, match="not a pinned address"):
+            await client.post(literal, b"{}", {}, pinned=["127.0.0.1"])
     assert approved.hosts == [f"{NAME}:{approved.port}"] * 3
     assert rebound.hosts == []
     assert fake_dns.lookups[NAME] == 0
@@ -266,11 +265,9 @@ async def test_https_certificate_is_checked_against_the_host_name_not_the_ip(
     receivers.append(impostor)
     settings = pipe_settings.model_copy(update={"webhook_ca_bundle": str(ca)})
     async with build_http_client(settings) as client:
-        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+        with pytest.raises(WebhookTransportError, match="CERTIFICATE_VERIFY_FAILED"):
             await client.post(
-                f"https://{TLS_NAME}:{impostor.port}/hook",
-                content=b"{}",
-                extensions=pinned(["127.0.0.1"]),
+                f"https://{TLS_NAME}:{impostor.port}/hook", b"{}", {}, pinned=["127.0.0.1"]
             )
     assert impostor.server_names == [TLS_NAME]
     assert impostor.hosts == []

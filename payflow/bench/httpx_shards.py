@@ -1,4 +1,6 @@
-"""Many small connection pools instead of one large one, for hundreds of POSTs in flight.
+"""httpx with many small connection pools instead of one large one, for hundreds of POSTs
+in flight: the layout of `payflow bench webhooks`' bare httpx loop (the reference the
+webhook sender is measured against; the sender itself uses aiohttp, `payflow.webhooks.client`).
 
 httpcore's connection pool does bookkeeping over every connection and every waiting
 request on each request and each release, so one pool of 256 connections spends its time
