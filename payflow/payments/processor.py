@@ -14,11 +14,12 @@ its answer is recorded before anything depends on it (`payflow.payments.charges`
   the status moves by compare-and-set and the same commit writes the merchant's
   `payment_credit` event (``payment:<uuid>``), posts it through the ledger's one success
   path (migration 0022) and writes the `webhook.deliver` job;
-* when that statement cannot post (a first success in a currency, a refused or
-  contended balance change), the transactional finalize writes the credit with its
-  `ledger.event` job held back from the relay as the guarantee (`CREDIT_HOLD_S`), and
-  this worker posts it at once (`post_held_credit`); the ledger worker posts it instead
-  when this worker could not.
+* when that statement cannot post (a refused or contended balance change), the
+  transactional finalize writes the credit with its `ledger.event` job held back from
+  the relay as the guarantee (`CREDIT_HOLD_S`), and this worker posts it at once
+  (`post_held_credit`); the ledger worker posts it instead when this worker could not.
+  A merchant's first success in a currency (its account is opened in that transaction)
+  writes the job due now, and the ledger worker posts it.
 
 So whatever crashes where, the payment is either untouched (and the gateway knows
 whether it charged) or final with its credit and webhook job, and the credit is posted

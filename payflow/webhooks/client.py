@@ -27,6 +27,7 @@ falls back to DNS.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import ipaddress
 import socket
@@ -44,8 +45,17 @@ from payflow.config import Settings
 from payflow.errors import WebhookTransportError
 
 # What is read of an answer's body (the status is all a delivery needs; reading a small
-# body to its end lets the connection be reused).
+# body to its end lets the connection be reused), and the longest header line accepted
+# (aiohttp's default, 8190 bytes, would turn a 200 with one long header into a failure).
 MAX_ANSWER_BYTES = 64 * 1024
+MAX_HEADER_LINE_BYTES = 64 * 1024
+# Idle kept-alive connections are closed before the 5 s idle timeout common on servers
+# (Node's default), so a POST rarely races a server's close of an idle connection.
+KEEPALIVE_S = 4.0
+# How long the body of an answered POST may take to arrive before its connection is
+# dropped (the status counts either way).
+DRAIN_S = 1.0
+USER_AGENT = "payflow-webhooks/1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +100,10 @@ def _ssl_context(settings: Settings) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=settings.webhook_ca_bundle or certifi.where())
 
 
-def _is_ip_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
+def _looks_like_ip(host: str) -> bool:
+    """aiohttp's own test of a host it connects to without asking the resolver (a colon,
+    or nothing but digits and dots); such a host must be a canonical, pinned literal."""
+    return ":" in host or host.replace(".", "").isdigit()
 
 
 class WebhookClient:
@@ -121,9 +129,18 @@ class WebhookClient:
                 resolver=_PinnedResolver(),
                 use_dns_cache=False,
                 ssl=self._ssl,
+                keepalive_timeout=KEEPALIVE_S,
             )
             self._session = aiohttp.ClientSession(
-                connector=connector, timeout=self._timeout, trust_env=False, auto_decompress=False
+                connector=connector,
+                timeout=self._timeout,
+                trust_env=False,
+                auto_decompress=False,
+                # No cookies: a Set-Cookie of one merchant must never reach another.
+                cookie_jar=aiohttp.DummyCookieJar(),
+                headers={"User-Agent": USER_AGENT},
+                max_line_size=MAX_HEADER_LINE_BYTES,
+                max_field_size=MAX_HEADER_LINE_BYTES,
             )
         return self._session
 
@@ -143,10 +160,15 @@ class WebhookClient:
         port = target.port
         if not pinned or port is None:
             raise WebhookTransportError("refused: the request pins no approved address")
-        if _is_ip_literal(host) and ipaddress.ip_address(host) not in {
-            ipaddress.ip_address(address) for address in pinned
-        }:
-            raise WebhookTransportError(f"refused: {host} is not a pinned address")
+        if _looks_like_ip(host):
+            try:
+                literal = ipaddress.ip_address(host)
+            except ValueError:
+                raise WebhookTransportError(
+                    f"refused: {host} is not a canonical IP address"
+                ) from None
+            if literal not in {ipaddress.ip_address(a.split("%")[0]) for a in pinned}:
+                raise WebhookTransportError(f"refused: {host} is not a pinned address")
         token = _PIN.set(_Pin(host, port, tuple(pinned)))
         try:
             async with self._open().post(
@@ -182,18 +204,29 @@ class WebhookClient:
 
 async def _drain(response: aiohttp.ClientResponse) -> None:
     """Read the answer's body to its end when it is small, so the connection is reused;
-    a body above `MAX_ANSWER_BYTES` is not read further and its connection is closed."""
+    a body above `MAX_ANSWER_BYTES` is not read further and its connection is closed.
+    The status has been answered already: a body that breaks off or stalls only costs
+    the connection, never the answer (a 2xx stays a delivery)."""
     read = 0
-    while chunk := await response.content.readany():
-        read += len(chunk)
-        if read > MAX_ANSWER_BYTES:
-            response.close()
-            return
+    try:
+        async with asyncio.timeout(DRAIN_S):
+            while chunk := await response.content.readany():
+                read += len(chunk)
+                if read > MAX_ANSWER_BYTES:
+                    response.close()
+                    return
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        response.close()
 
 
 def _describe(error: aiohttp.ClientError) -> str:
     """The failure's kind and cause, e.g. `ClientConnectorCertificateError: …
-    CERTIFICATE_VERIFY_FAILED …` (never a secret: URLs carry none, headers are not shown)."""
+    CERTIFICATE_VERIFY_FAILED …`, without the URL (a merchant may put a token in its
+    query): an answer-level error names only its status and message."""
+    if isinstance(error, aiohttp.ClientResponseError):
+        return f"{type(error).__name__}: {error.status}, {error.message}"
+    if isinstance(error, aiohttp.InvalidURL):
+        return f"{type(error).__name__}: the URL was refused by the HTTP client"
     return f"{type(error).__name__}: {error}"
 
 

@@ -3,7 +3,7 @@
 `check_webhook_url` is pure (no I/O) and runs when a URL is accepted;
 `resolve_webhook_url` also resolves the host and checks every address, and runs
 right before a delivery (DNS answers can change between the two). The delivery then
-connects only to the addresses it approved (`payflow.webhooks.pinning`), so a second,
+connects only to the addresses it approved (`payflow.webhooks.client`), so a second,
 different DNS answer (rebinding) is never used. IPv6 addresses are judged by every
 IPv4 address they embed (mapped, compatible, NAT64, 6to4, Teredo, ISATAP).
 """
@@ -253,6 +253,14 @@ def check_webhook_url(
         return host
     if is_forbidden_address(address, parse_nat64_prefixes(nat64_prefixes)):
         raise UnsafeWebhookUrl(f"webhook_url address {host} is not a public address")
+    written = (urlsplit(url).hostname or "").lower()
+    if address.version == 4 and written != str(address):
+        # Decimal, octal, hex, shorthand or trailing-dot spellings of a public address:
+        # judged above like the address, but the webhook client connects to an IP-literal
+        # URL only in its canonical form, so such a URL could never be delivered.
+        raise UnsafeWebhookUrl(
+            f"webhook_url host {written!r} is not a canonical IPv4 address; write {address}"
+        )
     return host
 
 
@@ -265,7 +273,7 @@ async def resolve_webhook_url(
     duplicates; scoped IPv6 answers keep their zone (`fe80::1%eth0`).
     Invariant: unless the host is allow-listed, no returned address is forbidden by
     `is_forbidden_address`. The caller connects ONLY to the returned addresses
-    (`payflow.webhooks.pinning`): a second lookup could answer differently (DNS
+    (`payflow.webhooks.client`): a second lookup could answer differently (DNS
     rebinding). `nat64_prefixes` are the deployment's own NAT64 prefixes (DNS64 answers
     under them are judged by the IPv4 address they embed). Raises `UnsafeWebhookUrl` when
     the URL, the name or any answer is refused, and `WebhookHostUnresolved` (retryable)
