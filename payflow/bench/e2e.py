@@ -40,6 +40,7 @@ from payflow.bench.services import (
     Service,
     ServiceSpec,
     cleanup_broker,
+    cleanup_redis,
     cpu_by_program,
     cpu_snapshot,
     service_env,
@@ -313,6 +314,7 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
     """
     console = Console(soft_wrap=True)
     prefix = f"bench_{uuid.uuid4().hex[:8]}"
+    redis_prefix = f"payflow-{prefix}:"
     spec = ServiceSpec(config.split, config.workers, config.relays, free_port())
     sink = WebhookSink(keep_bodies=False)
     await sink.start()
@@ -330,7 +332,7 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             prefix,
             api_port=spec.api_port,
             provider_secret=provider_secret,
-            redis_prefix=f"payflow-{prefix}:",
+            redis_prefix=redis_prefix,
             gateway_delay_s=config.gateway_delay_s,
         )
         service = Service(env, spec, log_dir)
@@ -400,6 +402,7 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             await pool.close()
             await sink.stop()
             await cleanup_broker(settings, prefix)
+            await cleanup_redis(settings, redis_prefix)
     cpu = {k: used / wall for k, used in cpu_by_program(cpu_before, cpu_after).items()}
     _report(console, config, results, service, exit_codes, cpu, wall, http)
     full_cores = {k: used / full_wall for k, used in full_used.items()}

@@ -19,7 +19,9 @@ from pathlib import Path
 import aio_pika
 import httpx
 import psutil
+from redis.asyncio import Redis
 
+from payflow.broker.topology import declared_names
 from payflow.config import Settings
 
 HEALTH_LIMIT_S = 60.0
@@ -183,16 +185,35 @@ def cpu_by_program(before: CpuSnapshot, after: CpuSnapshot) -> dict[str, float]:
 
 
 async def cleanup_broker(settings: Settings, prefix: str) -> None:
-    """Delete the queues and exchanges the bench's broker prefix declared."""
+    """Delete every queue and exchange the bench's broker prefix declared (the names
+    come from the topology itself, `declared_names`, so a new work queue is never left
+    behind: idle quorum queues keep costing the broker CPU)."""
+    queues, exchanges = declared_names(settings.model_copy(update={"broker_prefix": prefix}))
     connection = await aio_pika.connect(settings.rabbitmq_url)
     try:
         channel = await connection.channel()
-        for short in ("payments", "ledger", "webhooks", "notifications"):
-            names = [f"{prefix}.{short}", f"{prefix}.{short}.dlq"]
-            names += [f"{prefix}.{short}.retry.{t}ms" for t in settings.retry_tiers_ms]
-            for name in names:
-                await channel.queue_delete(name)
-        for exchange in (prefix, f"{prefix}.retry", f"{prefix}.dlx"):
+        for name in queues:
+            await channel.queue_delete(name)
+        for exchange in exchanges:
             await channel.exchange_delete(exchange)
     finally:
         await connection.close()
+
+
+async def cleanup_redis(settings: Settings, key_prefix: str) -> int:
+    """Delete the keys under the bench's Redis prefix (the gateway emulator remembers
+    every charge for 30 days); returns how many."""
+    redis = Redis.from_url(settings.redis_url)
+    deleted = 0
+    try:
+        batch: list[bytes] = []
+        async for key in redis.scan_iter(match=f"{key_prefix}*", count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                deleted += await redis.delete(*batch)
+                batch = []
+        if batch:
+            deleted += await redis.delete(*batch)
+    finally:
+        await redis.aclose()
+    return deleted

@@ -94,6 +94,19 @@ class Names:
         return f"{self.prefix}.{short}.dlq"
 
 
+def declared_names(settings: Settings) -> tuple[list[str], list[str]]:
+    """(queues, exchanges) that `declare_topology` declares for `settings`: every work
+    queue with its retry tiers and parking queue, and the three exchanges. For whoever
+    must remove a prefix's objects again (a benchmark's throwaway prefix)."""
+    names = Names(settings.broker_prefix)
+    queues: list[str] = []
+    for wq in WORK_QUEUES:
+        queues.append(names.queue(wq.name))
+        queues += [names.retry_queue(wq.name, tier) for tier in settings.retry_tiers_ms]
+        queues.append(names.parking_queue(wq.name))
+    return queues, [names.exchange, names.retry_exchange, names.dlx]
+
+
 def _queue_args(settings: Settings, extra: dict[str, Any]) -> dict[str, Any]:
     """Arguments of one queue: `extra`, plus the queue type. A quorum queue that
     dead-letters gets `x-dead-letter-strategy: at-least-once` (RabbitMQ re-publishes with
