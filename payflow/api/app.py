@@ -13,11 +13,10 @@ from redis.asyncio import Redis
 from payflow.config import Settings, load_settings
 from payflow.console import install_console
 from payflow.db.pool import create_pool
-from payflow.db.tx import StatementBounds, transaction
+from payflow.db.tx import transaction
 from payflow.ingress.signature import require_secret
 from payflow.metrics import refreshing_state
 from payflow.observability import configure_logging, log
-from payflow.outbox.wake import RelayWaker
 
 from .auth import ensure_bootstrap_merchants
 from .db import connection
@@ -46,15 +45,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # The API only uses transaction-scoped state, so releases skip the reset query.
         pool = await create_pool(settings, reset_session=False)
         redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
-        waker = RelayWaker(
-            pool,
-            min_gap_s=settings.relay_linger_ms / 1000,
-            timeout_s=StatementBounds.of(settings).timeout_s,
-        )
         try:
             async with connection(pool) as conn, transaction(conn, settings):
                 await ensure_bootstrap_merchants(conn, settings)
-            app.state.api = ApiState(settings, pool, redis, metrics, provider_secret, waker)
+            app.state.api = ApiState(settings, pool, redis, metrics, provider_secret)
             # Everything built so far lives as long as the process: keep it out of the
             # cyclic GC's generations, so collections stay short under load.
             gc.freeze()
@@ -63,7 +57,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             async with refreshing_state(pool, settings):
                 yield
         finally:
-            await waker.aclose()
             await redis.aclose()
             await pool.close()
 

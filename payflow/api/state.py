@@ -9,7 +9,6 @@ from redis.asyncio import Redis
 from starlette.requests import Request
 
 from payflow.config import Settings
-from payflow.outbox.wake import RelayWaker
 
 from .metrics import Metrics
 
@@ -23,8 +22,6 @@ class ApiState:
     redis: Redis
     metrics: Metrics
     provider_secret: bytes
-    # Wakes the relays after the API's payment creations (`payflow.outbox.wake`).
-    waker: RelayWaker
     auth_cache: dict[str, tuple[object, float]] = field(default_factory=dict)
 
 

@@ -2,8 +2,7 @@
 -- $1 merchant id, $2 amount, $3 currency, $4 description, $5 metadata, $6 idempotency key,
 -- $7 webhook url, $8 trace id, $9 request hash, $10 advisory lock key of the idempotency key,
 -- $11 the outbox topic of a new payment (payment.created), $12 lock_timeout (ms) for this
--- statement's implicit transaction (set before any lock), $13 true: NOTIFY the relay in
--- this commit; false: the caller wakes it after the commit (`payflow.outbox.wake`).
+-- statement's implicit transaction (set before any lock).
 -- ONE statement, sent outside a transaction (it is its own). First the currency's limits:
 -- an amount above `max_payment` (or an unconfigured asset) writes nothing and takes no
 -- lock (`within` false or NULL; the caller raises the 422). Then take the key's
@@ -62,7 +61,7 @@ WITH bound AS MATERIALIZED (
     SELECT $11, jsonb_build_object('version', 1, 'payment_id', p.id::text), $8 FROM p
     RETURNING id
 ), wake AS (
-    SELECT pg_notify('payflow_outbox', '') FROM job WHERE $13::boolean
+    SELECT pg_notify('payflow_outbox', '') FROM job
 )
 SELECT asset.code, asset.scale, asset.max_payment, asset.max_withdrawal, asset.max_deposit,
        asset.within,

@@ -18,7 +18,6 @@ from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
 from payflow.errors import NotFound
 from payflow.ledger.limits import LimitExceeded, LimitKind, limits_from_row
-from payflow.outbox.wake import RelayWaker
 from payflow.payments.idempotency import (
     IdempotencyKeyReused,
     StoredResponse,
@@ -51,7 +50,6 @@ async def create_payment(
     request_hash: str,
     trace_id: str,
     bounds: StatementBounds,
-    waker: RelayWaker | None = None,
 ) -> StoredResponse:
     """Create a pending payment under an Idempotency-Key, or answer from what is stored.
 
@@ -67,10 +65,6 @@ async def create_payment(
     retention the payment row itself decides (`_replay_payment`). Raises the 409
     problems of `idempotency.check_stored`, and `IdempotencyKeyReused` when the key's
     payment differs from this request.
-
-    The relay is woken for the new `payment.created` row: by a NOTIFY in the statement
-    itself, or, with `waker` (the API's), after the commit by `waker.request()`, which
-    keeps the commit out of PostgreSQL's one-at-a-time queue of notifying commits.
     """
     if conn.is_in_transaction():
         raise RuntimeError("create_payment runs outside a transaction (it commits)")
@@ -88,7 +82,6 @@ async def create_payment(
         lock_key(merchant_id, CREATE_SCOPE, idempotency_key),
         PAYMENT_CREATED_TOPIC,
         bounds.lock_timeout_ms,
-        waker is None,
         timeout=bounds.timeout_s,
     )
     assert row is not None  # the statement always yields one row
@@ -102,9 +95,7 @@ async def create_payment(
         return stored
     if row["prior_id"] is not None:
         return _replay_payment(row, payment)
-    if waker is not None:  # committed: the payment.created job came with it
-        waker.request()
-    return StoredResponse(202, row["response"])
+    return StoredResponse(202, row["response"])  # the payment.created job came with it
 
 
 def _canonical(value: Any) -> bytes:

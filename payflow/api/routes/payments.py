@@ -124,7 +124,6 @@ async def create(
                     request_hash=req_hash,
                     trace_id=trace_id,
                     bounds=StatementBounds.of(state.settings),
-                    waker=state.waker,
                 )
             return JsonResponse(response.body, status_code=response.status)
         except Exception as exc:

@@ -16,7 +16,6 @@ import asyncpg
 
 from payflow.config import Settings
 from payflow.db.tx import StatementBounds
-from payflow.outbox.wake import RelayWaker
 from payflow.outbox.writer import NOTIFY_CHANNEL
 from payflow.payments.charges import claim_first_charge
 from payflow.payments.finalize import Finalized, finalize_answered
@@ -98,62 +97,6 @@ async def test_a_created_payment_wakes_the_relay_and_a_replay_does_not(
             assert not await listener.woken()  # it wrote no job
         assert listener.heard == 1
     finally:
-        await conn.close()
-
-
-async def test_with_a_waker_the_commit_does_not_notify_and_the_waker_does_once(
-    pool: asyncpg.Pool, database_url: str
-) -> None:
-    """The API's creations commit without NOTIFY (a notifying commit waits for every
-    other one) and ask the process's `RelayWaker`: many creations at once are covered by
-    a few NOTIFYs, each sent after the commits it covers; a replay asks for nothing."""
-    merchant, _ = await _merchant_with_account(pool)
-    conn, listener = await _listening(database_url)
-    waker = RelayWaker(pool, min_gap_s=0.2, timeout_s=5.0)
-    try:
-        request = NewPayment(Decimal("4.00"), "USD", None, {}, None)
-
-        async def create(key: str) -> None:
-            async with pool.acquire() as writer:
-                await create_payment(
-                    writer,
-                    merchant,
-                    request,
-                    idempotency_key=key,
-                    request_hash="h",
-                    trace_id="t",
-                    bounds=BOUNDS,
-                    waker=waker,
-                )
-
-        # The statement alone does not notify: a waker that cannot send shows it.
-        silent = RelayWaker(pool, min_gap_s=0, timeout_s=5.0)
-        silent.request = lambda: None  # type: ignore[method-assign]
-        async with pool.acquire() as writer:
-            await create_payment(
-                writer,
-                merchant,
-                request,
-                idempotency_key="silent",
-                request_hash="h",
-                trace_id="t",
-                bounds=BOUNDS,
-                waker=silent,
-            )
-        assert not await listener.woken()
-        await asyncio.gather(*(create(f"k-{i}") for i in range(20)))
-        assert await listener.woken(HEARD_S)
-        await waker.aclose()
-        assert 1 <= waker.sent <= 3, waker.sent  # 20 commits, one gap of 0.2 s or two
-        assert listener.heard == waker.sent
-        sent = waker.sent
-        await create("k-0")  # a replay writes no job and asks for no wake-up
-        await waker.aclose()
-        assert waker.sent == sent
-        jobs = await pool.fetchval("SELECT count(*) FROM outbox WHERE topic = 'payment.created'")
-        assert jobs == 21
-    finally:
-        await waker.aclose()
         await conn.close()
 
 
