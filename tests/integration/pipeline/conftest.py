@@ -17,6 +17,7 @@ from urllib.parse import quote
 import aio_pika
 import asyncpg
 import pytest
+from redis.asyncio import Redis
 
 from payflow.api.auth import create_merchant
 from payflow.bench.sink import WebhookSink
@@ -203,3 +204,19 @@ async def queue_depth(settings: Settings, queue: str) -> int:
         return int(result.message_count or 0)
     finally:
         await connection.close()
+
+
+@pytest.fixture
+async def redis() -> AsyncIterator[Redis]:
+    client = Redis.from_url(load_settings().redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def key_prefix(redis: Redis) -> AsyncIterator[str]:
+    """A Redis key prefix of this test alone; its keys are deleted afterwards."""
+    prefix = f"payflow-test-{uuid.uuid4().hex[:12]}:"
+    yield prefix
+    async for key in redis.scan_iter(match=prefix + "*"):
+        await redis.delete(key)

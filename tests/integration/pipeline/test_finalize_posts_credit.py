@@ -8,35 +8,26 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import uuid
-from collections.abc import AsyncIterator
 from decimal import Decimal
 
 import asyncpg
 import pytest
 from redis.asyncio import Redis
 
-from payflow.config import Settings, load_settings
+from payflow.config import Settings
 from payflow.db.tx import StatementBounds, transaction
 from payflow.ledger.posting import post_event, posting_key
 from payflow.ledger.records import Outcome
-from payflow.payments.charges import claim_first_charge
 from payflow.payments.finalize import credit_event_id, finalize_answered
 from payflow.payments.gateway import ChargeResult, EmulatedGateway
-from payflow.payments.processor import load_payment
 from tests.integration.ledger.helpers import open_at_balance_max
 from tests.integration.pipeline.charges.workers import handle_all_after_barrier
+from tests.integration.pipeline.test_finalize_answered import _claimed
 from tests.integration.pipeline.test_held_credit import _merchant_with_account, _pending
 
 BOUNDS = StatementBounds(lock_timeout_ms=300, statement_timeout_ms=5000)
 APPROVED = ChargeResult(approved=True, reference="gw-1")
 DECLINED = ChargeResult(approved=False, reason="card_declined", reference="gw-2")
-
-
-async def _claimed(pool: asyncpg.Pool, settings: Settings, merchant: uuid.UUID):
-    payment_id = await _pending(pool, settings, merchant)
-    async with pool.acquire() as conn:
-        assert (await claim_first_charge(conn, payment_id, "token", 30.0, BOUNDS))[1] is not None
-        return await load_payment(conn, payment_id)
 
 
 async def _book(pool: asyncpg.Pool, account: uuid.UUID, event_id: str) -> tuple:
@@ -247,19 +238,3 @@ async def test_processes_finalizing_one_merchants_payments_at_once_credit_each_o
         )
         == 40
     )
-
-
-@pytest.fixture
-async def redis() -> AsyncIterator[Redis]:
-    client = Redis.from_url(load_settings().redis_url)
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
-async def key_prefix(redis: Redis) -> AsyncIterator[str]:
-    """The emulated gateway's Redis key prefix of this test alone, emptied afterwards."""
-    prefix = f"payflow-test-{uuid.uuid4().hex[:12]}:"
-    yield prefix
-    async for key in redis.scan_iter(match=prefix + "*"):
-        await redis.delete(key)

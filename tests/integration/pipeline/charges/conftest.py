@@ -1,32 +1,15 @@
-"""Fixtures of the charge-claim tests: real Redis (the emulated gateway's memory) under
-a key prefix per test, settings, and emulators sharing that memory."""
+"""Fixtures of the charge-claim tests: settings, and emulators sharing the emulated
+gateway's memory (real Redis under the key prefix of `tests/integration/pipeline/conftest.py`)."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import pytest
 from redis.asyncio import Redis
 
 from payflow.config import Settings, load_settings
 from payflow.payments.gateway import EmulatedGateway
-
-
-@pytest.fixture
-async def redis() -> AsyncIterator[Redis]:
-    client = Redis.from_url(load_settings().redis_url)
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
-async def key_prefix(redis: Redis) -> AsyncIterator[str]:
-    """A Redis key prefix of this test alone; its keys are deleted afterwards."""
-    prefix = f"payflow-test-{uuid.uuid4().hex[:12]}:"
-    yield prefix
-    async for key in redis.scan_iter(match=prefix + "*"):
-        await redis.delete(key)
 
 
 @pytest.fixture
