@@ -17,8 +17,8 @@ Redirects are never followed, no proxy is taken from the environment, and at mos
 `MAX_ANSWER_BYTES` of an answer's body are read (a larger body closes the connection).
 
 The client is aiohttp's, not httpx's (the project's HTTP client elsewhere): one POST costs
-it about a sixteenth of httpx's CPU here, and the webhook POST was the payment worker's
-largest single cost (docs/pipeline.md, "Webhook HTTP client").
+it a fifth to a seventh of httpx's CPU here (`payflow bench webhooks`), and the webhook POST
+was the payment worker's largest single cost (docs/pipeline.md, "Webhook HTTP client").
 
 Invariant: no TCP connection is ever opened to an address that was not pinned for that
 POST's host and port; a POST without a pin is refused (`WebhookTransportError`), it never
