@@ -14,6 +14,7 @@ from payflow.config import Settings
 from payflow.errors import WebhookTransportError
 from payflow.webhooks.client import MAX_ANSWER_BYTES, USER_AGENT, build_http_client
 from payflow.webhooks.ssrf import UnsafeWebhookUrl, check_webhook_url
+from tests.integration.pipeline.http_requests import read_request
 
 NAME = "hooks.client.test"
 SETTINGS = Settings()  # the webhook client reads only its WEBHOOK_* settings
@@ -43,13 +44,7 @@ class Scripted:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-                headers = {
-                    name.strip().lower(): value.strip()
-                    for name, _, value in (line.partition(":") for line in head.split("\r\n")[1:])
-                    if name
-                }
-                await reader.readexactly(int(headers.get("content-length", "0")))
+                headers = await read_request(reader)
                 self.heads.append(headers)
                 raw = self.answer(len(self.heads) - 1)
                 if not raw:  # reset the connection without answering

@@ -25,6 +25,7 @@ from payflow.errors import WebhookTransportError
 from payflow.webhooks.client import build_http_client
 from tests.fake_dns import FakeDns
 from tests.integration.pipeline.conftest import wait_until
+from tests.integration.pipeline.http_requests import read_request
 
 NAME = "hooks.rebind.test"
 TLS_NAME = "hooks.tls.test"
@@ -64,13 +65,7 @@ class Receiver:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-                headers = {
-                    name.strip().lower(): value.strip()
-                    for name, _, value in (line.partition(":") for line in head.split("\r\n")[1:])
-                    if name
-                }
-                await reader.readexactly(int(headers.get("content-length", "0")))
+                headers = await read_request(reader)
                 self.hosts.append(headers.get("host", ""))
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
                 await writer.drain()
