@@ -89,6 +89,14 @@ async def test_relay_and_worker_started_during_an_outage_wait_then_deliver(
             what="delivery once PostgreSQL is reachable",
             limit_s=60,
         )
+        # The merchant's first success in USD opens its account in the finalize's
+        # transaction, and the ledger worker posts that credit from its job: it may land
+        # a moment after the webhook.
+        await wait_until(
+            lambda: pool.fetchval("SELECT count(*) = 1 FROM balance_events"),
+            what="the credit posted",
+            limit_s=60,
+        )
         assert await pool.fetchval("SELECT count(*) FROM balance_events") == 1
         assert len(sink.received) == 1
 
