@@ -17,6 +17,7 @@ from payflow.db.tx import transaction
 from payflow.ingress.signature import require_secret
 from payflow.metrics import refreshing_state
 from payflow.observability import configure_logging, log
+from payflow.outbox.waker import RelayWaker
 
 from .auth import ensure_bootstrap_merchants
 from .db import connection
@@ -45,10 +46,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # The API only uses transaction-scoped state, so releases skip the reset query.
         pool = await create_pool(settings, reset_session=False)
         redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
+        waker = RelayWaker(pool)
         try:
             async with connection(pool) as conn, transaction(conn, settings):
                 await ensure_bootstrap_merchants(conn, settings)
-            app.state.api = ApiState(settings, pool, redis, metrics, provider_secret)
+            app.state.api = ApiState(settings, pool, redis, metrics, provider_secret, waker)
             # Everything built so far lives as long as the process: keep it out of the
             # cyclic GC's generations, so collections stay short under load.
             gc.freeze()
@@ -57,6 +59,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             async with refreshing_state(pool, settings):
                 yield
         finally:
+            await waker.close()
             await redis.aclose()
             await pool.close()
 

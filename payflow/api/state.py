@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 from starlette.requests import Request
 
 from payflow.config import Settings
+from payflow.outbox.waker import RelayWaker
 
 from .metrics import Metrics
 
@@ -22,6 +23,7 @@ class ApiState:
     redis: Redis
     metrics: Metrics
     provider_secret: bytes
+    waker: RelayWaker  # after-commit relay wake-ups of the payments created here
     auth_cache: dict[str, tuple[object, float]] = field(default_factory=dict)
 
 

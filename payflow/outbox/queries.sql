@@ -8,6 +8,10 @@ WITH row AS (
 )
 SELECT row.id FROM row, wake;
 
+-- name: wake_relay
+-- An after-commit wake-up (`payflow.outbox.waker`), its own one-statement transaction.
+SELECT pg_notify('payflow_outbox', '');
+
 -- name: claim_batch
 -- $1 batch size. Locks due unpublished rows, due first (a new row is due at once, a row
 -- whose publish the broker refused waits out its back-off); rows held by another relay

@@ -217,8 +217,10 @@ async def run_relay(
     *,
     listen_pool: asyncpg.Pool | None = None,
 ) -> None:
-    """Relay until `stop` is set: wake on NOTIFY, poll slowly as a fallback. After a
-    pass that found rows, a wake-up lingers `RELAY_LINGER_MS` before the next claim.
+    """Relay until `stop` is set. After a pass that found rows the next claim follows
+    `RELAY_LINGER_MS` later, without waiting for a wake-up (busy: the relay polls on its
+    own, and producers' coalesced wake-ups cost nothing); after an empty pass it sleeps
+    until a NOTIFY, or `RELAY_POLL_INTERVAL_S` as the fallback.
 
     Invariant: unpublished rows are eventually published as long as the broker and
     the database come back; failures are logged and retried, never dropped. The LISTEN
@@ -241,9 +243,12 @@ async def run_relay(
                 continue
             if done.claimed >= settings.relay_batch_size:
                 continue  # a full batch: more may be due
-            await _wait_for_work(listener.wake, stop, settings.relay_poll_interval_s)
-            if done.claimed and settings.relay_linger_ms:
-                # Busy: let the rows committing right now join the next batch.
+            if not done.claimed:
+                # Idle: sleep until a NOTIFY (in a commit, or a `RelayWaker`'s) or the poll.
+                await _wait_for_work(listener.wake, stop, settings.relay_poll_interval_s)
+            elif settings.relay_linger_ms:
+                # Busy: poll again without waiting for a wake-up, after letting the rows
+                # committing right now join the next batch.
                 await _sleep_or_stop(stop, settings.relay_linger_ms / 1000)
     finally:
         await listener.close()

@@ -2,14 +2,15 @@
 -- $1 merchant id, $2 amount, $3 currency, $4 description, $5 metadata, $6 idempotency key,
 -- $7 webhook url, $8 trace id, $9 request hash, $10 advisory lock key of the idempotency key,
 -- $11 the outbox topic of a new payment (payment.created), $12 lock_timeout (ms) for this
--- statement's implicit transaction (set before any lock).
+-- statement's implicit transaction (set before any lock), $13 whether the commit sends the
+-- relay's NOTIFY (false: the caller wakes the relay after commit, `outbox.waker`).
 -- ONE statement, sent outside a transaction (it is its own). First the currency's limits:
 -- an amount above `max_payment` (or an unconfigured asset) writes nothing and takes no
 -- lock (`within` false or NULL; the caller raises the 422). Then take the key's
 -- transaction lock, read any stored record and any payment already made under the key
 -- (the domain row, which outlives the record's retention), and only when the lock was free
 -- and neither exists, insert the payment, its completed idempotency record and its outbox
--- job (with the relay's NOTIFY, delivered at commit). `prior_*` describe the existing
+-- job (with the relay's NOTIFY, delivered at commit, unless $13 is false). `prior_*` describe the existing
 -- payment, `prior_response` is the answer rebuilt from it (same shape as `response`, with
 -- its current status). Visibility follows the statement snapshot; a record committed by a
 -- concurrent request after it was taken fails a unique key, and the caller retries.
@@ -61,7 +62,7 @@ WITH bound AS MATERIALIZED (
     SELECT $11, jsonb_build_object('version', 1, 'payment_id', p.id::text), $8 FROM p
     RETURNING id
 ), wake AS (
-    SELECT pg_notify('payflow_outbox', '') FROM job
+    SELECT pg_notify('payflow_outbox', '') FROM job WHERE $13::boolean
 )
 SELECT asset.code, asset.scale, asset.max_payment, asset.max_withdrawal, asset.max_deposit,
        asset.within,

@@ -50,6 +50,7 @@ async def create_payment(
     request_hash: str,
     trace_id: str,
     bounds: StatementBounds,
+    notify: bool = True,
 ) -> StoredResponse:
     """Create a pending payment under an Idempotency-Key, or answer from what is stored.
 
@@ -65,6 +66,9 @@ async def create_payment(
     retention the payment row itself decides (`_replay_payment`). Raises the 409
     problems of `idempotency.check_stored`, and `IdempotencyKeyReused` when the key's
     payment differs from this request.
+
+    `notify` False leaves the relay's NOTIFY out of the commit: the caller then wakes the
+    relay itself once this returns (`RelayWaker.poke`, as the API does).
     """
     if conn.is_in_transaction():
         raise RuntimeError("create_payment runs outside a transaction (it commits)")
@@ -82,6 +86,7 @@ async def create_payment(
         lock_key(merchant_id, CREATE_SCOPE, idempotency_key),
         PAYMENT_CREATED_TOPIC,
         bounds.lock_timeout_ms,
+        notify,
         timeout=bounds.timeout_s,
     )
     assert row is not None  # the statement always yields one row

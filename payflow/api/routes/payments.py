@@ -124,7 +124,9 @@ async def create(
                     request_hash=req_hash,
                     trace_id=trace_id,
                     bounds=StatementBounds.of(state.settings),
+                    notify=False,
                 )
+            state.waker.poke()  # committed: wake the relay (coalesced, `outbox.waker`)
             return JsonResponse(response.body, status_code=response.status)
         except Exception as exc:
             # A concurrent request committed this key between our read and our insert;

@@ -16,6 +16,7 @@ import asyncpg
 
 from payflow.config import Settings
 from payflow.db.tx import StatementBounds
+from payflow.outbox.waker import RelayWaker
 from payflow.outbox.writer import NOTIFY_CHANNEL
 from payflow.payments.charges import claim_first_charge
 from payflow.payments.finalize import Finalized, finalize_answered
@@ -148,3 +149,75 @@ async def test_a_finalize_wakes_the_relay_only_for_a_job_due_now(
         " AND topic <> 'payment.created'"
     )
     assert due == 2  # the due webhook job and the due credit job
+
+
+async def test_the_api_s_create_leaves_the_notify_to_the_waker(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    """`notify=False` (the API's create) commits the payment and its job without a NOTIFY;
+    the waker's poke after the commit is what wakes the relay, and the job is there."""
+    merchant, _ = await _merchant_with_account(pool)
+    conn, listener = await _listening(database_url)
+    try:
+        async with pool.acquire() as writer:
+            stored = await create_payment(
+                writer,
+                merchant,
+                NewPayment(Decimal("4.00"), "USD", None, {}, None),
+                idempotency_key=uuid.uuid4().hex,
+                request_hash="h",
+                trace_id="t",
+                bounds=BOUNDS,
+                notify=False,
+            )
+        assert not await listener.woken()
+        jobs = await pool.fetchval(
+            "SELECT count(*) FROM outbox"
+            " WHERE payload->>'payment_id' = $1 AND published_at IS NULL",
+            stored.body["payment_id"],
+        )
+        assert jobs == 1
+        async with RelayWaker(pool) as waker:
+            waker.poke()
+            assert await listener.woken(HEARD_S)
+        assert listener.heard == 1
+    finally:
+        await conn.close()
+
+
+async def test_the_waker_folds_a_burst_into_one_notify_per_interval(
+    pool: asyncpg.Pool, database_url: str
+) -> None:
+    """The first poke after a quiet interval notifies at once; the pokes during the
+    interval become one NOTIFY at its end; closing sends what is still pending."""
+    conn, listener = await _listening(database_url)
+    try:
+        waker = RelayWaker(pool, interval_s=0.5)
+        waker.poke()
+        assert await listener.woken(HEARD_S)  # at once: nothing was sent before
+        for _ in range(50):
+            waker.poke()
+        await asyncio.sleep(0.05)
+        assert listener.heard == 1  # the burst waits for the interval's end
+        assert await listener.woken(HEARD_S)
+        assert listener.heard == 2
+        assert not await listener.woken(1.0)  # fifty pokes, one NOTIFY
+        waker.poke()  # a quiet interval has passed: at once again
+        waker.poke()  # before that send went out, so covered by it
+        await waker.close()  # waits for the pending send
+        assert waker.sent == 3
+        await asyncio.sleep(0.2)
+        assert listener.heard == 3
+    finally:
+        await conn.close()
+
+
+async def test_a_failed_notify_is_a_hint_lost_not_an_error(database_url: str) -> None:
+    """A wake-up that cannot be sent (the pool is closed) is logged and dropped: the
+    caller's commit stands and the relay's poll finds the job."""
+    closed = await asyncpg.create_pool(database_url, min_size=1, max_size=1)
+    await closed.close()
+    waker = RelayWaker(closed)
+    waker.poke()
+    await waker.close()
+    assert waker.sent == 0
