@@ -34,7 +34,8 @@ from rich.console import Console
 
 from payflow.api.auth import create_merchant
 from payflow.api.db import connection
-from payflow.bench.common import bench_database, percentile, result_line
+from payflow.bench.common import bench_database, percentile, result_line, setup_url
+from payflow.bench.history import HISTORY_AMOUNT, fill_history
 from payflow.bench.http_submit import DepositAddress, HttpSubmitter
 from payflow.bench.services import (
     Service,
@@ -76,6 +77,7 @@ class E2EConfig:
     direct: bool = False  # write rows straight to the database instead of the HTTP API
     gateway_delay_s: tuple[float, float] = (0.0, 0.0)  # the emulator's uniform delay
     deposits: bool = True  # False: merchant payments only (`--payments-only`)
+    prefill: int = 100_000  # finished payments written first (`history.fill_history`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,8 +263,15 @@ async def _measure(
 
 
 async def _exactly_once(
-    pool: asyncpg.Pool, settings: Settings, sink: WebhookSink, total_payments: int, deposits: int
+    pool: asyncpg.Pool,
+    settings: Settings,
+    sink: WebhookSink,
+    total_payments: int,
+    deposits: int,
+    history: int,
 ) -> tuple[bool, bool]:
+    """(exactly once, reconciliation clean) over the run's payments and deposits, on
+    top of the `history` payments written before it (10.00 USD each, one ledger row)."""
     ledger_rows = await pool.fetchval("SELECT count(*) FROM balance_events")
     duplicates = await pool.fetchval(
         "SELECT count(*) FROM (SELECT source_event_id FROM balance_events"
@@ -273,9 +282,10 @@ async def _exactly_once(
     )
     ids = [r.headers.get("webhook-id") for r in sink.received]
     once = (
-        ledger_rows == total_payments + deposits
+        ledger_rows == total_payments + deposits + history
         and duplicates == 0
-        and merchant_balance == multiply(Decimal("1.25"), total_payments)
+        and merchant_balance
+        == multiply(Decimal("1.25"), total_payments) + multiply(HISTORY_AMOUNT, history)
         and len(set(ids)) == total_payments
         and len(ids) == total_payments
     )
@@ -320,6 +330,8 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
     await sink.start()
     http: HttpSubmitter | None = None
     async with bench_database(settings) as url:
+        console.print(f"filling the ledger: {config.prefill} finished payments, VACUUM ANALYZE")
+        await fill_history(setup_url(settings, url), config.prefill)
         bench_settings = settings.model_copy(update={"database_url": url})
         # Over HTTP the driver only polls and measures; direct writes need a slot each.
         size = SUBMIT_CONCURRENCY + 4 if config.direct else 4
@@ -393,7 +405,7 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             await _wait_settled(pool, service)
             total = 2 * config.payments + 50
             once, clean = await _exactly_once(
-                pool, bench_settings, sink, total, total if config.deposits else 0
+                pool, bench_settings, sink, total, total if config.deposits else 0, config.prefill
             )
         finally:
             exit_codes = service.stop()

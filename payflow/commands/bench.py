@@ -91,6 +91,9 @@ def bench_e2e(
     gateway_delay: Annotated[
         str, typer.Option(help="The emulated gateway's delay in seconds, MIN-MAX (uniform) or one")
     ] = "0",
+    prefill: Annotated[
+        int, typer.Option(min=0, help="Finished payments in the ledger before the load")
+    ] = 100_000,
 ) -> None:
     """The whole system (local sink) at a fixed rate and at full speed.
 
@@ -119,7 +122,9 @@ def bench_e2e(
     ok = _run(
         run_e2e_bench(
             _settings(),
-            E2EConfig(payments, rate, workers, relays, split, direct, delay, not payments_only),
+            E2EConfig(
+                payments, rate, workers, relays, split, direct, delay, not payments_only, prefill
+            ),
             log_dir,
         )
     )
