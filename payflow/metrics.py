@@ -232,15 +232,25 @@ class StateRefresher:
         STATE_LAST_REFRESH.labels(source).set(time.time())
 
     async def _refresh_database(self) -> None:
+        """One snapshot for the whole deployment per half period (`metrics_state`): a
+        younger stored one is served as it is, else the process that wins the lock takes
+        a new one. Before any snapshot exists the gauges keep their values."""
         timeout_ms = max(1, int(self._settings.metrics_refresh_timeout_s * 1000))
         async with (
             self._pool.acquire() as conn,
-            transaction(conn, self._settings, readonly=True, statement_timeout_ms=timeout_ms),
+            transaction(conn, self._settings, statement_timeout_ms=timeout_ms),
         ):
-            row = await conn.fetchrow(
-                SQL["metrics_state"], ZOMBIE_PROCESSING_S, ZOMBIE_WAITING_S, STUCK_CLAIM_S
+            answer = await conn.fetchrow(
+                SQL["metrics_state"],
+                ZOMBIE_PROCESSING_S,
+                ZOMBIE_WAITING_S,
+                STUCK_CLAIM_S,
+                self._settings.metrics_refresh_s / 2,
             )
-        assert row is not None
+        if answer is None or answer["state"] is None:
+            return
+        raw = answer["state"]
+        row: dict[str, Any] = json.loads(raw) if isinstance(raw, str) else dict(raw)
         for status, count in _counts(row["events"], EVENT_STATUSES).items():
             EVENTS.labels(status).set(count)
         for status, count in _counts(row["payments"], PAYMENT_STATUSES).items():
