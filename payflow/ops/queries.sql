@@ -73,9 +73,13 @@ LIMIT $3
 FOR UPDATE OF e SKIP LOCKED;
 
 -- name: stale_unfinished_events
--- $1 age in seconds: pending or processing events older than that (alert only)
+-- $1 age in seconds: pending or processing events older than that (alert only). One arm
+-- per status, so each is served by its partial index (payment_events_pending_idx,
+-- payment_events_processing_idx) and the cost follows the unfinished rows, not the
+-- ledger: `status IN (...)` proves neither index's predicate and scanned the table.
 SELECT status, count(*) AS stale FROM payment_events
-WHERE status IN ('pending', 'processing') AND updated_at < now() - make_interval(secs => $1)
+WHERE (status = 'pending' AND updated_at < now() - make_interval(secs => $1))
+   OR (status = 'processing' AND updated_at < now() - make_interval(secs => $1))
 GROUP BY status;
 
 -- name: bump_retry_count

@@ -323,3 +323,30 @@ async def test_outbox_retention_deletes_only_old_published_rows_and_alerts_on_st
     assert await pool.fetchval("SELECT count(*) FROM outbox") == 2
     assert await pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 1
     assert await alert_stale_outbox(pool, pipe_settings) == 1
+
+
+async def test_stale_pending_and_processing_events_are_reported_by_status(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, pipe_settings: Settings
+) -> None:
+    """`payflow.events.stale` counts the unfinished events past the timeout per status
+    (served by the partial indexes); fresh ones and confirmed ones are not counted."""
+    async with pool.acquire() as conn, transaction(conn, pipe_settings):
+        account = await create_account(conn, "USD", Decimal(0))
+        for n, status in enumerate(["pending", "pending", "processing", "confirmed", "pending"]):
+            await record_event(
+                conn,
+                event_id=f"stale-{n}",
+                account_id=account.id,
+                amount="1.00",
+                event_type=EventType.DEPOSIT,
+                scale=2,
+            )
+    await owner_pool.execute(
+        "UPDATE payment_events SET status = CASE event_id WHEN 'stale-2' THEN 'processing'"
+        " WHEN 'stale-3' THEN 'confirmed' ELSE status END,"
+        " updated_at = now() - interval '1 hour' WHERE event_id <> 'stale-4'"
+    )
+    with capture_logs() as logs:
+        await recover_stale_events(pool, pipe_settings)
+    stale = {e["status"]: e["count"] for e in logs if e["event"] == "payflow.events.stale"}
+    assert stale == {"pending": 2, "processing": 1}
