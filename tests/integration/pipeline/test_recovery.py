@@ -332,7 +332,7 @@ async def test_stale_pending_and_processing_events_are_reported_by_status(
     (served by the partial indexes); fresh ones and confirmed ones are not counted."""
     async with pool.acquire() as conn, transaction(conn, pipe_settings):
         account = await create_account(conn, "USD", Decimal(0))
-        for n, status in enumerate(["pending", "pending", "processing", "confirmed", "pending"]):
+        for n in range(5):  # stale-2 becomes processing, stale-3 confirmed, stale-4 stays fresh
             await record_event(
                 conn,
                 event_id=f"stale-{n}",
