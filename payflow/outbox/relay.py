@@ -48,6 +48,10 @@ log = structlog.get_logger("payflow.outbox")
 
 AfterPublish = Callable[[list[int]], Awaitable[None]]
 RECONNECT_BACKOFF_S = 1.0
+# Empty passes a busy relay still polls (RELAY_LINGER_MS apart) before it sleeps until
+# a wake-up: 4 x 5 ms covers a `RelayWaker` interval (20 ms), so under steady load the
+# relay never waits for a coalesced NOTIFY.
+BUSY_EMPTY_PASSES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,8 +223,8 @@ async def run_relay(
 ) -> None:
     """Relay until `stop` is set. After a pass that found rows the next claim follows
     `RELAY_LINGER_MS` later, without waiting for a wake-up (busy: the relay polls on its
-    own, and producers' coalesced wake-ups cost nothing); after an empty pass it sleeps
-    until a NOTIFY, or `RELAY_POLL_INTERVAL_S` as the fallback.
+    own, and producers' coalesced wake-ups cost nothing); after `BUSY_EMPTY_PASSES` empty
+    passes in a row it sleeps until a NOTIFY, or `RELAY_POLL_INTERVAL_S` as the fallback.
 
     Invariant: unpublished rows are eventually published as long as the broker and
     the database come back; failures are logged and retried, never dropped. The LISTEN
@@ -231,6 +235,7 @@ async def run_relay(
     """
     listener = _Listener(listen_pool or pool)
     log.info("payflow.outbox.relay_started")
+    quiet = BUSY_EMPTY_PASSES + 1  # empty passes since one found rows: idle at start
     try:
         while not stop.is_set():
             listener.wake.clear()
@@ -242,8 +247,10 @@ async def run_relay(
                 await _sleep_or_stop(stop, RECONNECT_BACKOFF_S)
                 continue
             if done.claimed >= settings.relay_batch_size:
+                quiet = 0
                 continue  # a full batch: more may be due
-            if not done.claimed:
+            quiet = 0 if done.claimed else quiet + 1
+            if quiet > BUSY_EMPTY_PASSES:
                 # Idle: sleep until a NOTIFY (in a commit, or a `RelayWaker`'s) or the poll.
                 await _wait_for_work(listener.wake, stop, settings.relay_poll_interval_s)
             elif settings.relay_linger_ms:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 from structlog.testing import capture_logs
 
@@ -9,6 +11,7 @@ from payflow.broker.connection import confirm_channel, connect
 from payflow.broker.topology import TOPIC_NOTIFICATION, declare_topology
 from payflow.config import Settings
 from payflow.outbox.relay import relay_once
+from payflow.outbox.waker import RelayWaker
 from tests.integration.pipeline.conftest import queue_depth, wait_until
 
 UNROUTABLE = "no.queue.is.bound.to.this"
@@ -91,3 +94,50 @@ async def test_refused_row_waits_a_doubling_capped_backoff(
             assert expected - 5 < wait <= expected + 1
     finally:
         await connection.close()
+
+
+async def _published(pool: asyncpg.Pool, marker: int) -> bool:
+    return bool(
+        await pool.fetchval(
+            "SELECT published_at IS NOT NULL FROM outbox WHERE (payload->>'n')::int = $1",
+            marker,
+        )
+    )
+
+
+async def test_a_busy_relay_polls_without_wake_ups_and_an_idle_one_waits_for_one(
+    pool: asyncpg.Pool, pipe_settings: Settings, start_roles
+) -> None:
+    """With the fallback poll out of reach (an hour), rows committed without a NOTIFY are
+    published while the relay is busy (each pass that finds rows polls again); once it
+    has gone idle, such a row waits for a wake-up, and one NOTIFY publishes it."""
+    # A long linger makes the busy window (BUSY_EMPTY_PASSES x linger = 1.2 s) far wider
+    # than any gap between two inserts, even on a loaded machine.
+    settings = pipe_settings.model_copy(
+        update={"relay_poll_interval_s": 3600.0, "relay_linger_ms": 300.0}
+    )
+    await start_roles(("relay",), settings=settings)
+    await pool.execute("SELECT pg_notify('payflow_outbox', '')")  # the relay is listening
+    # Busy: one row every 2 ms, none announced; the relay finds each in its next pass.
+    for n in range(100):
+        await pool.execute(
+            "INSERT INTO outbox (topic, payload) VALUES ($1, $2)",
+            TOPIC_NOTIFICATION,
+            {"version": 1, "n": n},
+        )
+        await asyncio.sleep(0.002)
+    await wait_until(lambda: _published(pool, 99), what="the busy stream published")
+    assert await pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 0
+    # Idle now (well past the busy window): a silent row stays until a wake-up.
+    await asyncio.sleep(3.0)
+    await pool.execute(
+        "INSERT INTO outbox (topic, payload) VALUES ($1, $2)",
+        TOPIC_NOTIFICATION,
+        {"version": 1, "n": 1000},
+    )
+    await asyncio.sleep(1.0)
+    assert not await _published(pool, 1000)
+    async with RelayWaker(pool) as waker:
+        waker.poke()
+    await wait_until(lambda: _published(pool, 1000), what="the woken relay published")
+    assert await queue_depth(settings, "payflow.notifications") == 101
