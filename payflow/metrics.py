@@ -217,9 +217,10 @@ class StateRefresher:
         if self._connection is not None:
             await self._guarded("broker", self._refresh_queues())
 
-    async def _guarded(self, source: str, work: Coroutine[Any, Any, None]) -> None:
+    async def _guarded(self, source: str, work: Coroutine[Any, Any, float | None]) -> None:
+        """Run one source's refresh; it answers when its data was taken (None: now)."""
         try:
-            await asyncio.wait_for(work, self._settings.metrics_refresh_timeout_s)
+            taken = await asyncio.wait_for(work, self._settings.metrics_refresh_timeout_s)
         except Exception as exc:
             STATE_REFRESHES.labels(source, "failed").inc()
             log.warning(
@@ -229,9 +230,9 @@ class StateRefresher:
             )
             return
         STATE_REFRESHES.labels(source, "ok").inc()
-        STATE_LAST_REFRESH.labels(source).set(time.time())
+        STATE_LAST_REFRESH.labels(source).set(time.time() if taken is None else taken)
 
-    async def _refresh_database(self) -> None:
+    async def _refresh_database(self) -> float:
         """One snapshot for the whole deployment per half period (`metrics_state`): a
         younger stored one is served as it is, else the process that wins the lock takes
         a new one. Before any snapshot exists the gauges keep their values."""
@@ -248,20 +249,24 @@ class StateRefresher:
                 self._settings.metrics_refresh_s / 2,
             )
         if answer is None or answer["state"] is None:
-            return
+            raise LookupError("no state snapshot yet (another process is taking the first)")
         raw = answer["state"]
         row: dict[str, Any] = json.loads(raw) if isinstance(raw, str) else dict(raw)
-        for status, count in _counts(row["events"], EVENT_STATUSES).items():
+        for status, count in _counts(row.get("events"), EVENT_STATUSES).items():
             EVENTS.labels(status).set(count)
-        for status, count in _counts(row["payments"], PAYMENT_STATUSES).items():
+        for status, count in _counts(row.get("payments"), PAYMENT_STATUSES).items():
             PAYMENTS.labels(status).set(count)
-        DLQ_UNRESOLVED.set(row["dlq_unresolved"])
-        DLQ_LAST_HOUR.set(row["dlq_last_hour"])
-        OUTBOX_UNPUBLISHED.set(row["outbox_unpublished"])
-        OUTBOX_OLDEST_AGE.set(row["outbox_oldest_age_s"])
-        ZOMBIE_EVENTS.labels("processing").set(row["zombies_processing"])
-        ZOMBIE_EVENTS.labels("waiting").set(row["zombies_waiting"])
-        STUCK_CLAIMS.set(row["stuck_claims"])
+        # `.get`: a snapshot stored by another code version may lack a newer key.
+        DLQ_UNRESOLVED.set(row.get("dlq_unresolved", 0))
+        DLQ_LAST_HOUR.set(row.get("dlq_last_hour", 0))
+        OUTBOX_UNPUBLISHED.set(row.get("outbox_unpublished", 0))
+        OUTBOX_OLDEST_AGE.set(row.get("outbox_oldest_age_s", 0))
+        ZOMBIE_EVENTS.labels("processing").set(row.get("zombies_processing", 0))
+        ZOMBIE_EVENTS.labels("waiting").set(row.get("zombies_waiting", 0))
+        STUCK_CLAIMS.set(row.get("stuck_claims", 0))
+        # The data's age, not this call's: a snapshot served while others fail to retake
+        # it keeps this gauge falling behind, so `PayflowMetricsStale` still fires.
+        return float(answer["computed_at"].timestamp())
 
     async def _refresh_queues(self) -> None:
         """Passive declares: `message_count` is the queue's ready messages, fresh on each

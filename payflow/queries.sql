@@ -3,7 +3,7 @@
 -- refresh period for the whole deployment (`state_gauges`, migration 0023).
 -- $1: zombie bound for processing events (seconds); $2: for pending/enqueued events;
 -- $3: stuck-claim bound for processed_events pending rows (seconds); $4: the period
--- (seconds): a stored snapshot younger than that is served as it is.
+-- (seconds): a stored snapshot younger than that (and not from the future) is served as it is.
 -- Otherwise the one caller that wins the transaction-scoped advisory lock computes a
 -- snapshot (whole-table counts by status: the expensive part) and stores it; a caller
 -- that loses serves the stored one. `state` is NULL only before any snapshot exists
@@ -13,7 +13,8 @@ WITH stored AS (
 ), due AS MATERIALIZED (
     SELECT pg_try_advisory_xact_lock(hashtextextended('payflow.metrics.state', 0)) AS won
     WHERE NOT EXISTS (
-        SELECT 1 FROM stored WHERE computed_at > now() - make_interval(secs => $4::float8)
+        SELECT 1 FROM stored
+        WHERE computed_at > now() - make_interval(secs => $4::float8) AND computed_at <= now()
     )
 ), computed AS MATERIALIZED (
     SELECT now() AS computed_at, jsonb_build_object(
@@ -30,7 +31,8 @@ WITH stored AS (
     'zombies_processing', (SELECT count(*) FROM payment_events
       WHERE status = 'processing' AND updated_at < now() - make_interval(secs => $1)),
     'zombies_waiting', (SELECT count(*) FROM payment_events
-      WHERE status IN ('pending', 'enqueued') AND updated_at < now() - make_interval(secs => $2)),
+      WHERE (status = 'pending' AND updated_at < now() - make_interval(secs => $2))
+         OR (status = 'enqueued' AND updated_at < now() - make_interval(secs => $2))),
     'stuck_claims', (SELECT count(*) FROM processed_events
       WHERE outcome = 'pending' AND created_at < now() - make_interval(secs => $3))
     ) AS state

@@ -50,6 +50,7 @@ class RelayWaker:
         self._last_sent = float("-inf")
         self._task: asyncio.Task[None] | None = None
         self._again = False
+        self._closed = False
         self.sent = 0  # NOTIFYs sent, for tests and the bench
 
     async def __aenter__(self) -> RelayWaker:
@@ -59,7 +60,10 @@ class RelayWaker:
         await self.close()
 
     def poke(self) -> None:
-        """Ask for a wake-up; call only after the outbox row's transaction committed."""
+        """Ask for a wake-up; call only after the outbox row's transaction committed.
+        After `close()` a poke does nothing (the relay's poll still finds the row)."""
+        if self._closed:
+            return
         if self._task is not None and not self._task.done():
             self._again = True  # folded into the pending or the next send
             return
@@ -80,16 +84,19 @@ class RelayWaker:
 
     async def _notify(self) -> None:
         try:
-            await self._pool.execute(SQL["wake_relay"], timeout=SEND_TIMEOUT_S)
+            async with self._pool.acquire(timeout=SEND_TIMEOUT_S) as conn:
+                await conn.execute(SQL["wake_relay"], timeout=SEND_TIMEOUT_S)
             self.sent += 1
         except Exception as exc:  # a hint: the relay's poll finds the rows anyway
             log.warning("payflow.outbox.wake_failed", error=f"{type(exc).__name__}: {exc}")
 
     async def close(self) -> None:
-        """Send a pending wake-up (bounded by `SEND_TIMEOUT_S`), then stop."""
+        """Send a pending wake-up (bounded by the interval and twice `SEND_TIMEOUT_S`),
+        then stop; later pokes are ignored."""
+        self._closed = True
         task, self._task = self._task, None
         if task is not None and not task.done():
             try:
-                await asyncio.wait_for(task, SEND_TIMEOUT_S + self._interval_s)
-            except (TimeoutError, asyncio.CancelledError):
-                task.cancel()
+                await asyncio.wait_for(task, 2 * SEND_TIMEOUT_S + self._interval_s)
+            except TimeoutError:
+                pass  # wait_for cancelled it: the relay's poll finds the row

@@ -115,18 +115,23 @@ async def create(
             # One statement, its own transaction (`create_payment`): the limit check
             # (issue 7: above max_payment answers 422 naming the limit), the key and the
             # inserts commit or fail together.
-            async with connection(state.pool) as conn:
-                response = await create_payment(
-                    conn,
-                    merchant.id,
-                    payment,
-                    idempotency_key=idempotency_key,
-                    request_hash=req_hash,
-                    trace_id=trace_id,
-                    bounds=StatementBounds.of(state.settings),
-                    notify=False,
-                )
-            state.waker.poke()  # committed: wake the relay (coalesced, `outbox.waker`)
+            try:
+                async with connection(state.pool) as conn:
+                    response = await create_payment(
+                        conn,
+                        merchant.id,
+                        payment,
+                        idempotency_key=idempotency_key,
+                        request_hash=req_hash,
+                        trace_id=trace_id,
+                        bounds=StatementBounds.of(state.settings),
+                        notify=False,
+                    )
+            finally:
+                # Wake the relay (coalesced, `outbox.waker`) whatever the outcome: a
+                # timeout or a lost connection may follow a statement that committed, and
+                # a spurious wake-up costs nothing.
+                state.waker.poke()
             return JsonResponse(response.body, status_code=response.status)
         except Exception as exc:
             # A concurrent request committed this key between our read and our insert;

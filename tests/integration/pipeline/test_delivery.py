@@ -227,10 +227,11 @@ async def test_insufficient_funds_notifies_once_however_often_delivered(
 async def test_under_load_the_relay_lingers_so_rows_committed_meanwhile_share_a_batch(
     pool: asyncpg.Pool, pipe_settings: Settings
 ) -> None:
-    """`RELAY_LINGER_MS`: after a pass that found rows, a wake-up waits before claiming.
-    Five jobs committed one by one within the linger are then claimed, published and
-    marked by ONE relay transaction: the rows share the `xmin` of that transaction.
-    Every row is still published, once."""
+    """`RELAY_LINGER_MS`: after a pass that found rows, the busy relay claims again only
+    a linger later (and so on while it stays busy). Five jobs committed one by one within
+    less than one linger are then claimed, published and marked by at most TWO relay
+    transactions (the burst may straddle one poll): the rows share at most two `xmin`s.
+    Without the linger each commit would be its own pass. Every row is published once."""
     lingering = pipe_settings.model_copy(update={"relay_linger_ms": 400.0})
     connection = await connect(lingering, name="linger-relay")
     stop = asyncio.Event()
@@ -264,7 +265,7 @@ async def test_under_load_the_relay_lingers_so_rows_committed_meanwhile_share_a_
     batches = await pool.fetchval(
         "SELECT count(DISTINCT xmin::text) FROM outbox WHERE id = ANY($1)", burst
     )
-    assert batches == 1
+    assert batches <= 2
     assert await pool.fetchval(
         "SELECT count(*) FROM outbox WHERE id = ANY($1) AND publish_attempts = 1", burst
     ) == len(burst)

@@ -192,22 +192,37 @@ async def test_the_waker_folds_a_burst_into_one_notify_per_interval(
     interval become one NOTIFY at its end; closing sends what is still pending."""
     conn, listener = await _listening(database_url)
     try:
-        waker = RelayWaker(pool, interval_s=0.5)
+        waker = RelayWaker(pool, interval_s=3.0)
         waker.poke()
         assert await listener.woken(HEARD_S)  # at once: nothing was sent before
         for _ in range(50):
             waker.poke()
-        await asyncio.sleep(0.05)
-        assert listener.heard == 1  # the burst waits for the interval's end
+        assert listener.heard == 1  # the burst waits for the interval's end (3 s)
         assert await listener.woken(HEARD_S)
         assert listener.heard == 2
         assert not await listener.woken(1.0)  # fifty pokes, one NOTIFY
-        waker.poke()  # a quiet interval has passed: at once again
-        waker.poke()  # before that send went out, so covered by it
-        await waker.close()  # waits for the pending send
-        assert waker.sent == 3
+        await waker.close()  # nothing pending: sends nothing
+        assert waker.sent == 2
+        assert not await listener.woken(0.5)
+        waker.poke()  # a closed waker ignores pokes
         await asyncio.sleep(0.2)
-        assert listener.heard == 3
+        assert waker.sent == 2
+    finally:
+        await conn.close()
+
+
+async def test_close_sends_the_pending_wake_up(pool: asyncpg.Pool, database_url: str) -> None:
+    """A poke folded into the next interval is still sent when the waker closes."""
+    conn, listener = await _listening(database_url)
+    try:
+        waker = RelayWaker(pool, interval_s=1.0)
+        waker.poke()
+        assert await listener.woken(HEARD_S)
+        waker.poke()  # folded: due at the interval's end
+        await waker.close()  # waits for it
+        assert waker.sent == 2
+        assert await listener.woken(HEARD_S)
+        assert listener.heard == 2
     finally:
         await conn.close()
 

@@ -117,9 +117,15 @@ async def test_a_busy_relay_polls_without_wake_ups_and_an_idle_one_waits_for_one
         update={"relay_poll_interval_s": 3600.0, "relay_linger_ms": 300.0}
     )
     await start_roles(("relay",), settings=settings)
-    await pool.execute("SELECT pg_notify('payflow_outbox', '')")  # the relay is listening
+    await pool.execute(
+        "INSERT INTO outbox (topic, payload) VALUES ($1, $2)",
+        TOPIC_NOTIFICATION,
+        {"version": 1, "n": 0},
+    )
+    await pool.execute("SELECT pg_notify('payflow_outbox', '')")  # row 0 is committed
+    await wait_until(lambda: _published(pool, 0), what="the announced row published")
     # Busy: one row every 2 ms, none announced; the relay finds each in its next pass.
-    for n in range(100):
+    for n in range(1, 100):
         await pool.execute(
             "INSERT INTO outbox (topic, payload) VALUES ($1, $2)",
             TOPIC_NOTIFICATION,

@@ -9,12 +9,14 @@ snapshot took 135-145 ms; `payflow bench e2e` on that filled ledger showed it as
 fourth most expensive statement, ahead of every webhook statement.
 
 The one row here holds the last snapshot (`state`, the JSON of the old `metrics_state`
-answer) and when it was taken. A refresh reads it; only when it is older than the period
-does one process, the one that wins a transaction-scoped advisory lock, compute a new
-snapshot and store it in the same statement (`metrics_state` in `payflow/queries.sql`).
-The others keep serving the previous snapshot meanwhile.
+answer) and when it was taken. A refresh reads it; only when it is older than half of
+`METRICS_REFRESH_S` (or dated in the future) does one process, the one that wins a
+transaction-scoped advisory lock, compute a new snapshot and store it in the same
+statement (`metrics_state` in `payflow/queries.sql`). The others keep serving the
+previous snapshot meanwhile.
 
-The service role reads and writes it through the schema-wide grants of 0009.
+The service role reads, inserts and updates it (the schema-wide grants of 0009); this
+revision's grant hook revokes DELETE, which nothing needs.
 
 Revision ID: 0023_state_gauges
 Revises: 0022_finalize_posts_credit
@@ -35,9 +37,23 @@ UPGRADE: list[str] = [
         state jsonb NOT NULL
     )
     """,
+    """
+    CREATE FUNCTION payflow_grant_extra_0023_state_gauges(app name) RETURNS void
+    LANGUAGE plpgsql SECURITY INVOKER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    BEGIN
+        EXECUTE format('REVOKE DELETE, TRUNCATE ON public.state_gauges FROM %I', app);
+    END
+    $$
+    """,
+    "REVOKE ALL ON FUNCTION payflow_grant_extra_0023_state_gauges(name) FROM PUBLIC",
 ]
 
-DOWNGRADE: list[str] = ["DROP TABLE state_gauges"]
+DOWNGRADE: list[str] = [
+    "DROP FUNCTION payflow_grant_extra_0023_state_gauges(name)",
+    "DROP TABLE state_gauges",
+]
 
 
 def upgrade() -> None:
