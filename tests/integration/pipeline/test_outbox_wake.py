@@ -57,7 +57,9 @@ async def _listening(database_url: str) -> tuple[asyncpg.Connection, Listener]:
     return conn, listener
 
 
-async def _create(pool: asyncpg.Pool, merchant: uuid.UUID, url: str | None) -> uuid.UUID:
+async def _create(
+    pool: asyncpg.Pool, merchant: uuid.UUID, url: str | None, *, notify: bool = True
+) -> uuid.UUID:
     async with pool.acquire() as conn:
         stored = await create_payment(
             conn,
@@ -67,6 +69,7 @@ async def _create(pool: asyncpg.Pool, merchant: uuid.UUID, url: str | None) -> u
             request_hash="h",
             trace_id="t",
             bounds=BOUNDS,
+            notify=notify,
         )
     return uuid.UUID(stored.body["payment_id"])
 
@@ -159,22 +162,12 @@ async def test_the_api_s_create_leaves_the_notify_to_the_waker(
     merchant, _ = await _merchant_with_account(pool)
     conn, listener = await _listening(database_url)
     try:
-        async with pool.acquire() as writer:
-            stored = await create_payment(
-                writer,
-                merchant,
-                NewPayment(Decimal("4.00"), "USD", None, {}, None),
-                idempotency_key=uuid.uuid4().hex,
-                request_hash="h",
-                trace_id="t",
-                bounds=BOUNDS,
-                notify=False,
-            )
+        payment_id = await _create(pool, merchant, None, notify=False)
         assert not await listener.woken()
         jobs = await pool.fetchval(
             "SELECT count(*) FROM outbox"
             " WHERE payload->>'payment_id' = $1 AND published_at IS NULL",
-            stored.body["payment_id"],
+            str(payment_id),
         )
         assert jobs == 1
         async with RelayWaker(pool) as waker:
