@@ -184,10 +184,15 @@ def queue_names(settings: Settings) -> list[str]:
     return queues
 
 
+def _json_object(raw: object) -> dict[str, Any]:
+    """A JSON object from the database (decoded already, or as text); anything else: {}."""
+    decoded = json.loads(raw) if isinstance(raw, str) else raw
+    return dict(decoded) if isinstance(decoded, dict) else {}
+
+
 def _counts(raw: object, statuses: tuple[str, ...]) -> dict[str, int]:
     """{status: rows} from the query's JSON object, every known status present (0)."""
-    decoded = json.loads(raw) if isinstance(raw, str) else raw
-    found: dict[str, int] = dict(decoded) if isinstance(decoded, dict) else {}
+    found = _json_object(raw)
     return {status: int(found.get(status, 0)) for status in {*statuses, *found}}
 
 
@@ -250,8 +255,7 @@ class StateRefresher:
             )
         if answer is None or answer["state"] is None:
             raise LookupError("no state snapshot yet (another process is taking the first)")
-        raw = answer["state"]
-        row: dict[str, Any] = json.loads(raw) if isinstance(raw, str) else dict(raw)
+        row = _json_object(answer["state"])
         for status, count in _counts(row.get("events"), EVENT_STATUSES).items():
             EVENTS.labels(status).set(count)
         for status, count in _counts(row.get("payments"), PAYMENT_STATUSES).items():

@@ -25,6 +25,7 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -176,7 +177,7 @@ async def _wait_done(
     service: Service,
     deposits: bool,
     merchant_id: uuid.UUID,
-    since: object,
+    since: datetime,
 ) -> None:
     """Poll until the phase `tag` (submitted from the database time `since` on) is done.
 

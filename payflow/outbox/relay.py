@@ -246,10 +246,9 @@ async def run_relay(
                 log.warning("payflow.outbox.relay_error", error=f"{type(exc).__name__}: {exc}")
                 await _sleep_or_stop(stop, RECONNECT_BACKOFF_S)
                 continue
-            if done.claimed >= settings.relay_batch_size:
-                quiet = 0
-                continue  # a full batch: more may be due
             quiet = 0 if done.claimed else quiet + 1
+            if done.claimed >= settings.relay_batch_size:
+                continue  # a full batch: more may be due
             if quiet > BUSY_EMPTY_PASSES:
                 # Idle: sleep until a NOTIFY (in a commit, or a `RelayWaker`'s) or the poll.
                 await _wait_for_work(listener.wake, stop, settings.relay_poll_interval_s)

@@ -10,9 +10,9 @@
 -- transaction lock, read any stored record and any payment already made under the key
 -- (the domain row, which outlives the record's retention), and only when the lock was free
 -- and neither exists, insert the payment, its completed idempotency record and its outbox
--- job (with the relay's NOTIFY, delivered at commit, unless $13 is false). `prior_*` describe the existing
--- payment, `prior_response` is the answer rebuilt from it (same shape as `response`, with
--- its current status). Visibility follows the statement snapshot; a record committed by a
+-- job (with the relay's NOTIFY, delivered at commit, unless $13 is false). `prior_*`
+-- describe the existing payment, `prior_response` is the answer rebuilt from it (same
+-- shape as `response`, with its current status). Visibility follows the statement snapshot; a record committed by a
 -- concurrent request after it was taken fails a unique key, and the caller retries.
 WITH bound AS MATERIALIZED (
     SELECT pg_catalog.set_config('lock_timeout', $12::integer::text, true)
