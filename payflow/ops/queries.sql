@@ -250,8 +250,9 @@ SELECT
       WHERE status = 'processing' AND updated_at < now() - make_interval(secs => $1::float8)
     ) AS events_processing,
     (SELECT count(*) FROM payment_events
-      WHERE status IN ('pending', 'enqueued')
-        AND created_at < now() - make_interval(secs => $2::float8)
+      -- one arm per status, so each partial index proves its predicate (not `IN (...)`)
+      WHERE (status = 'pending' AND created_at < now() - make_interval(secs => $2::float8))
+         OR (status = 'enqueued' AND created_at < now() - make_interval(secs => $2::float8))
     ) AS events_waiting,
     (SELECT count(*) FROM payments
       WHERE status = 'pending' AND created_at < now() - make_interval(secs => $3::float8)
