@@ -207,8 +207,11 @@ RETURNING attempt_id;
 WITH bound AS MATERIALIZED (
     SELECT pg_catalog.set_config('lock_timeout', $4::integer::text, true)
 ), locked AS MATERIALIZED (
+    -- "Not final" rather than status = 'pending': that literal would let the planner walk
+    -- the partial index payments_pending_created_idx (every payment in flight) and filter
+    -- it by id, instead of the key (payments_pkey); same rows, given payments_status_valid.
     SELECT p.id FROM payments p, bound
-    WHERE p.id = $1 AND p.status = 'pending'
+    WHERE p.id = $1 AND p.status NOT IN ('succeeded', 'failed')
     FOR UPDATE OF p
 ), payment AS MATERIALIZED (
     SELECT p.id, p.merchant_id, p.amount, p.currency, p.status, p.webhook_url,
