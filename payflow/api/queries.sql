@@ -20,15 +20,30 @@ INSERT INTO accounts (merchant_id, asset) VALUES ($1, $2)
 RETURNING id, merchant_id, asset, balance, held, status, created_at, updated_at;
 
 -- name: get_account_scoped
--- $1 account id, $2 merchant id, $3 caller is admin (sees every account)
-SELECT id, merchant_id, asset, balance, held, status, created_at, updated_at
-FROM accounts WHERE id = $1 AND (merchant_id = $2 OR $3::boolean);
+-- $1 account id, $2 merchant id, $3 caller is admin (sees every account). The account is
+-- found by its key first and its tenancy checked after (a MATERIALIZED CTE): in a custom
+-- plan `merchant_id = $2` is a constant that proves the partial index accounts_merchant_idx
+-- applies, and the plan walked every account of the merchant, filtered by id, instead of
+-- using accounts_pkey.
+WITH account AS MATERIALIZED (
+    SELECT id, merchant_id, asset, balance, held, status, created_at, updated_at
+    FROM accounts WHERE id = $1
+)
+SELECT * FROM account WHERE merchant_id = $2 OR $3::boolean;
 
 -- name: get_event_scoped
--- $1 event id, $2 merchant id, $3 caller is admin, $4 posting idempotency key
-SELECT e.event_id, e.account_id, e.amount, e.event_type, e.status, e.last_error, e.trace_id,
-       e.created_at, e.updated_at, a.asset, p.outcome
-FROM payment_events e
-JOIN accounts a ON a.id = e.account_id
+-- $1 event id, $2 merchant id, $3 caller is admin, $4 posting idempotency key. Found by its
+-- key (and its account by the account's) first, the tenancy checked after, as in
+-- get_account_scoped: never the merchant's accounts walked through accounts_merchant_idx.
+WITH found AS MATERIALIZED (
+    SELECT e.event_id, e.account_id, e.amount, e.event_type, e.status, e.last_error,
+           e.trace_id, e.created_at, e.updated_at, a.asset, a.merchant_id
+    FROM payment_events e
+    JOIN accounts a ON a.id = e.account_id
+    WHERE e.event_id = $1
+)
+SELECT f.event_id, f.account_id, f.amount, f.event_type, f.status, f.last_error, f.trace_id,
+       f.created_at, f.updated_at, f.asset, p.outcome
+FROM found f
 LEFT JOIN processed_events p ON p.idempotency_key = $4
-WHERE e.event_id = $1 AND (a.merchant_id = $2 OR $3::boolean);
+WHERE f.merchant_id = $2 OR $3::boolean;

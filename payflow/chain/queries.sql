@@ -31,35 +31,44 @@ SELECT EXISTS (SELECT 1 FROM chain_deposit_reports
 
 -- name: recheck_tx
 -- $1 chain, $2 tx hash: check its deposits and pending reports again now (a provider
--- said a log was removed)
+-- said a log was removed). Found through their keys (chain_deposits_identity, and
+-- chain_deposit_reports_once through every source its CHECK allows): the states read "not
+-- final" (the same rows under the status CHECKs), because the literals 'verified',
+-- 'orphaned' or 'pending' would let the planner walk a partial index of every deposit or
+-- report in that state (chain_deposits_due, chain_deposit_reports_due) instead.
 WITH deposits AS (
     UPDATE chain_deposits SET next_check_at = now()
-    WHERE chain = $1 AND tx_hash = $2 AND status IN ('verified', 'orphaned')
+    WHERE chain = $1 AND tx_hash = $2 AND status NOT IN ('credited', 'reversed')
     RETURNING 1
 ), reports AS (
     UPDATE chain_deposit_reports SET next_check_at = now()
-    WHERE chain = $1 AND tx_hash = $2 AND status = 'pending'
+    WHERE source = ANY (ARRAY['webhook', 'alchemy', 'scanner']) AND chain = $1
+      AND tx_hash = $2 AND status NOT IN ('confirmed', 'refuted')
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM deposits) + (SELECT count(*) FROM reports);
 
 -- name: confirm_report
--- $1 report id, $2 transfer id the node showed
+-- $1 report id, $2 transfer id the node showed. A pending report is one not decided yet,
+-- status NOT IN ('confirmed', 'refuted') (the same rows under
+-- chain_deposit_reports_status_valid): the literal 'pending' would let the planner walk
+-- the partial index chain_deposit_reports_due (every pending report) instead of the key.
+-- The same in refute_report and reschedule_report.
 UPDATE chain_deposit_reports
 SET status = 'confirmed', transfer_id = $2, decided_at = now(), reason = NULL
-WHERE id = $1 AND status = 'pending';
+WHERE id = $1 AND status NOT IN ('confirmed', 'refuted');
 
 -- name: refute_report
--- $1 report id, $2 reason
+-- $1 report id, $2 reason (pending: not decided, see confirm_report)
 UPDATE chain_deposit_reports
 SET status = 'refuted', reason = $2, decided_at = now()
-WHERE id = $1 AND status = 'pending';
+WHERE id = $1 AND status NOT IN ('confirmed', 'refuted');
 
 -- name: reschedule_report
--- $1 report id, $2 seconds until the next check
+-- $1 report id, $2 seconds until the next check (pending: not decided, see confirm_report)
 UPDATE chain_deposit_reports
 SET checks = checks + 1, next_check_at = now() + make_interval(secs => $2)
-WHERE id = $1 AND status = 'pending';
+WHERE id = $1 AND status NOT IN ('confirmed', 'refuted');
 
 -- name: due_reports
 -- $1 chains with an RPC, $2 batch size: pending reports whose check is due
@@ -106,32 +115,43 @@ ORDER BY next_check_at
 LIMIT $2;
 
 -- name: reschedule_deposit
--- $1 transfer id, $2 expected status, $3 seconds until the next check
+-- $1 transfer id, $2 expected status, $3 seconds until the next check. The status is read
+-- through a subquery (an InitPlan): a custom plan would otherwise see the constant
+-- ('verified', 'credited'), prove a partial index of that state applies (chain_deposits_due,
+-- chain_deposits_credited) and walk it instead of chain_deposits_pkey. So in move_block.
 UPDATE chain_deposits
 SET checks = checks + 1, next_check_at = now() + make_interval(secs => $3)
-WHERE transfer_id = $1 AND status = $2;
+WHERE transfer_id = $1 AND status = (SELECT $2::text);
 
 -- name: mark_credited
 -- $1 transfer id, $2 credit event id, $3 block hash verified final.
--- Compare-and-set: only a verified deposit still at that block is credited.
+-- Compare-and-set: only a verified deposit still at that block is credited. Verified is
+-- written as "none of the other states" (the same rows under chain_deposits_status_valid):
+-- the literal 'verified' would let the planner walk a partial index of every verified
+-- deposit (chain_deposits_due, chain_deposits_pending) instead of the key. So in
+-- mark_orphaned, and for 'credited' (chain_deposits_credited) in mark_reversed and
+-- deposit_for_reversal.
 UPDATE chain_deposits
 SET status = 'credited', credit_event_id = $2, credited_at = now(), updated_at = now()
-WHERE transfer_id = $1 AND status = 'verified' AND block_hash = $3
+WHERE transfer_id = $1 AND status NOT IN ('orphaned', 'credited', 'reversed')
+  AND block_hash = $3
 RETURNING account_id, asset, amount, trace_id;
 
 -- name: mark_orphaned
--- $1 transfer id, $2 seconds until the next check (re-inclusion)
+-- $1 transfer id, $2 seconds until the next check (re-inclusion). Only a verified deposit
+-- (written as in mark_credited).
 UPDATE chain_deposits
 SET status = 'orphaned', checks = 0, updated_at = now(),
     next_check_at = now() + make_interval(secs => $2)
-WHERE transfer_id = $1 AND status = 'verified';
+WHERE transfer_id = $1 AND status NOT IN ('orphaned', 'credited', 'reversed');
 
 -- name: move_block
--- $1 transfer id, $2 expected status, $3 new block number, $4 new block hash
+-- $1 transfer id, $2 expected status (through an InitPlan, see reschedule_deposit),
+-- $3 new block number, $4 new block hash
 UPDATE chain_deposits
 SET block_number = $3, block_hash = $4, updated_at = now(), next_check_at = now(),
     status = CASE WHEN status = 'orphaned' THEN 'verified' ELSE status END
-WHERE transfer_id = $1 AND status = $2;
+WHERE transfer_id = $1 AND status = (SELECT $2::text);
 
 -- name: watched_credits
 -- $1 chain, $2 lowest block number still watched, $3 batch size: credited deposits a
@@ -150,10 +170,11 @@ LIMIT $3;
 SELECT balance - held AS balance, status FROM accounts WHERE id = $1 FOR UPDATE;
 
 -- name: mark_reversed
--- $1 transfer id, $2 reversal event id or null, $3 shortfall or null
+-- $1 transfer id, $2 reversal event id or null, $3 shortfall or null. Only a credited
+-- deposit (written as in mark_credited).
 UPDATE chain_deposits
 SET status = 'reversed', reversal_event_id = $2, shortfall = $3, updated_at = now()
-WHERE transfer_id = $1 AND status = 'credited'
+WHERE transfer_id = $1 AND status NOT IN ('verified', 'orphaned', 'reversed')
 RETURNING amount;
 
 -- name: set_shortfall
@@ -199,9 +220,10 @@ SELECT transfer_id FROM chain_deposits
 WHERE transfer_id = ANY($1::text[]) AND status IN ('credited', 'reversed');
 
 -- name: deposit_for_reversal
--- $1 transfer id: a credited deposit's account, asset, amount and trace (null otherwise)
+-- $1 transfer id: a credited deposit's account, asset, amount and trace (null otherwise);
+-- credited written as in mark_credited
 SELECT account_id, asset, amount, trace_id FROM chain_deposits
-WHERE transfer_id = $1 AND status = 'credited';
+WHERE transfer_id = $1 AND status NOT IN ('verified', 'orphaned', 'reversed');
 
 -- name: deposit_events_without_credit
 -- $1 event id prefix `chain:<chain>:`: confirmed deposit events of the chain that no

@@ -74,12 +74,16 @@ ORDER BY acc.id
 LIMIT $3;
 
 -- name: get_account
--- $1 account id, $2 scope merchant id or null
+-- $1 account id, $2 scope merchant id or null. The scope reads IS NOT DISTINCT FROM, not =
+-- (the same rows: a NULL scope is admitted by its own arm): in a custom plan `merchant_id =
+-- <constant>` proves the partial index accounts_merchant_idx applies, and the plan walked
+-- every account of the merchant, filtered by id, instead of using accounts_pkey. The same
+-- in get_event, get_chain_deposit and get_payout.
 SELECT acc.*, s.scale, m.name AS merchant_name
 FROM accounts acc
 JOIN assets s ON s.code = acc.asset
 LEFT JOIN merchants m ON m.id = acc.merchant_id
-WHERE acc.id = $1 AND ($2::uuid IS NULL OR acc.merchant_id = $2);
+WHERE acc.id = $1 AND ($2::uuid IS NULL OR acc.merchant_id IS NOT DISTINCT FROM $2);
 
 -- name: ledger_entries
 -- $1 account id, $2 cursor entry id or null (entries older than it), $3 page size (+1)
@@ -104,13 +108,13 @@ ORDER BY e.created_at DESC, e.event_id DESC
 LIMIT $5;
 
 -- name: get_event
--- $1 event id, $2 scope merchant id or null
+-- $1 event id, $2 scope merchant id or null (the scope as in get_account)
 SELECT e.event_id, e.account_id, e.amount, e.event_type, e.status, e.retry_count,
        e.last_error, e.trace_id, e.created_at, e.updated_at, acc.asset, s.scale
 FROM payment_events e
 JOIN accounts acc ON acc.id = e.account_id
 JOIN assets s ON s.code = acc.asset
-WHERE e.event_id = $1 AND ($2::uuid IS NULL OR acc.merchant_id = $2);
+WHERE e.event_id = $1 AND ($2::uuid IS NULL OR acc.merchant_id IS NOT DISTINCT FROM $2);
 
 -- name: posting_records
 -- $1 posting idempotency keys (text[]): the recorded outcomes
@@ -196,7 +200,7 @@ ORDER BY d.created_at DESC, d.transfer_id DESC
 LIMIT $5;
 
 -- name: get_chain_deposit
--- $1 transfer id, $2 scope merchant id or null
+-- $1 transfer id, $2 scope merchant id or null (the scope as in get_account)
 SELECT d.transfer_id, d.chain, d.tx_hash, d.position, d.to_address, d.contract, d.units,
        d.account_id, d.asset, s.scale, d.amount, d.status, d.block_number, d.block_hash,
        d.sources, d.credit_event_id, d.reversal_event_id, d.shortfall, d.checks,
@@ -208,7 +212,7 @@ JOIN accounts acc ON acc.id = d.account_id
 JOIN assets s ON s.code = d.asset
 LEFT JOIN merchants m ON m.id = acc.merchant_id
 LEFT JOIN chain_scanner_cursors c ON c.chain = d.chain
-WHERE d.transfer_id = $1 AND ($2::uuid IS NULL OR acc.merchant_id = $2);
+WHERE d.transfer_id = $1 AND ($2::uuid IS NULL OR acc.merchant_id IS NOT DISTINCT FROM $2);
 
 -- name: reports_of_transfer
 -- $1 transfer id, $2 chain, $3 tx hash, $4 scope merchant id or null: the reports linked
@@ -263,7 +267,7 @@ ORDER BY p.created_at DESC, p.id DESC
 LIMIT $5;
 
 -- name: get_payout
--- $1 payout id, $2 scope merchant id or null
+-- $1 payout id, $2 scope merchant id or null (the scope as in get_account)
 SELECT p.id, p.account_id, p.asset, s.scale, p.chain, p.to_address, p.contract,
        p.decimals, p.amount, p.fee_hold, p.fee_paid, p.status, p.hot_wallet, p.nonce,
        p.landed_tx_hash, p.receipt_status, p.block_number, p.block_hash, p.wait_reason,
@@ -273,7 +277,7 @@ FROM payouts p
 JOIN accounts acc ON acc.id = p.account_id
 JOIN assets s ON s.code = p.asset
 LEFT JOIN merchants m ON m.id = acc.merchant_id
-WHERE p.id = $1 AND ($2::uuid IS NULL OR acc.merchant_id = $2);
+WHERE p.id = $1 AND ($2::uuid IS NULL OR acc.merchant_id IS NOT DISTINCT FROM $2);
 
 -- name: payout_attempts
 -- $1 payout id: its signed transactions (attempt 1, then fee bumps), without the raw bytes

@@ -32,16 +32,21 @@ SELECT event_id, account_id, amount, event_type, status, retry_count, last_error
 FROM payment_events WHERE event_id = $1;
 
 -- name: transition_event
--- $1 event id, $2 target status, $3 statuses it may come from
+-- $1 event id, $2 target status, $3 statuses it may come from. The statuses are read
+-- through a subquery (an InitPlan): a custom plan would otherwise see a constant such as
+-- '{pending}', prove the partial index payment_events_pending_idx applies, and find the
+-- event by walking every pending event instead of payment_events_pkey.
 UPDATE payment_events SET status = $2, updated_at = now()
-WHERE event_id = $1 AND status = ANY($3::text[])
+WHERE event_id = $1 AND status = ANY (ARRAY(SELECT unnest($3::text[])))
 RETURNING event_id, account_id, amount, event_type, status;
 
 -- name: transition_events
 -- $1 event ids, $2 target status, $3 statuses they may come from. Set-based compare-and-set:
 -- returns only the events that moved; btree ANY() scans (and so locks) in event_id order.
+-- The statuses through an InitPlan, as in transition_event: the key's index, never a
+-- partial index of one status filtered by the ids.
 UPDATE payment_events SET status = $2, updated_at = now()
-WHERE event_id = ANY($1::text[]) AND status = ANY($3::text[])
+WHERE event_id = ANY($1::text[]) AND status = ANY (ARRAY(SELECT unnest($3::text[])))
 RETURNING event_id;
 
 -- name: existing_events
@@ -77,12 +82,15 @@ UPDATE processed_events SET outcome = $2 WHERE idempotency_key = $1;
 -- when the full path must decide (nothing written either). A committed success also
 -- deletes the job $7 unless a relay holds it right now (SKIP LOCKED: never wait on a
 -- relay while the account is locked; its message then meets a recorded posting).
+-- "Unpublished" is num_nulls(published_at) = 1, not published_at IS NULL: that would let
+-- the planner find the job by walking the partial index outbox_due_idx (every unpublished
+-- row) instead of outbox_pkey.
 WITH posted AS MATERIALIZED (
     SELECT ledger_post_success($1, $2, $3::text[], $4::text[], $5::text[], $6) AS balance_after
 ), settled AS (
     DELETE FROM outbox
     WHERE id = (SELECT o.id FROM outbox o
-                WHERE o.id = $7::bigint AND o.published_at IS NULL
+                WHERE o.id = $7::bigint AND num_nulls(o.published_at) = 1
                 FOR UPDATE SKIP LOCKED)
       AND EXISTS (SELECT 1 FROM posted WHERE balance_after IS NOT NULL)
     RETURNING id

@@ -36,9 +36,12 @@ SELECT id, source, subject_id, payload, resolved_at
 FROM dead_letter_queue WHERE id = $1 FOR UPDATE;
 
 -- name: resolve_dead_letter
--- $1 id, $2 operator, $3 resolution text
+-- $1 id, $2 operator, $3 resolution text. "Unresolved" is resolved_by IS NULL (the same
+-- rows under the CHECK dead_letter_queue_resolution_complete), not resolved_at IS NULL:
+-- that would let the planner find the row by walking the partial index
+-- dead_letter_queue_unresolved_idx (every unresolved dead letter) instead of the key.
 UPDATE dead_letter_queue SET resolved_at = now(), resolved_by = $2, resolution = $3
-WHERE id = $1 AND resolved_at IS NULL
+WHERE id = $1 AND resolved_by IS NULL
 RETURNING resolved_at;
 
 -- name: stale_enqueued_events
@@ -108,9 +111,12 @@ LIMIT $3
 FOR UPDATE OF p SKIP LOCKED;
 
 -- name: count_payment_sweep
--- $1 payment id: one more re-announcement of its processing, now
+-- $1 payment id: one more re-announcement of its processing, now. "Not final" rather than
+-- status = 'pending' (the same rows under payments_status_valid): that literal would let the
+-- planner walk the partial index payments_pending_created_idx and filter it by id instead
+-- of using payments_pkey.
 UPDATE payments SET payment_sweeps = payment_sweeps + 1, payment_swept_at = now()
-WHERE id = $1 AND status = 'pending'
+WHERE id = $1 AND status NOT IN ('succeeded', 'failed')
 RETURNING payment_sweeps;
 
 -- name: overdue_webhooks

@@ -31,8 +31,10 @@ WHERE id = ANY($1::bigint[]);
 -- name: release_held_job
 -- $1 outbox id. A job held back for its worker (a credit posted right after its commit)
 -- becomes due now, because that worker will not settle it; the relay publishes it next.
+-- "Unpublished" is num_nulls(published_at) = 1, not published_at IS NULL: that would let
+-- the planner find the row by walking the partial index outbox_due_idx instead of the key.
 UPDATE outbox SET next_attempt_at = now()
-WHERE id = $1 AND published_at IS NULL AND next_attempt_at > now();
+WHERE id = $1 AND num_nulls(published_at) = 1 AND next_attempt_at > now();
 
 -- name: count_failed_publish
 -- $1 outbox ids whose publish failed on the way (connection, channel), $2 the error text.

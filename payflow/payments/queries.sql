@@ -184,9 +184,12 @@ LIMIT 1;
 
 -- name: supersede_charge_attempt
 -- $1 attempt id. An unanswered attempt whose lease expired (or that waits for review)
--- gives way to the next claim.
+-- gives way to the next claim. "Not answered, not superseded" rather than the open
+-- states by name: those literals would let the planner find the attempt by walking the
+-- partial index charge_attempts_one_open (every open attempt) instead of its key; the
+-- same rows under the CHECK on state.
 UPDATE charge_attempts SET state = 'superseded'
-WHERE attempt_id = $1 AND state IN ('claimed', 'needs_review')
+WHERE attempt_id = $1 AND state NOT IN ('approved', 'declined', 'superseded')
 RETURNING attempt_id;
 
 -- name: claim_first_charge
@@ -240,8 +243,11 @@ RETURNING attempt_id;
 -- name: release_charge_claim
 -- $1 attempt id, $2 claimed_by. Ends the lease now (the gateway call failed), so the
 -- next delivery takes the attempt over at once and asks the gateway what happened.
+-- state 'claimed' is spelled as the states it is not, so that only the key's index can
+-- serve the lookup (as in supersede_charge_attempt).
 UPDATE charge_attempts SET lease_until = clock_timestamp()
-WHERE attempt_id = $1 AND claimed_by = $2 AND state = 'claimed';
+WHERE attempt_id = $1 AND claimed_by = $2
+  AND state NOT IN ('approved', 'declined', 'superseded', 'needs_review');
 
 -- name: record_charge_answer
 -- $1 payment id, $2 approved|declined, $3 reason, $4 gateway reference. Records the
@@ -327,8 +333,10 @@ WITH bound AS MATERIALIZED (
     INSERT INTO webhook_attempt_log (payment_id, attempt, http_status, error)
     SELECT id, webhook_attempts, $6, $7 FROM counted
 ), held AS MATERIALIZED (
+    -- "Unpublished" as num_nulls(published_at) = 1: published_at IS NULL would let the
+    -- planner walk the partial index outbox_due_idx (every unpublished row), not the key.
     SELECT o.id FROM outbox o
-    WHERE o.id = $9::bigint AND o.published_at IS NULL
+    WHERE o.id = $9::bigint AND num_nulls(o.published_at) = 1
     FOR UPDATE SKIP LOCKED
 ), settled AS (
     DELETE FROM outbox WHERE $2::boolean AND id = (SELECT id FROM held)
@@ -370,8 +378,9 @@ WITH bound AS MATERIALIZED (
     -- SKIP LOCKED: a relay holding the row is publishing it; never wait on one.
     UPDATE outbox o SET next_attempt_at = now()
     FROM bound
+    -- num_nulls: found by its key, never through outbox_due_idx (record_webhook_attempt)
     WHERE o.id = (SELECT h.id FROM outbox h
-                  WHERE h.id = $3 AND h.published_at IS NULL FOR UPDATE SKIP LOCKED)
+                  WHERE h.id = $3 AND num_nulls(h.published_at) = 1 FOR UPDATE SKIP LOCKED)
       AND o.next_attempt_at > now()
     RETURNING o.id
 )

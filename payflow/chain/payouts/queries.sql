@@ -54,8 +54,15 @@ SELECT * FROM payouts WHERE status IN ('signed', 'sent') AND chain = $1
 ORDER BY created_at LIMIT $2;
 
 -- name: lock_held_payout
--- $1 payout id: the held payout, locked (nothing if another signer has it or it moved)
-SELECT * FROM payouts WHERE id = $1 AND status = 'held' FOR UPDATE SKIP LOCKED;
+-- $1 payout id: the held payout, locked (nothing if another signer has it or it moved).
+-- A payout's state is tested by the states it is NOT in (the same rows under
+-- payouts_status_valid), here and in every compare-and-set by id below: a literal 'held',
+-- 'signed' or IN ('signed', 'sent') would let the planner prove the partial index
+-- payouts_open applies and find the payout by walking every open payout instead of
+-- payouts_pkey.
+SELECT * FROM payouts
+WHERE id = $1 AND status NOT IN ('signed', 'sent', 'confirmed', 'failed')
+FOR UPDATE SKIP LOCKED;
 
 -- name: ensure_hot_wallet
 -- $1 chain, $2 address, $3 the chain's transaction count for it (first use only)
@@ -69,10 +76,10 @@ WHERE chain = $1 AND address = $2
 RETURNING next_nonce - 1;
 
 -- name: mark_signed
--- $1 payout id, $2 hot wallet, $3 nonce
+-- $1 payout id, $2 hot wallet, $3 nonce. Held: see lock_held_payout.
 UPDATE payouts SET status = 'signed', hot_wallet = $2, nonce = $3, signed_at = now(),
                    wait_reason = NULL, updated_at = now()
-WHERE id = $1 AND status = 'held'
+WHERE id = $1 AND status NOT IN ('signed', 'sent', 'confirmed', 'failed')
 RETURNING id;
 
 -- name: insert_payout_tx
@@ -91,36 +98,40 @@ SELECT * FROM payout_txs WHERE payout_id = $1 ORDER BY attempt;
 UPDATE payout_txs SET broadcast_at = COALESCE(broadcast_at, now()) WHERE tx_hash = $1;
 
 -- name: mark_sent
--- $1 payout id: compare-and-set signed -> sent
+-- $1 payout id: compare-and-set signed -> sent (signed: see lock_held_payout)
 UPDATE payouts SET status = 'sent', sent_at = now(), updated_at = now()
-WHERE id = $1 AND status = 'signed'
+WHERE id = $1 AND status NOT IN ('held', 'sent', 'confirmed', 'failed')
 RETURNING *;
 
 -- name: set_wait_reason
--- $1 payout id, $2 why it waits (NULL: it no longer waits)
+-- $1 payout id, $2 why it waits (NULL: it no longer waits); held: see lock_held_payout
 UPDATE payouts SET wait_reason = $2, updated_at = now()
-WHERE id = $1 AND status = 'held' AND wait_reason IS DISTINCT FROM $2;
+WHERE id = $1 AND status NOT IN ('signed', 'sent', 'confirmed', 'failed')
+  AND wait_reason IS DISTINCT FROM $2;
 
 -- name: record_landed
--- $1 payout id, $2 tx hash, $3 receipt status, $4 block number, $5 block hash
+-- $1 payout id, $2 tx hash, $3 receipt status, $4 block number, $5 block hash; signed or
+-- sent: see lock_held_payout
 UPDATE payouts SET landed_tx_hash = $2, receipt_status = $3, block_number = $4,
                    block_hash = $5, updated_at = now()
-WHERE id = $1 AND status IN ('signed', 'sent')
+WHERE id = $1 AND status NOT IN ('held', 'confirmed', 'failed')
   AND (landed_tx_hash, block_hash) IS DISTINCT FROM ($2, $5);
 
 -- name: clear_landed
--- $1 payout id: its landed transaction left the chain (a reorg)
+-- $1 payout id: its landed transaction left the chain (a reorg); signed or sent: see
+-- lock_held_payout
 UPDATE payouts SET landed_tx_hash = NULL, receipt_status = NULL, block_number = NULL,
                    block_hash = NULL, updated_at = now()
-WHERE id = $1 AND status IN ('signed', 'sent') AND landed_tx_hash IS NOT NULL;
+WHERE id = $1 AND status NOT IN ('held', 'confirmed', 'failed') AND landed_tx_hash IS NOT NULL;
 
 -- name: finalize_payout
 -- $1 payout id, $2 target (confirmed|failed), $3 landed hash, $4 receipt status,
--- $5 block number, $6 block hash, $7 fee paid, $8 failure
+-- $5 block number, $6 block hash, $7 fee paid, $8 failure; signed or sent: see
+-- lock_held_payout
 UPDATE payouts SET status = $2, landed_tx_hash = $3, receipt_status = $4, block_number = $5,
                    block_hash = $6, fee_paid = $7, failure = $8, finalized_at = now(),
                    updated_at = now()
-WHERE id = $1 AND status IN ('signed', 'sent')
+WHERE id = $1 AND status NOT IN ('held', 'confirmed', 'failed')
 RETURNING *;
 
 -- name: in_flight
@@ -164,8 +175,9 @@ SELECT id, asset, amount, wait_reason, created_at FROM payouts
 WHERE chain = $1 AND status = 'held' AND wait_reason IS NOT NULL ORDER BY created_at;
 
 -- name: lock_open_payout
--- $1 payout id: a signed or sent payout, locked for a fee bump
-SELECT * FROM payouts WHERE id = $1 AND status IN ('signed', 'sent') FOR UPDATE;
+-- $1 payout id: a signed or sent payout (see lock_held_payout), locked for a fee bump
+SELECT * FROM payouts WHERE id = $1 AND status NOT IN ('held', 'confirmed', 'failed')
+FOR UPDATE;
 
 -- name: next_attempt
 -- $1 payout id

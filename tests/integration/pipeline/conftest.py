@@ -162,7 +162,20 @@ async def start_roles(
         )
         running = Running(task, stop_event)
         started.append(running)
-        await asyncio.sleep(0.3)  # let the topology be declared
+        chosen = settings or pipe_settings
+        if "worker" in roles:
+            # Consuming means the topology is declared: a message published from now on
+            # is routed, not dropped (a fixed pause lost that race on a loaded machine).
+            for queue in worker_queues:
+
+                async def consuming(queue: str = queue) -> bool:
+                    if task.done():
+                        task.result()
+                    return await consumers(chosen, f"{chosen.broker_prefix}.{queue}") > 0
+
+                await wait_until(consuming, limit_s=START_LIMIT_S, what=f"a consumer on {queue}")
+        else:
+            await asyncio.sleep(0.3)  # let the topology be declared
         if task.done():
             task.result()
         return running
@@ -192,6 +205,21 @@ async def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.05)
+
+
+async def consumers(settings: Settings, queue: str) -> int:
+    """Consumers of `queue` (0 while it does not exist yet), by a passive declare."""
+    connection = await aio_pika.connect(settings.rabbitmq_url)
+    try:
+        channel = await connection.channel()
+        try:
+            declared = await channel.get_queue(queue)
+        except aio_pika.exceptions.ChannelNotFoundEntity:
+            return 0
+        result = await declared.declare()
+        return int(result.consumer_count or 0)
+    finally:
+        await connection.close()
 
 
 async def queue_depth(settings: Settings, queue: str) -> int:
