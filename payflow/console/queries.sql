@@ -218,6 +218,8 @@ WHERE d.transfer_id = $1 AND ($2::uuid IS NULL OR acc.merchant_id IS NOT DISTINC
 -- $1 transfer id, $2 chain, $3 tx hash, $4 scope merchant id or null: the reports linked
 -- to the transfer and the undecided or refuted claims about its transaction (through the
 -- (source, chain, tx_hash, claim) unique index), oldest first
+-- The scope as IS NOT DISTINCT FROM, as in get_account: `merchant_id = $4` would prove
+-- accounts_merchant_idx and read every account of the merchant instead of accounts_pkey.
 SELECT r.id, r.source, r.provider_event_id, r.position, r.log_index, r.to_address,
        r.contract, r.units, r.amount, acc.asset, s.scale, r.status, r.transfer_id, r.reason,
        r.checks, r.created_at, r.decided_at
@@ -226,7 +228,7 @@ JOIN accounts acc ON acc.id = r.account_id
 JOIN assets s ON s.code = acc.asset
 WHERE r.source = ANY (ARRAY['webhook', 'alchemy', 'scanner']) AND r.chain = $2
   AND r.tx_hash = $3 AND (r.transfer_id = $1 OR r.transfer_id IS NULL)
-  AND ($4::uuid IS NULL OR acc.merchant_id = $4)
+  AND ($4::uuid IS NULL OR acc.merchant_id IS NOT DISTINCT FROM $4)
 ORDER BY r.created_at, r.id;
 
 -- name: list_chain_reports

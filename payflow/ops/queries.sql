@@ -36,12 +36,11 @@ SELECT id, source, subject_id, payload, resolved_at
 FROM dead_letter_queue WHERE id = $1 FOR UPDATE;
 
 -- name: resolve_dead_letter
--- $1 id, $2 operator, $3 resolution text. "Unresolved" is resolved_by IS NULL (the same
--- rows under the CHECK dead_letter_queue_resolution_complete), not resolved_at IS NULL:
--- that would let the planner find the row by walking the partial index
--- dead_letter_queue_unresolved_idx (every unresolved dead letter) instead of the key.
+-- $1 id, $2 operator, $3 resolution text. "Unresolved" is num_nulls(resolved_at) = 1, not
+-- resolved_at IS NULL: that would let the planner find the row by walking the partial
+-- index dead_letter_queue_unresolved_idx (every unresolved dead letter) instead of the key.
 UPDATE dead_letter_queue SET resolved_at = now(), resolved_by = $2, resolution = $3
-WHERE id = $1 AND resolved_by IS NULL
+WHERE id = $1 AND num_nulls(resolved_at) = 1
 RETURNING resolved_at;
 
 -- name: stale_enqueued_events

@@ -34,24 +34,29 @@ PENDING_BY_LITERAL = "WHERE p.id = $1 AND p.status = 'pending'"
 PENDING_BY_KEY = "WHERE p.id = $1 AND p.status NOT IN ('succeeded', 'failed')"
 
 
-def _function(body: str) -> str:
-    """0022's `CREATE FUNCTION payment_finalize` as a `CREATE OR REPLACE` of `body`."""
+def _replacing(body: str) -> str:
+    """0022's `CREATE FUNCTION payment_finalize` as a `CREATE OR REPLACE` of `body`;
+    `RuntimeError` when 0022's body is not the one this revision rewrites (checked when
+    the step runs, so loading the history never depends on it)."""
     created = "CREATE FUNCTION payment_finalize("
     if body.count(created) != 1 or body.count(PENDING_BY_LITERAL) != 1:
         raise RuntimeError("0022's payment_finalize is not the body 0024 rewrites")
     return body.replace(created, "CREATE OR REPLACE FUNCTION payment_finalize(")
 
 
-_BODY_0022: str = _0022.UPGRADE[0]
+def upgrade_statements() -> list[str]:
+    """The upgrade: 0022's function with its payment found through the key."""
+    return [_replacing(_0022.UPGRADE[0]).replace(PENDING_BY_LITERAL, PENDING_BY_KEY)]
 
-UPGRADE: list[str] = [_function(_BODY_0022).replace(PENDING_BY_LITERAL, PENDING_BY_KEY)]
 
-DOWNGRADE: list[str] = [_function(_BODY_0022)]
+def downgrade_statements() -> list[str]:
+    """The downgrade: 0022's function as it was."""
+    return [_replacing(_0022.UPGRADE[0])]
 
 
 def upgrade() -> None:
-    execute_all(UPGRADE)
+    execute_all(upgrade_statements())
 
 
 def downgrade() -> None:
-    execute_all(DOWNGRADE)
+    execute_all(downgrade_statements())
