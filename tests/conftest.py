@@ -40,6 +40,35 @@ APP_ROLE = f"payflow_app_{RUN_ID}"
 OWNER_ROLE = f"payflow_owner_{RUN_ID}"
 # Trust auth needs none, but a server that asks for passwords gets this one.
 APP_PASSWORD = secrets.token_hex(16)
+# Every Redis key this run writes lives under this prefix (the gateway emulator remembers
+# a charge for 30 days), and the session deletes them all when it ends.
+REDIS_PREFIX = f"payflow-test-{RUN_ID}"
+
+
+def redis_prefix(label: str) -> str:
+    """A Redis key prefix of its own under this run's (`REDIS_PREFIX`)."""
+    return f"{REDIS_PREFIX}-{label}-{uuid.uuid4().hex[:8]}:"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _redis_keys_removed() -> Iterator[None]:
+    """At the end of the session, delete every key under this run's `REDIS_PREFIX`,
+    including those written by service processes the tests started."""
+    yield
+    from redis import Redis
+
+    client = Redis.from_url(load_settings().redis_url)
+    try:
+        batch: list[bytes] = []
+        for key in client.scan_iter(match=f"{REDIS_PREFIX}*", count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                client.delete(*batch)
+                batch.clear()
+        if batch:
+            client.delete(*batch)
+    finally:
+        client.close()
 
 
 def _url(name: str) -> str:

@@ -38,6 +38,7 @@ from payflow.ops.alerting.store import AlertStore
 from payflow.ops.alerts import Severity
 from payflow.ops.dlq import record_dead_letter
 from payflow.ports import free_port
+from tests.conftest import redis_prefix
 from tests.integration.console.chain_world import SCRIPT, ChainWorld, seed_chain
 from tests.integration.pipeline.conftest import wait_until
 
@@ -109,7 +110,7 @@ async def console(pipe_settings: Settings, keys: Keys, tmp_path: Path) -> AsyncI
         DATABASE_URL=pipe_settings.database_url,
         RABBITMQ_URL=pipe_settings.rabbitmq_url,
         REDIS_URL=pipe_settings.redis_url,
-        REDIS_KEY_PREFIX=f"payflow-console:{uuid.uuid4().hex[:12]}:",
+        REDIS_KEY_PREFIX=redis_prefix("console"),
         API_HOST="127.0.0.1",
         API_PORT=str(port),
         PROVIDER_WEBHOOK_SECRET=PROVIDER_SECRET,

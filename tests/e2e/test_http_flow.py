@@ -39,6 +39,7 @@ from payflow.payments.finalize import credit_event_id
 from payflow.ports import free_port
 from payflow.webhooks.sender import webhook_id
 from payflow.webhooks.signing import verify
+from tests.conftest import redis_prefix
 from tests.integration.pipeline.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +74,7 @@ def _env(settings: Settings, port: int) -> dict[str, str]:
         DATABASE_URL=settings.database_url,
         RABBITMQ_URL=settings.rabbitmq_url,
         REDIS_URL=settings.redis_url,
-        REDIS_KEY_PREFIX=f"payflow-e2e:{uuid.uuid4().hex[:12]}:",
+        REDIS_KEY_PREFIX=redis_prefix("e2e"),
         API_HOST="127.0.0.1",
         API_PORT=str(port),
         PROVIDER_WEBHOOK_SECRET=PROVIDER_SECRET,

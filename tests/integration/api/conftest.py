@@ -16,7 +16,14 @@ from payflow.api.app import create_app
 from payflow.api.auth import create_merchant
 from payflow.config import Settings, load_settings
 from payflow.ingress.signature import sign
-from tests.conftest import OWNER_ROLE, RUN_ID, _admin_execute, app_url, clone_database
+from tests.conftest import (
+    OWNER_ROLE,
+    REDIS_PREFIX,
+    RUN_ID,
+    _admin_execute,
+    app_url,
+    clone_database,
+)
 
 from .server import running_api
 
@@ -122,7 +129,7 @@ def live_api(template_database: str) -> Iterator[str]:
         admin_api_key=ADMIN_KEY,
         provider_webhook_secret=PROVIDER_SECRET,
         webhook_allow_hosts=("127.0.0.1",),
-        redis_key_prefix=f"payflow-test:{uuid.uuid4().hex[:12]}:",
+        redis_key_prefix=f"{REDIS_PREFIX}-api-{uuid.uuid4().hex[:12]}:",
         rate_limit_per_minute=1_000_000,
     )
     try:

@@ -25,7 +25,7 @@ from payflow.db.tx import transaction
 from payflow.ingress.payloads import parse_payload
 from payflow.ingress.service import Delivery, Landing, assign_address, land_event
 from payflow.ledger.accounts import create_account
-from tests.conftest import OWNER_ROLE
+from tests.conftest import OWNER_ROLE, redis_prefix
 from tests.recording_alerts import RecordingSink
 
 CHAIN = "ETH_MAINNET"
@@ -36,7 +36,7 @@ def chain_settings(database_url: str, migration_url: str, rpc_url: str, **extra:
         "database_url": database_url,
         "migration_database_url": migration_url,
         "db_owner_role": OWNER_ROLE,
-        "redis_key_prefix": f"payflow-test-chain:{uuid.uuid4().hex[:12]}:",
+        "redis_key_prefix": redis_prefix("chain"),
         "eth_rpc_url": rpc_url,
         "rpc_timeout_s": 2.0,
         "chain_recheck_s": 0.001,

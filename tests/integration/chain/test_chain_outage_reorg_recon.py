@@ -21,6 +21,7 @@ from payflow.ingress.service import record_and_announce
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType, Outcome
 from payflow.ops.alerts import Severity
+from tests.conftest import redis_prefix
 
 from .deposit_support import (
     CHAIN,
@@ -56,7 +57,9 @@ async def test_node_outage_opens_the_breaker_deposits_wait_then_credit_once(
     shared = FinalityOracle(quick, redis)
     # a second replica whose Redis is down: the breaker runs on its own memory
     cut_off = Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
-    alone = FinalityOracle(quick.model_copy(update={"redis_key_prefix": "alone:"}), cut_off)
+    alone = FinalityOracle(
+        quick.model_copy(update={"redis_key_prefix": redis_prefix("alone")}), cut_off
+    )
     try:
         assert (await run(pool, quick, shared)).confirmed == 1
         await anvil.mine(2)

@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 from payflow.chain.anvil import AnvilNode
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.config import Settings
+from tests.conftest import redis_prefix
 from tests.integration.api.server import running_api
 from tests.integration.payouts.conftest import WEI, fresh_address, settle_all
 
@@ -38,7 +39,7 @@ async def test_thirty_concurrent_payouts_hold_at_most_the_balance(
         update={
             "api_key": API_KEY,
             "admin_api_key": API_KEY + "-admin",
-            "redis_key_prefix": f"payflow-test:{uuid.uuid4().hex[:12]}:",
+            "redis_key_prefix": redis_prefix("payouts"),
             "rate_limit_per_minute": 100_000,
             "provider_webhook_secret": "payout-test-provider-secret-0123456789",
         }

@@ -25,7 +25,7 @@ from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings, load_settings
 from payflow.payments.gateway import Gateway
 from payflow.roles import WORKER_QUEUES, run_roles
-from tests.conftest import OWNER_ROLE
+from tests.conftest import OWNER_ROLE, REDIS_PREFIX
 
 RABBIT_USER = "guest"
 
@@ -86,7 +86,7 @@ def pipe_settings(database_url: str, migration_url: str, vhost: str) -> Settings
         database_url=database_url,
         migration_database_url=migration_url,
         db_owner_role=OWNER_ROLE,
-        redis_key_prefix=f"payflow-test-{vhost}:",
+        redis_key_prefix=f"{REDIS_PREFIX}-{vhost}:",
         rabbitmq_url=f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}",
         retry_tiers_ms=(40, 80, 120),
         charge_lease_s=0.1,  # shorter than the tiers: a dead worker's claim is taken over
