@@ -12,8 +12,9 @@
 -- and neither exists, insert the payment, its completed idempotency record and its outbox
 -- job (with the relay's NOTIFY, delivered at commit, unless $13 is false). `prior_*`
 -- describe the existing payment, `prior_response` is the answer rebuilt from it (same
--- shape as `response`, with its current status). Visibility follows the statement snapshot; a record committed by a
--- concurrent request after it was taken fails a unique key, and the caller retries.
+-- shape as `response`, with its current status). Visibility follows the statement
+-- snapshot; a record committed by a concurrent request after it was taken fails a unique
+-- key, and the caller retries.
 WITH bound AS MATERIALIZED (
     SELECT pg_catalog.set_config('lock_timeout', $12::integer::text, true)
 ), asset AS MATERIALIZED (
