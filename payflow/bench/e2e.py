@@ -9,12 +9,8 @@ lifecycle's credit events, since a provider webhook only reports a deposit (issu
 `--direct` writes the same rows straight to the database to isolate the pipeline),
 in two phases, one at a fixed rate and one at full speed, and receives the webhooks.
 
-Latencies use the database's clock, so a starved driver cannot skew them: accept = the
-time of the transaction that accepted the request (its outbox row's `created_at`, taken
-before the commit, so figures err on the long side); publish = the outbox row's `published_at`
-(clock_timestamp after the confirm); terminal = `processed_at` (payments) or the
-confirming `updated_at` (deposits); delivered = `webhook_delivered_at`
-(clock_timestamp after the 2xx).
+Latencies use the database's clock, so a starved driver cannot skew them; what each
+one means, and the exactly-once verdict, are in `payflow.bench.e2e_measure`.
 """
 
 from __future__ import annotations
@@ -26,17 +22,16 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal
 from pathlib import Path
 
 import asyncpg
-import psutil
 from rich.console import Console
 
 from payflow.api.auth import create_merchant
 from payflow.api.db import connection
-from payflow.bench.common import bench_database, percentile, result_line, setup_url
-from payflow.bench.history import HISTORY_AMOUNT, fill_history
+from payflow.bench.common import bench_database, result_line, setup_url
+from payflow.bench.e2e_measure import exactly_once, measure_phase, report, report_full_cpu
+from payflow.bench.history import fill_history
 from payflow.bench.http_submit import DepositAddress, HttpSubmitter
 from payflow.bench.services import (
     Service,
@@ -55,8 +50,6 @@ from payflow.db.tx import transaction
 from payflow.ingress.registry import USDC_ETH_MAINNET as USDC_CONTRACT
 from payflow.ingress.service import assign_address
 from payflow.ledger.accounts import create_account
-from payflow.ledger.recon import reconcile
-from payflow.money import multiply
 from payflow.ports import free_port
 
 COMPLETION_LIMIT_S = 300.0
@@ -79,43 +72,6 @@ class E2EConfig:
     gateway_delay_s: tuple[float, float] = (0.0, 0.0)  # the emulator's uniform delay
     deposits: bool = True  # False: merchant payments only (`--payments-only`)
     prefill: int = 100_000  # finished payments written first (`history.fill_history`)
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseResult:
-    """Throughput and latency samples (ms, ascending) of one phase."""
-
-    name: str
-    payments_per_s: float
-    events_per_s: float
-    # Deliveries/s between the 10th and the 90th percentile delivery: the pipeline's
-    # sustained rate, without the ramp-up and the last gateway delay at either end.
-    sustained_per_s: float
-    # Payments/s the API accepted (first to last accepted request of the phase): the
-    # arrival rate the pipeline was offered.
-    accepted_per_s: float
-    publish_ms: list[float]
-    terminal_ms: list[float]
-    delivered_ms: list[float]
-
-    def figures(self) -> dict[str, float]:
-        """The printed figures, rounded."""
-
-        def q(values: list[float], fraction: float) -> float:
-            return round(percentile(values, fraction), 1)
-
-        return {
-            "events_per_s": round(self.events_per_s, 1),
-            "payments_per_s": round(self.payments_per_s, 1),
-            "sustained_per_s": round(self.sustained_per_s, 1),
-            "accepted_per_s": round(self.accepted_per_s, 1),
-            "publish_p50_ms": q(self.publish_ms, 0.50),
-            "publish_p99_ms": q(self.publish_ms, 0.99),
-            "terminal_p50_ms": q(self.terminal_ms, 0.50),
-            "terminal_p99_ms": q(self.terminal_ms, 0.99),
-            "delivered_p50_ms": q(self.delivered_ms, 0.50),
-            "delivered_p99_ms": q(self.delivered_ms, 0.99),
-        }
 
 
 class ChainCreditedDeposits:
@@ -217,97 +173,6 @@ async def _wait_settled(pool: asyncpg.Pool, service: Service) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"ledger events not confirmed within {COMPLETION_LIMIT_S}s")
         await asyncio.sleep(0.2)
-
-
-def _sustained_rate(done_at: list[float]) -> float:
-    """Completions/s between the 10th and the 90th percentile completion time (epoch s,
-    ascending): 80% of the phase over the time it took."""
-    if len(done_at) < 10:
-        return 0.0
-    low, high = int(len(done_at) * 0.1), int(len(done_at) * 0.9)
-    return (high - low) / max(done_at[high] - done_at[low], 1e-6)
-
-
-async def _measure(
-    pool: asyncpg.Pool, tag: str, name: str, accepted: dict[str, float]
-) -> PhaseResult:
-    payments = await pool.fetch(
-        """
-        SELECT p.idempotency_key AS key,
-               extract(epoch FROM o.created_at) AS accepted,
-               extract(epoch FROM o.published_at) AS published,
-               extract(epoch FROM p.processed_at) AS terminal,
-               extract(epoch FROM p.webhook_delivered_at) AS delivered
-        FROM payments p
-        JOIN outbox o ON o.topic = 'payment.created' AND o.payload->>'payment_id' = p.id::text
-        WHERE p.idempotency_key LIKE $1 || '-%'
-        """,
-        tag,
-    )
-    deposits = await pool.fetch(
-        """
-        SELECT CASE WHEN e.event_id LIKE 'gen:%' THEN substr(e.event_id, 5)
-                    ELSE e.event_id END AS key,
-               extract(epoch FROM o.created_at) AS accepted,
-               extract(epoch FROM o.published_at) AS published,
-               extract(epoch FROM e.updated_at) AS terminal
-        FROM payment_events e
-        JOIN outbox o ON o.topic = 'ledger.event' AND o.payload->>'event_id' = e.event_id
-        -- the direct submitter stores the bench's ids, the API its generic namespace
-        WHERE e.event_id LIKE $1 || '-dep-%' OR e.event_id LIKE 'gen:' || $1 || '-dep-%'
-        """,
-        tag,
-    )
-
-    def ms(rows: list[asyncpg.Record], column: str) -> list[float]:
-        return sorted((float(r[column]) - float(r["accepted"])) * 1000 for r in rows)
-
-    first = min(accepted[r["key"]] for r in [*payments, *deposits])
-    accepted_at = [accepted[r["key"]] for r in payments]
-    last_terminal = float(max(r["terminal"] for r in [*payments, *deposits]))
-    last_delivered = float(max(r["delivered"] for r in payments))
-    window = max(last_terminal, last_delivered) - first
-    return PhaseResult(
-        name=name,
-        payments_per_s=len(payments) / max(last_delivered - first, 1e-6),
-        sustained_per_s=_sustained_rate(sorted(float(r["delivered"]) for r in payments)),
-        accepted_per_s=len(payments) / max(max(accepted_at) - min(accepted_at), 1e-6),
-        events_per_s=(len(payments) + len(deposits)) / max(window, 1e-6),
-        publish_ms=ms([*payments, *deposits], "published"),
-        terminal_ms=ms([*payments, *deposits], "terminal"),
-        delivered_ms=ms(payments, "delivered"),
-    )
-
-
-async def _exactly_once(
-    pool: asyncpg.Pool,
-    settings: Settings,
-    sink: WebhookSink,
-    total_payments: int,
-    deposits: int,
-    history: int,
-) -> tuple[bool, bool]:
-    """(exactly once, reconciliation clean) over the run's payments and deposits, on
-    top of the `history` payments written before it (10.00 USD each, one ledger row)."""
-    ledger_rows = await pool.fetchval("SELECT count(*) FROM balance_events")
-    duplicates = await pool.fetchval(
-        "SELECT count(*) FROM (SELECT source_event_id FROM balance_events"
-        " GROUP BY source_event_id HAVING count(*) > 1) d"
-    )
-    merchant_balance: Decimal = await pool.fetchval(
-        "SELECT coalesce(sum(balance), 0) FROM accounts WHERE merchant_id IS NOT NULL"
-    )
-    ids = [r.headers.get("webhook-id") for r in sink.received]
-    once = (
-        ledger_rows == total_payments + deposits + history
-        and duplicates == 0
-        and merchant_balance
-        == multiply(Decimal("1.25"), total_payments) + multiply(HISTORY_AMOUNT, history)
-        and len(set(ids)) == total_payments
-        and len(ids) == total_payments
-    )
-    clean = (await reconcile(pool, settings, full=True)).clean
-    return once, clean
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,13 +284,13 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
                         **cpu_by_program(full_before, cpu_snapshot()),
                         **{name: roles[name] - full_roles[name] for name in roles},
                     }
-                results.append(await _measure(pool, tag, name, accepted))
+                results.append(await measure_phase(pool, tag, name, accepted))
             service.sample()
             cpu_after = cpu_snapshot()
             wall = time.monotonic() - wall_before
             await _wait_settled(pool, service)
             total = 2 * config.payments + 50
-            once, clean = await _exactly_once(
+            once, clean = await exactly_once(
                 pool, bench_settings, sink, total, total if config.deposits else 0, config.prefill
             )
         finally:
@@ -437,9 +302,9 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             await cleanup_broker(settings, prefix)
             await cleanup_redis(settings, redis_prefix)
     cpu = {k: used / wall for k, used in cpu_by_program(cpu_before, cpu_after).items()}
-    _report(console, config, results, service, exit_codes, cpu, wall, http)
+    report(console, config, results, service, exit_codes, cpu, wall, http)
     full_cores = {k: used / full_wall for k, used in full_used.items()}
-    busy_share = _report_full_cpu(console, full_cores, results[1].payments_per_s)
+    busy_share = report_full_cpu(console, full_cores, results[1].payments_per_s)
     console.print(
         f"exactly-once verified: {'yes' if once else 'no'}; "
         f"reconciliation: {'clean' if clean else 'dirty'}"
@@ -468,66 +333,3 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
         )
     )
     return once and clean
-
-
-def _report_full_cpu(console: Console, cores: dict[str, float], payments_per_s: float) -> float:
-    """Where the CPU went in the full-speed phase: cores busy and CPU ms per payment for
-    each role, PostgreSQL, RabbitMQ, this driver and the rest of the machine. Returns the
-    machine's busy share (1.0: every core busy, so the bound is CPU, not slots)."""
-    machine = cores.pop("machine_busy")
-    driver = cores.pop("this_process")
-    parts = {**cores, "bench driver+sink": driver}
-    parts["other"] = max(0.0, machine - sum(parts.values()))
-
-    def per_payment(cores_used: float) -> float:
-        return 1000 * cores_used / payments_per_s if payments_per_s > 0 else 0.0
-
-    total_cores = psutil.cpu_count() or 1
-    console.print(
-        f"full speed, where the CPU went: machine {machine:.2f} of {total_cores} cores busy, "
-        f"{per_payment(machine):.1f} CPU ms per payment"
-    )
-    for name, used in sorted(parts.items(), key=lambda item: -item[1]):
-        console.print(f"  {name:<18} {used:5.2f} cores  {per_payment(used):5.1f} ms/payment")
-    return machine / total_cores
-
-
-def _report(
-    console: Console,
-    config: E2EConfig,
-    results: list[PhaseResult],
-    service: Service,
-    exit_codes: list[int],
-    cpu: dict[str, float],
-    wall: float,
-    http: HttpSubmitter | None,
-) -> None:
-    """The human-readable figures (everything but the last line)."""
-    for result in results:
-        console.print(
-            f"[bold]{result.name}[/bold]: {config.payments} payments + "
-            f"{config.payments if config.deposits else 0} deposits"
-        )
-        for key, value in result.figures().items():
-            console.print(f"  {key:<18} {value}")
-    via = (
-        "direct database writes (--direct)"
-        if http is None
-        else f"HTTP API at {service.api_url} ({http.retries} retries on 429/503)"
-    )
-    console.print(f"submitted through: {via}")
-    rss = ", ".join(
-        f"{name} {mb:.0f}"
-        for name, mb in zip(service.names, service.peak_rss_mb.values(), strict=True)
-    )
-    console.print(
-        f"processes: {' + '.join(service.names)}; peak RSS per process (MB): {rss}; "
-        f"exit codes {exit_codes}"
-    )
-    console.print(
-        "CPU during the phases (cores busy): "
-        f"machine {cpu['machine_busy']:.2f} of {psutil.cpu_count()}, "
-        f"postgres {cpu['postgres']:.2f}, rabbitmq {cpu['rabbitmq']:.2f}, "
-        f"bench driver+sink {cpu['this_process']:.2f}, "
-        f"payflow processes (whole run) {sum(service.cpu_s.values()) / wall:.2f}"
-    )

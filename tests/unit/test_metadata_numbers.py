@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from payflow.api.schemas import check_metadata, floats_round_trip
+from payflow.api.checks import check_metadata, floats_round_trip
 
 
 def _body(literal: str) -> bytes:

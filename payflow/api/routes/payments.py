@@ -13,6 +13,7 @@ from fastapi import Depends, Header, Query, Request
 from pydantic import AwareDatetime, BeforeValidator
 
 from payflow.api.auth import CurrentMerchant
+from payflow.api.checks import check_metadata, floats_round_trip, utc_bound
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.headers import idempotency_key_once, strip_ows
@@ -24,10 +25,7 @@ from payflow.api.schemas import (
     PaymentCreate,
     PaymentPage,
     PaymentView,
-    check_metadata,
-    floats_round_trip,
     problem_responses,
-    utc_bound,
 )
 from payflow.api.state import api_state
 from payflow.db.tx import StatementBounds

@@ -1,0 +1,139 @@
+"""Checks on what a client sends that a JSON schema alone cannot express: amounts as
+decimal strings (never JSON numbers), text PostgreSQL can store, `metadata` that is
+stored unchanged, and timestamp filters within range. The models in
+`payflow.api.schemas` and the payment routes call them; each raises `ValueError` with
+the message the client reads in the 422 problem.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from payflow.wirejson import stdlib_loads
+
+AMOUNT_FIELD_PATTERN = r"^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"  # as money.AMOUNT_PATTERN
+AMOUNT_EXAMPLE = "10.00"
+
+
+def amount_must_be_string(value: object) -> object:
+    if isinstance(value, bool):
+        raise ValueError('amount must be a decimal string such as "10.00", not a JSON boolean')
+    if isinstance(value, int | float):
+        raise ValueError('amount must be a decimal string such as "10.00", not a JSON number')
+    return value
+
+
+def clean_text(value: str) -> str:
+    """Refuse text PostgreSQL cannot store (NUL) or UTF-8 cannot encode (lone surrogates)."""
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text") from None
+    return value
+
+
+INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # the integers orjson (and so payflow) stores
+NUMBER_ADVICE = "; send such a value as a string"
+# Floats at or above this magnitude are JSON-encoded with an exponent and stored by jsonb
+# as integer literals (every float above 2^53 is integral).
+FLOAT_AS_INT_FROM = 1e16
+MAX_METADATA_DEPTH = 64  # objects and arrays inside `metadata`, well within orjson's 254
+
+
+def check_metadata(value: Any) -> bool:
+    """Refuse what metadata could not store unchanged; True when it holds a float.
+
+    Walks nested objects and arrays without recursion. Raises `ValueError` for a
+    non-finite number (`1e999`, `-1e999`, `NaN`, `Infinity`: JSON has no such values and
+    they would be stored as null), an integer outside 64 bits (orjson cannot encode
+    it), a float negative zero (`-0.0`: `jsonb` stores it as `0.0`), a float from 1e16
+    within the 64-bit integer range (stored and read back as an integer), text with NUL
+    (PostgreSQL `jsonb` cannot hold it) and nesting deeper than `MAX_METADATA_DEPTH`.
+    Whether a finite float is the number the client wrote is
+    decided by `floats_round_trip` on the raw body.
+    """
+    has_float = False
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ValueError("text in metadata must not contain NUL characters")
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError("numbers in metadata must be finite" + NUMBER_ADVICE)
+            if item == 0 and math.copysign(1.0, item) < 0:
+                # jsonb has no negative zero: -0.0 would be stored as 0.0, and a retry of
+                # the same request after the key's retention would then read as different.
+                raise ValueError("numbers in metadata must not be -0.0" + NUMBER_ADVICE)
+            if abs(item) >= FLOAT_AS_INT_FROM and INT64_MIN <= item <= UINT64_MAX:
+                # Written with an exponent ("1e+16"), stored by jsonb as the integer
+                # 10000000000000000 and read back as one: the float would come back an int.
+                raise ValueError(
+                    "a float from 1e16 up to 64-bit integers in metadata would be stored as"
+                    " an integer; send an integer or a string"
+                )
+            has_float = True
+        elif isinstance(item, int):
+            if not INT64_MIN <= item <= UINT64_MAX:
+                raise ValueError("integers in metadata must fit in 64 bits" + NUMBER_ADVICE)
+        elif isinstance(item, dict | list):
+            if depth >= MAX_METADATA_DEPTH:
+                raise ValueError(f"metadata must nest at most {MAX_METADATA_DEPTH} levels deep")
+            if isinstance(item, dict):
+                pending.extend((key, depth) for key in item)
+                pending.extend((child, depth + 1) for child in item.values())
+            else:
+                pending.extend((child, depth + 1) for child in item)
+        else:
+            raise ValueError(f"metadata cannot hold a {type(item).__name__}")
+    return has_float
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def floats_round_trip(raw_body: bytes) -> bool:
+    """True when every decimal literal under the body's `metadata` survives as a float.
+
+    A literal such as `0.10000000000000000001` or `1e-400` parses to a float that is a
+    different number (`0.1`, `0.0`), which payflow would store silently changed; the
+    raw text, read with exact decimals, is compared with the float it became.
+    """
+    try:
+        document = stdlib_loads(raw_body, parse_float=Decimal, parse_constant=_refuse_constant)
+    except ValueError:
+        return False
+    pending = [document.get("metadata") if isinstance(document, dict) else None]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, Decimal):
+            as_float = float(value)
+            if not math.isfinite(as_float) or Decimal(repr(as_float)) != value:
+                return False
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+    return True
+
+
+def utc_bound(value: datetime | None) -> datetime | None:
+    """A timestamp filter converted to UTC; out-of-range instants are invalid, not a 500."""
+    if value is None:
+        return None
+    try:
+        converted = value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise ValueError("timestamp is out of range") from None
+    if not 1970 <= converted.year <= 9998:
+        raise ValueError("timestamp must fall between years 1970 and 9998")
+    return converted
