@@ -59,7 +59,9 @@ def migrate(
     url, owner = settings.migration_url(), settings.db_owner_role
     if downgrade is not None:
         try:
+            before = _run(migrations.applied_revision(url))
             migrations.downgrade(url, downgrade, force=force, owner_role=owner)
+            after = _run(migrations.applied_revision(url))
         except (migrations.DataLossRefused, migrations.CommandError) as error:
             console.print(f"payflow: {error}", style="red")
             raise typer.Exit(1) from None
@@ -69,7 +71,10 @@ def migrate(
                 f"payflow: downgrade failed: {type(error).__name__}: {first}", style="red"
             )
             raise typer.Exit(1) from None
-        console.print(f"migrations downgraded: schema at {downgrade}")
+        if before == after:
+            console.print(f"nothing to downgrade: schema already at {after or 'base'}")
+        else:
+            console.print(f"migrations downgraded: schema at {after or 'base'} (was {before})")
         return
     if force:
         console.print("payflow: --force applies only with --downgrade REV", style="red")
@@ -206,7 +211,9 @@ app.command()(chaos.chaos)  # chaos and soak runs (issue 10, docs/reliability.md
 @app.command("api")
 def api_serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default API_HOST)")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (default API_PORT)")] = None,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="Port (default API_PORT)")
+    ] = None,
     workers: Annotated[int | None, typer.Option(min=1, help="Processes (default API_WORKERS)")] = (
         None
     ),

@@ -24,6 +24,37 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
+# The schemes each service URL accepts; a host is required unless the scheme allows a
+# socket path (libpq's `host=` query, redis `unix://`).
+SERVICE_URL_SCHEMES: dict[str, tuple[str, ...]] = {
+    "database_url": ("postgresql", "postgres"),
+    "database_direct_url": ("postgresql", "postgres"),
+    "migration_database_url": ("postgresql", "postgres"),
+    "redis_url": ("redis", "rediss", "unix"),
+    "rabbitmq_url": ("amqp", "amqps"),
+    "eth_rpc_url": ("http", "https"),
+    "alert_webhook_url": ("http", "https"),
+    "alert_pagerduty_url": ("http", "https"),
+}
+HOSTLESS_SCHEMES = frozenset({"postgresql", "postgres", "unix"})
+
+
+def check_service_url(url: str, schemes: tuple[str, ...]) -> None:
+    """Raise `ValueError` (its message names what is wrong, never the URL, which may
+    hold a password) unless `url` has one of `schemes`, a host (or a scheme that
+    allows a socket path) and a port within 1-65535 when one is given."""
+    parts = urlsplit(url)
+    if parts.scheme not in schemes:
+        raise ValueError(f"must be a URL starting with {' or '.join(s + '://' for s in schemes)}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("has a port that is not a number within 1-65535") from None
+    if port == 0:
+        raise ValueError("has a port that is not a number within 1-65535")
+    if not parts.hostname and parts.scheme not in HOSTLESS_SCHEMES:
+        raise ValueError("names no host")
+
 
 class SettingsError(Exception):
     """A setting is missing or invalid; the message names it in one line."""
@@ -69,6 +100,9 @@ class Settings(BaseSettings):
     provider_max_body_bytes: int = Field(default=2_097_152, ge=1024)
     max_metadata_bytes: int = Field(default=4096, ge=2)
     rate_limit_per_minute: int = Field(default=60000, ge=1)
+    # Requests per client address per minute whose X-API-Key resolves to no merchant;
+    # past it the address gets 429 before any database lookup (docs/api.md).
+    auth_failures_per_minute: int = Field(default=120, ge=1)
     webhook_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
 
     recon_recent_minutes: int = Field(default=15, ge=1)
@@ -256,6 +290,37 @@ class Settings(BaseSettings):
         return value
 
     @field_validator(
+        "database_url",
+        "database_direct_url",
+        "migration_database_url",
+        "redis_url",
+        "rabbitmq_url",
+        "eth_rpc_url",
+        "alert_webhook_url",
+        "alert_pagerduty_url",
+    )
+    @classmethod
+    def _service_url_valid(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A service URL is checked whole at start-up (scheme, host, port), so a typo
+        stops the process with one line naming the setting instead of surfacing later
+        as a client library's traceback or an endless reconnect loop."""
+        if value is None:
+            return None
+        check_service_url(value, SERVICE_URL_SCHEMES[str(info.field_name)])
+        return value
+
+    @model_validator(mode="after")
+    def _chains_valid(self) -> Settings:
+        """EVM_CHAINS (and ETH_CONFIRMATION_POLICY) parse whichever role starts."""
+        from payflow.chain.config import chain_configs
+
+        try:
+            chain_configs(self)
+        except SettingsError as error:  # one line already; a ValueError for pydantic
+            raise ValueError(str(error).removeprefix("setting ")) from None
+        return self
+
+    @field_validator(
         "fiat_currencies", "webhook_allow_hosts", "webhook_nat64_prefixes", mode="before"
     )
     @classmethod
@@ -369,8 +434,11 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors()[0]
-        name = ".".join(str(part) for part in first["loc"]).upper() or "settings"
-        raise SettingsError(f"setting {name} is invalid: {first['msg']}") from None
+        name = ".".join(str(part) for part in first["loc"]).upper()
+        message = str(first["msg"]).removeprefix("Value error, ")
+        if not name:  # a check across settings: its message names them
+            raise SettingsError(f"setting {message}") from None
+        raise SettingsError(f"setting {name} is invalid: {message}") from None
     except SourceError as exc:
         raise SettingsError(str(exc).split(":")[0]) from None
 

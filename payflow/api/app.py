@@ -70,6 +70,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.router.route_class = BoundedJsonRoute  # routes added on the app itself too
+    # No redirect from `/path/` to `/path`: Starlette builds that Location from the
+    # request's Host header (a redirect to any host the client names), before auth.
+    app.router.redirect_slashes = False
     install_exception_handler(app)
     for module in (payments, accounts, payouts, ingress, admin, health):
         app.include_router(module.router)

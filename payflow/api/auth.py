@@ -22,7 +22,7 @@ from payflow.db.queries import load_queries
 from .db import connection
 from .errors import ApiProblem
 from .headers import sent_more_than_once
-from .ratelimit import hit
+from .ratelimit import hit, refuse_if_spent
 from .state import ApiState, api_state
 
 SQL = load_queries("payflow.api")
@@ -94,11 +94,15 @@ def _unauthorized(detail: str) -> ApiProblem:
     )
 
 
-async def _lookup(state: ApiState, digest: str) -> Merchant | None:
+def _cached(state: ApiState, digest: str) -> Merchant | None:
     cached = state.auth_cache.get(digest)
-    now = time.monotonic()
-    if cached is not None and cached[1] > now and isinstance(cached[0], Merchant):
+    if cached is not None and cached[1] > time.monotonic() and isinstance(cached[0], Merchant):
         return cached[0]
+    return None
+
+
+async def _lookup(state: ApiState, digest: str) -> Merchant | None:
+    now = time.monotonic()
     async with connection(state.pool) as conn:
         row = await conn.fetchrow(SQL["merchant_by_key_hash"], digest)
     if row is None:
@@ -125,13 +129,21 @@ async def authenticate(
     if len(api_key) > MAX_KEY_LENGTH or not api_key.isascii() or not api_key.isprintable():
         raise _unauthorized("invalid API key")
     state = api_state(request)
-    digest = hash_api_key(api_key)
-    merchant = await _lookup(state, digest)
-    if merchant is None:
-        # Spend a comparison anyway so unknown keys cost about as much as known ones.
-        hmac.compare_digest(digest.encode(), hashlib.sha256(b"").hexdigest().encode())
-        raise _unauthorized("invalid API key")
     settings = state.settings
+    digest = hash_api_key(api_key)
+    merchant = _cached(state, digest)
+    if merchant is None:
+        # Keys that resolve to nobody are counted per client address: past
+        # AUTH_FAILURES_PER_MINUTE its requests are 429 before any database lookup.
+        failures = f"authfail:{request.client.host if request.client else 'unknown'}"
+        limit = settings.auth_failures_per_minute
+        await refuse_if_spent(state.redis, settings.redis_key_prefix, failures, limit)
+        merchant = await _lookup(state, digest)
+        if merchant is None:
+            # Spend a comparison anyway so unknown keys cost about as much as known ones.
+            hmac.compare_digest(digest.encode(), hashlib.sha256(b"").hexdigest().encode())
+            await hit(state.redis, settings.redis_key_prefix, failures, limit)
+            raise _unauthorized("invalid API key")
     await hit(
         state.redis, settings.redis_key_prefix, f"m:{merchant.id}", settings.rate_limit_per_minute
     )

@@ -8,6 +8,7 @@ the message the client reads in the 422 problem.
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -137,3 +138,17 @@ def utc_bound(value: datetime | None) -> datetime | None:
     if not 1970 <= converted.year <= 9998:
         raise ValueError("timestamp must fall between years 1970 and 9998")
     return converted
+
+
+RFC3339_START = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ]")
+
+
+def rfc3339_text(value: object) -> object:
+    """Refuse a timestamp filter that is not written as RFC 3339 (`2026-12-02T10:00:00Z`):
+    pydantic would read `0` or `99999999999` as seconds since the epoch, which a client
+    never meant as a date. Anything else is left to the field's own parsing."""
+    if isinstance(value, str) and not RFC3339_START.match(value):
+        raise ValueError(
+            "must be an RFC 3339 timestamp with an offset, such as 2026-12-02T10:00:00Z"
+        )
+    return value

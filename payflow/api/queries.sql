@@ -47,3 +47,22 @@ SELECT f.event_id, f.account_id, f.amount, f.event_type, f.status, f.last_error,
 FROM found f
 LEFT JOIN processed_events p ON p.idempotency_key = $4
 WHERE f.merchant_id = $2 OR $3::boolean;
+
+-- name: get_deposit_report_scoped
+-- $1 stored provider event id (`gen:…`, `alchemy:…`, as the provider webhook answered it),
+-- $2 merchant id, $3 caller is admin. A provider's deposit report (issue 8: a hint the
+-- node verifies before anything is credited) with the deposit it was matched to, if any.
+-- Found by its unique key first and the tenancy checked after, as in get_account_scoped.
+WITH found AS MATERIALIZED (
+    SELECT r.provider_event_id, r.account_id, r.amount, r.status, r.reason, r.trace_id,
+           r.created_at, r.decided_at, r.transfer_id, a.asset, a.merchant_id
+    FROM chain_deposit_reports r
+    JOIN accounts a ON a.id = r.account_id
+    WHERE r.provider_event_id = $1
+)
+SELECT f.provider_event_id, f.account_id, f.amount, f.status, f.reason, f.trace_id,
+       f.created_at, f.decided_at, f.transfer_id, f.asset,
+       d.status AS deposit_status, d.credit_event_id
+FROM found f
+LEFT JOIN chain_deposits d ON d.transfer_id = f.transfer_id
+WHERE f.merchant_id = $2 OR $3::boolean;

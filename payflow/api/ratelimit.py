@@ -44,3 +44,25 @@ async def hit(redis: Redis, prefix: str, client: str, limit: int) -> None:
             slug="rate-limited",
             headers={"Retry-After": str(retry_after)},
         )
+
+
+async def refuse_if_spent(redis: Redis, prefix: str, client: str, limit: int) -> None:
+    """Raise the 429 problem when `client` has already used `limit` hits of this
+    window (as `hit` counts them), without counting one. Fails open like `hit`."""
+    now = time.time()
+    window = int(now // WINDOW_SECONDS)
+    try:
+        count = await redis.get(f"{prefix}rl:{client}:{window}")
+    except (RedisError, OSError) as error:
+        log.warning("payflow.api.ratelimit_unavailable", error=str(error))
+        return
+    if count is not None and int(count) >= limit:
+        retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now) + 1)
+        raise ApiProblem(
+            429,
+            "Too many requests",
+            f"more than {limit} failed authentications per minute from this address;"
+            f" retry after {retry_after} s",
+            slug="rate-limited",
+            headers={"Retry-After": str(retry_after)},
+        )

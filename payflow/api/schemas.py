@@ -18,6 +18,7 @@ from payflow.api.checks import (
     clean_text,
 )
 from payflow.chain.addresses import checked_evm_address
+from payflow.ingress.payloads import EVM_ADDRESS
 
 
 class Strict(BaseModel):
@@ -134,9 +135,13 @@ class DepositAddressCreate(Strict):
     @field_validator("address")
     @classmethod
     def _checksummed(cls, value: str | None) -> str | None:
-        # An EVM-shaped address is checked (EIP-55, not zero); other chains' forms pass.
-        if value is None or not value.startswith("0x") or len(value) != 42:
+        # Every chain payflow registers is an EVM chain (`chains`, EVM_CHAINS): an address
+        # of another form could never receive a transfer payflow verifies. An EVM address
+        # is checked (EIP-55 when mixed case, not zero).
+        if value is None:
             return value
+        if not EVM_ADDRESS.fullmatch(value):
+            raise ValueError("must be a 0x-prefixed 20-byte hex address (an EVM chain's)")
         checked_evm_address(value)
         return value
 
@@ -181,6 +186,28 @@ class EventView(BaseModel):
     trace_id: str | None
     created_at: str
     updated_at: str
+
+
+class DepositReportView(BaseModel):
+    """A provider's deposit report, read back by the id the provider webhook answered.
+
+    A report is a hint: `pending` until the node shows the transfer final (`confirmed`,
+    with `transfer_id` and, once credited, `credit_event_id`, the ledger event to read at
+    GET /api/v1/events/{credit_event_id}) or refutes it (`refuted`, with `reason`)."""
+
+    event_id: str
+    event_type: Literal["deposit_report"]
+    account_id: str
+    amount: str
+    asset: str
+    status: Literal["pending", "confirmed", "refuted"]
+    reason: str | None
+    transfer_id: str | None
+    deposit_status: str | None
+    credit_event_id: str | None
+    trace_id: str | None
+    created_at: str
+    decided_at: str | None
 
 
 class PayoutView(BaseModel):

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from payflow.config import Settings, SettingsError
+from payflow.config import Settings, SettingsError, check_service_url
 
 ETH_MAINNET = "ETH_MAINNET"
 CHAIN_NAME = re.compile(r"^[A-Z0-9_]{2,40}$")
@@ -78,8 +78,10 @@ def chain_configs(settings: Settings) -> dict[str, ChainConfig]:
         if not CHAIN_NAME.fullmatch(name) or name in configs:
             raise SettingsError(f"setting EVM_CHAINS is invalid: chain name {name!r}")
         url = entry.get("rpc_url", "")
-        if not url.startswith(("http://", "https://")):
-            raise SettingsError(f"setting EVM_CHAINS is invalid: {name}.rpc_url")
+        try:
+            check_service_url(url, ("http", "https"))
+        except ValueError as error:
+            raise SettingsError(f"setting EVM_CHAINS is invalid: {name}.rpc_url {error}") from None
         try:
             policy = Policy.parse(entry.get("policy", "finalized"))
         except ValueError as error:

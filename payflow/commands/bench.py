@@ -160,7 +160,7 @@ def bench_api(
     prefill: Annotated[int, typer.Option(min=0, help="Payments inserted before measuring")] = (
         200_000
     ),
-    port: Annotated[int, typer.Option(help="Port for the API under test")] = 8765,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port for the API under test")] = 8765,
 ) -> None:
     """Drive POST /api/v1/payments and the signed provider endpoint; print figures."""
     from payflow.bench.api import ApiBenchConfig, run_api_bench

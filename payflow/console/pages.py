@@ -15,6 +15,7 @@ from uuid import UUID
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse
 
+from payflow.api.checks import clean_text, utc_bound
 from payflow.api.db import connection
 from payflow.api.routing import api_router
 from payflow.db.queries import load_queries
@@ -55,12 +56,18 @@ def _page_rows(rows: list[Any], size: int, key: str) -> tuple[list[Any], str | N
 
 
 def _uncursor(cursor: str | None) -> tuple[datetime | None, str | None]:
+    """Inverse of `_cursor`; `ConsoleError` 400 for anything it did not produce. What the
+    link decodes to is checked before it reaches SQL: an aware time within the stored
+    range and a key PostgreSQL can hold (`payflow.api.checks`)."""
     if not cursor:
         return None, None
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         at, key = raw.split("|", 1)
-        return datetime.fromisoformat(at), key
+        moment = datetime.fromisoformat(at)
+        if moment.tzinfo is None:
+            raise ValueError("a cursor's time carries its offset")
+        return utc_bound(moment), clean_text(key)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConsoleError(400, "That page link is damaged; start from the first page.") from exc
 
@@ -79,9 +86,11 @@ def _time(value: str | None, what: str) -> datetime | None:
         return None
     try:
         parsed = datetime.fromisoformat(value)
+        return utc_bound(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
     except ValueError as exc:
-        raise ConsoleError(400, f"{what} must be a date and time like 2026-11-30T21:00") from exc
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        raise ConsoleError(
+            400, f"{what} must be a date and time like 2026-11-30T21:00, between 1970 and 9998"
+        ) from exc
 
 
 def _choice(value: str | None, allowed: tuple[str, ...], what: str) -> str | None:

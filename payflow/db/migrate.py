@@ -17,6 +17,7 @@ refusing steps that would drop data unless forced.
 from __future__ import annotations
 
 import asyncio
+import re
 from importlib import resources
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -142,8 +143,10 @@ def downgrade(
     All steps run in ONE transaction. A step that would drop data raises
     `DataLossRefused` unless `force` is True; then every step rolls back, so a refused
     (or failed) downgrade leaves the schema and its data exactly as they were, never
-    part-way down. An unknown revision raises alembic's `CommandError`.
+    part-way down. An unknown revision, or a name that is not a step down (`head`, a
+    branch or relative-up form), raises alembic's `CommandError` before anything runs.
     """
+    check_downgrade_target(revision)
     config = _alembic_config(database_url)
     config.attributes["force"] = force
     config.attributes["atomic"] = True
@@ -317,3 +320,34 @@ def migrate_database(
 def current_revision_sql() -> str:
     """SQL that reads the applied revision (for checks and tests)."""
     return "SELECT version_num FROM alembic_version"
+
+
+DOWNGRADE_TARGETS = "a revision id (or its unique prefix), 'base', or -N steps"
+
+
+def check_downgrade_target(revision: str) -> None:
+    """Raise `CommandError` (one line) unless `revision` names a place to step down to:
+    `base`, `-N` (N steps down) or a revision of this project's history. `head`, `heads`
+    and alembic's branch and relative forms (`x@head`, `+1`) are refused: they name no
+    step down, and alembic would take some of them as a successful no-op."""
+    if revision == "base" or re.fullmatch(r"-[1-9][0-9]{0,3}", revision):
+        return
+    if revision not in ("head", "heads") and re.fullmatch(r"[0-9A-Za-z_]{1,64}", revision):
+        try:
+            if script_directory().get_revision(revision) is not None:
+                return
+        except CommandError:  # unknown, or an ambiguous prefix
+            pass
+    raise CommandError(f"--downgrade {revision!r} is not {DOWNGRADE_TARGETS}")
+
+
+async def applied_revision(database_url: str) -> str | None:
+    """The schema's applied revision (None at base or before any migration)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        if await conn.fetchval("SELECT to_regclass('alembic_version')") is None:
+            return None
+        value: str | None = await conn.fetchval(current_revision_sql())
+        return value
+    finally:
+        await conn.close()

@@ -202,6 +202,16 @@ LOOKUPS: tuple[Lookup, ...] = (
         {**EVENTS, **ACCOUNTS, "processed_events": _idx("processed_events_pkey")},
     ),
     Lookup(
+        "payflow.api",
+        "get_deposit_report_scoped",
+        ("gen:plantest-unknown", "{merchant}", "false"),
+        {
+            "chain_deposit_reports": _idx("chain_deposit_reports_provider_id_unique"),
+            **DEPOSITS,
+            **ACCOUNTS,
+        },
+    ),
+    Lookup(
         "payflow.console",
         "get_event",
         ("{pending_event}", "{merchant}"),

@@ -307,9 +307,21 @@ def test_cli_downgrade_refuses_in_one_line_and_forces(empty_database_url: str) -
     assert _versions(url) == [HEAD_OF_ISSUE_7_BASE]
     unknown = cli("--downgrade", "no_such_revision")
     assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1
+    # Found by a new user: "" and "@" ended in alembic's traceback, and "head", "heads"
+    # and "x@head" answered "migrations downgraded" having done nothing.
+    for name in ("", "@", "head", "heads", "x@head", "+1", "0003_api@head", "0003_api+1"):
+        odd = cli("--downgrade", name)
+        assert odd.returncode == 1, (name, odd.stdout, odd.stderr)
+        lines = odd.stderr.strip().splitlines()
+        assert len(lines) == 1 and "is not a revision id" in lines[0], (name, lines)
+    assert _versions(url) == [HEAD_OF_ISSUE_7_BASE]
+    same = cli("--downgrade", HEAD_OF_ISSUE_7_BASE)
+    assert same.returncode == 0, same.stderr
+    assert f"nothing to downgrade: schema already at {HEAD_OF_ISSUE_7_BASE}" in same.stderr
     assert cli("--force").returncode == 2
     forced = cli("--downgrade", "0003_api", "--force")
     assert forced.returncode == 0, forced.stderr
+    assert f"schema at 0003_api (was {HEAD_OF_ISSUE_7_BASE})" in forced.stderr
     assert _versions(url) == ["0003_api"]
     assert cli().returncode == 0
     assert _versions(url) == [migrate.script_directory().get_current_head()]

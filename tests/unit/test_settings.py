@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -72,3 +73,61 @@ def test_a_direct_webhook_hold_must_stay_below_the_stale_outbox_alert() -> None:
     assert load_settings(webhook_lease_s=57.0, retry_tiers_ms=(2000,)).webhook_lease_s == 57.0
     off = load_settings(webhook_lease_s=59.0, webhook_direct_send=False)
     assert off.webhook_lease_s == 59.0
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("RABBITMQ_URL", "garbage", "must be a URL starting with amqp:// or amqps://"),
+        ("RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:99999/", "port"),
+        ("RABBITMQ_URL", "amqp:///vhost", "names no host"),
+        ("REDIS_URL", "garbage", "must be a URL starting with redis://"),
+        ("REDIS_URL", "redis://127.0.0.1:0/0", "port"),
+        ("DATABASE_URL", "mysql://root@127.0.0.1/payflow", "postgresql://"),
+        ("DATABASE_URL", "postgresql://u@127.0.0.1:70000/payflow", "port"),
+        ("MIGRATION_DATABASE_URL", "127.0.0.1:5432", "postgresql://"),
+        ("DATABASE_DIRECT_URL", "postgresql://u@h:x/db", "port"),
+        ("ETH_RPC_URL", "http://:8545", "names no host"),
+        ("ALERT_PAGERDUTY_URL", "https://events.pagerduty.com:99999/v2", "port"),
+        ("EVM_CHAINS", '{"BASE_MAINNET": {"rpc_url": "ftp://x"}}', "BASE_MAINNET.rpc_url"),
+        ("EVM_CHAINS", '{"BASE_MAINNET": {"rpc_url": "http://h:99999"}}', "BASE_MAINNET.rpc_url"),
+    ],
+)
+def test_a_malformed_service_url_stops_every_role_with_one_line(
+    name: str, value: str, reason: str
+) -> None:
+    """Found by a new user: RABBITMQ_URL=garbage made `payflow relay` and `worker` retry
+    forever and ignore SIGTERM, and `status` print a traceback; REDIS_URL=garbage made
+    `payflow api` print one. Every service URL is now checked whole at start-up, and the
+    line names the setting, never the URL (it may hold a password)."""
+    with pytest.raises(SettingsError, match=name) as refused:
+        load_settings(**{name.lower(): orjson_loads_if_json(value)})
+    assert reason in str(refused.value)
+    assert value not in str(refused.value) or name == "EVM_CHAINS"
+    env = {**os.environ, name: value}
+    done = subprocess.run(
+        [sys.executable, "-m", "payflow", "status", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"payflow: setting {name}"), lines
+
+
+def orjson_loads_if_json(value: str) -> object:
+    return json.loads(value) if value.startswith("{") else value
+
+
+def test_well_formed_service_urls_pass() -> None:
+    settings = load_settings(
+        database_url="postgresql://app:pw@db.internal:6432/payflow?sslmode=require",
+        migration_database_url="postgresql:///payflow?host=/var/run/postgresql",
+        redis_url="unix:///var/run/redis.sock",
+        rabbitmq_url="amqps://u:p@mq.internal/vhost",
+        eth_rpc_url="https://node.internal:8545",
+    )
+    assert settings.rabbitmq_url == "amqps://u:p@mq.internal/vhost"

@@ -12,7 +12,7 @@ from pydantic import BeforeValidator
 
 from payflow.api.auth import SQL, CurrentMerchant, Merchant, require_admin
 from payflow.api.db import connection
-from payflow.api.errors import FieldError
+from payflow.api.errors import ApiProblem, FieldError
 from payflow.api.headers import idempotency_key_once, strip_ows
 from payflow.api.responses import JsonResponse, iso, wire_amount
 from payflow.api.routes.derived import add_derived_address, ensure_chain_carries
@@ -24,6 +24,7 @@ from payflow.api.schemas import (
     AccountView,
     DepositAddressCreate,
     DepositAddressView,
+    DepositReportView,
     EventView,
     LedgerPage,
     PayoutView,
@@ -78,9 +79,27 @@ def account_view(row: Any, pending: Decimal = Decimal(0)) -> dict[str, Any]:
 
 
 async def _owned_account(conn: asyncpg.Connection, account_id: UUID, merchant: Merchant) -> Any:
+    """The account as `merchant` may read it (an admin key reads every account);
+    `NotFound` for an unknown id or another merchant's account."""
     row = await conn.fetchrow(SQL["get_account_scoped"], account_id, merchant.id, merchant.is_admin)
     if row is None:
         raise NotFound(f"account {account_id} does not exist")
+    return row
+
+
+async def _account_to_debit(conn: asyncpg.Connection, account_id: UUID, merchant: Merchant) -> Any:
+    """The account money leaves on `merchant`'s request (a withdrawal or a payout): only
+    its owner's key moves money out of it. An admin key reads every account but debits
+    only its own: another merchant's account answers 403 (`ApiProblem`) to it, and
+    `NotFound` to a merchant key, exactly like an unknown id."""
+    row = await _owned_account(conn, account_id, merchant)
+    if row["merchant_id"] != merchant.id:
+        raise ApiProblem(
+            403,
+            "Forbidden",
+            "an admin key reads every account, but money leaves an account only on its owner's key",
+            slug="forbidden",
+        )
     return row
 
 
@@ -195,10 +214,7 @@ async def add_deposit_address(
     async with connection(state.pool) as conn, transaction(conn, state.settings):
         account = await _owned_account(conn, account_id, merchant)
         await require_admin(merchant)
-        try:
-            address = normalise_address(body.address, "body.address")
-        except BadInput:
-            raise FieldError("body.address", "is not a valid address") from None
+        address = normalise_address(body.address, "body.address")  # EVM-shaped: schemas
         await ensure_chain_carries(conn, body.chain, account["asset"])
         row = await assign_address(conn, body.chain, address, account_id)
     return JsonResponse(
@@ -315,7 +331,7 @@ async def withdraw(
                 stored = await lookup(conn, merchant.id, WITHDRAWAL_SCOPE, key, req_hash)
                 if stored is not None:
                     return JsonResponse(stored.body, status_code=stored.status)
-                account = await _owned_account(conn, account_id, merchant)
+                account = await _account_to_debit(conn, account_id, merchant)
                 scale = await asset_scale(conn, account["asset"])
                 try:
                     amount = parse_amount(body.amount, scale)
@@ -357,19 +373,29 @@ async def withdraw(
 
 @router.get(
     "/events/{event_id}",
-    response_model=EventView,
+    response_model=EventView | DepositReportView,
     responses=problem_responses(404, *COMMON_PROBLEMS),
-    summary="Read a payment event and its posting outcome (e.g. insufficient_funds)",
+    summary="Read a payment event and its posting outcome (e.g. insufficient_funds), or a"
+    " provider's deposit report",
 )
 async def read_event(
     request: Request, event_id: EventId, merchant: CurrentMerchant
 ) -> JsonResponse:
-    """Events on other merchants' accounts answer 404."""
+    """A ledger event with its posting outcome, or a provider's deposit report (by the id
+    the provider webhook answered: `DepositReportView`). Events and reports on other
+    merchants' accounts answer 404, like unknown ids."""
     state = api_state(request)
     async with connection(state.pool) as conn:
         row = await conn.fetchrow(
             SQL["get_event_scoped"], event_id, merchant.id, merchant.is_admin, posting_key(event_id)
         )
+        report = None
+        if row is None:
+            report = await conn.fetchrow(
+                SQL["get_deposit_report_scoped"], event_id, merchant.id, merchant.is_admin
+            )
+    if report is not None:
+        return JsonResponse(_report_view(report))
     if row is None:
         raise NotFound(f"event {event_id} does not exist")
     return JsonResponse(
@@ -387,3 +413,22 @@ async def read_event(
             "updated_at": iso(row["updated_at"]),
         }
     )
+
+
+def _report_view(row: Any) -> dict[str, Any]:
+    """The wire form of a `get_deposit_report_scoped` row (`DepositReportView`)."""
+    return {
+        "event_id": row["provider_event_id"],
+        "event_type": "deposit_report",
+        "account_id": str(row["account_id"]),
+        "amount": wire_amount(row["amount"], row["asset"]),
+        "asset": row["asset"],
+        "status": row["status"],
+        "reason": row["reason"],
+        "transfer_id": row["transfer_id"],
+        "deposit_status": row["deposit_status"],
+        "credit_event_id": row["credit_event_id"],
+        "trace_id": row["trace_id"],
+        "created_at": iso(row["created_at"]),
+        "decided_at": iso(row["decided_at"]) if row["decided_at"] is not None else None,
+    }

@@ -13,7 +13,13 @@ from fastapi import Depends, Header, Query, Request
 from pydantic import AwareDatetime, BeforeValidator
 
 from payflow.api.auth import CurrentMerchant
-from payflow.api.checks import check_metadata, floats_round_trip, utc_bound
+from payflow.api.checks import (
+    check_metadata,
+    clean_text,
+    floats_round_trip,
+    rfc3339_text,
+    utc_bound,
+)
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.headers import idempotency_key_once, strip_ows
@@ -185,14 +191,20 @@ def decode_cursor(cursor: str, *, id_kind: type[str]) -> tuple[datetime, str]: .
 
 
 def decode_cursor(cursor: str, *, id_kind: type[Any] = UUID) -> tuple[datetime, Any]:
-    """Inverse of `encode_cursor`; `FieldError` for anything it did not produce."""
+    """Inverse of `encode_cursor`; `FieldError` for anything it did not produce.
+
+    A cursor is the client's text: what it decodes to is checked as strictly as any
+    other input before it reaches SQL (an aware time within the stored range, an id
+    PostgreSQL can hold), never left to the driver to refuse."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created_at, item_id = orjson.loads(raw)
-        moment = datetime.fromisoformat(created_at)
-        if moment.tzinfo is None or not isinstance(item_id, str):
+        if not isinstance(created_at, str) or not isinstance(item_id, str):
             raise ValueError("not a cursor")
-        return moment, id_kind(item_id)
+        moment = datetime.fromisoformat(created_at)
+        if moment.tzinfo is None:
+            raise ValueError("not a cursor")
+        return utc_bound(moment) or moment, id_kind(clean_text(item_id))
     except (ValueError, TypeError, binascii.Error, orjson.JSONDecodeError):
         raise FieldError("query.cursor", "is not a cursor returned by this endpoint") from None
 
@@ -207,8 +219,12 @@ async def list_(
     request: Request,
     merchant: CurrentMerchant,
     status: Annotated[str | None, Query(pattern="^(pending|succeeded|failed)$")] = None,
-    created_from: Annotated[AwareDatetime | None, Query(description="inclusive")] = None,
-    created_to: Annotated[AwareDatetime | None, Query(description="exclusive")] = None,
+    created_from: Annotated[
+        AwareDatetime | None, BeforeValidator(rfc3339_text), Query(description="inclusive")
+    ] = None,
+    created_to: Annotated[
+        AwareDatetime | None, BeforeValidator(rfc3339_text), Query(description="exclusive")
+    ] = None,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> JsonResponse:

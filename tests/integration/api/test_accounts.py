@@ -8,6 +8,7 @@ from typing import Any
 import asyncpg
 import httpx
 import orjson
+from eth_utils import to_checksum_address
 
 from payflow.config import Settings
 from payflow.ledger.posting import post_event
@@ -233,3 +234,108 @@ async def test_payout_addresses_are_checked_before_anything_is_held(
             await conn.fetchval("SELECT held FROM accounts WHERE id = $1", uuid.UUID(account_id))
             == 0
         )
+
+
+async def test_money_leaves_an_account_only_on_its_owners_key(
+    app: Any,
+    client: httpx.AsyncClient,
+    anon: httpx.AsyncClient,
+    admin: httpx.AsyncClient,
+) -> None:
+    """An admin key reads every account, but a withdrawal or an on-chain payout out of a
+    merchant's account needs that merchant's key: nothing is recorded, held or debited."""
+    account_id = await _account(client)
+    await _deposit(app, anon, admin, account_id, "10")
+    assert (await admin.get(f"/api/v1/accounts/{account_id}")).status_code == 200
+    url = f"/api/v1/accounts/{account_id}/withdrawals"
+    payout = {"amount": "1", "to_address": to_checksum_address("0x" + "ab" * 20)}
+    for body in ({"amount": "1"}, payout):
+        refused = await admin.post(url, json=body, headers=key())
+        assert refused.status_code == 403, refused.text
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert "owner's key" in refused.json()["detail"]
+    account = (await client.get(f"/api/v1/accounts/{account_id}")).json()
+    assert (account["balance"], account["held"]) == ("10.000000", "0.000000")
+    pool: asyncpg.Pool = app.state.api.pool
+    written = await pool.fetchval(
+        "SELECT (SELECT count(*) FROM payment_events WHERE account_id = $1"
+        "        AND event_type <> 'deposit')"
+        " + (SELECT count(*) FROM payouts WHERE account_id = $1)",
+        uuid.UUID(account_id),
+    )
+    assert written == 0
+    # The admin's own account is its own to debit.
+    own = await _account(admin)
+    await _deposit(app, anon, admin, own, "5")
+    mine = await admin.post(
+        f"/api/v1/accounts/{own}/withdrawals", json={"amount": "2"}, headers=key()
+    )
+    assert mine.status_code == 202, mine.text
+
+
+async def test_a_provider_deposit_report_reads_back_by_the_id_it_was_answered_with(
+    app: Any,
+    client: httpx.AsyncClient,
+    other: httpx.AsyncClient,
+    anon: httpx.AsyncClient,
+    admin: httpx.AsyncClient,
+) -> None:
+    """The provider webhook answers a deposit's stored id (`gen:…`); GET /events/{id}
+    reads the report back: pending until the node shows the transfer, then confirmed
+    with the credit event, which reads back as a posted ledger event."""
+    account_id = await _account(client)
+    address = "0x" + uuid.uuid4().hex[:20] * 2
+    await admin.post(
+        f"/api/v1/accounts/{account_id}/deposit-addresses",
+        json={"chain": "ETH_MAINNET", "address": address},
+    )
+    body = orjson.dumps(
+        {
+            "event_id": f"dep-{uuid.uuid4().hex}",
+            "event_type": "deposit",
+            "to_address": address,
+            "asset": "USDC",
+            "amount": "7.5",
+            "tx_hash": "0x" + uuid.uuid4().hex * 2,
+            "contract_address": USDC_CONTRACT,
+        }
+    )
+    answer = await anon.post("/api/v1/webhooks/provider", content=body, headers=signed(body))
+    stored_id = answer.json()["events"][0]["event_id"]
+    assert stored_id.startswith("gen:dep-")
+    report = await client.get(f"/api/v1/events/{stored_id}")
+    assert report.status_code == 200, report.text
+    assert {k: report.json()[k] for k in ("event_type", "status", "amount", "account_id")} == {
+        "event_type": "deposit_report",
+        "status": "pending",
+        "amount": "7.500000",
+        "account_id": account_id,
+    }
+    assert report.json()["credit_event_id"] is None
+    assert (await other.get(f"/api/v1/events/{stored_id}")).status_code == 404
+    await credit_as_the_node_would(app)
+    decided = (await client.get(f"/api/v1/events/{stored_id}")).json()
+    assert (decided["status"], decided["deposit_status"]) == ("confirmed", "credited")
+    credit = (await client.get(f"/api/v1/events/{decided['credit_event_id']}")).json()
+    assert (credit["status"], credit["outcome"], credit["amount"]) == (
+        "confirmed",
+        "success",
+        "7.500000",
+    )
+
+
+async def test_an_imported_deposit_address_is_an_evm_address(
+    client: httpx.AsyncClient, admin: httpx.AsyncClient
+) -> None:
+    """Every registered chain is EVM: a base58-looking or overlong string is refused on
+    `body.address` and nothing is assigned (found by a new user: both answered 201)."""
+    account_id = await _account(client)
+    url = f"/api/v1/accounts/{account_id}/deposit-addresses"
+    for address in ("12345678", "x" * 128, "0x" + "a" * 39, "T" + "9" * 33):
+        answer = await admin.post(url, json={"chain": "ETH_MAINNET", "address": address})
+        assert answer.status_code == 422, (address, answer.text)
+        assert answer.json()["errors"][0]["field"] == "body.address"
+    fine = await admin.post(url, json={"chain": "ETH_MAINNET", "address": "0x" + "ab" * 20})
+    assert fine.status_code == 201, fine.text
+    account = (await client.get(f"/api/v1/accounts/{account_id}")).json()
+    assert account["account_id"] == account_id
