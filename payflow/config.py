@@ -329,6 +329,17 @@ class Settings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
+    @field_validator("fiat_currencies")
+    @classmethod
+    def _fiat_currencies_named(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """At least one ISO 4217 code: with none, no payment could ever be accepted."""
+        if not value:
+            raise ValueError("must name at least one currency, such as USD")
+        for code in value:
+            if not (len(code) == 3 and code.isascii() and code.isalpha() and code.isupper()):
+                raise ValueError(f"{code!r} is not an ISO 4217 code such as USD")
+        return value
+
     @field_validator("webhook_ca_bundle")
     @classmethod
     def _ca_bundle_readable(cls, value: str | None) -> str | None:

@@ -18,6 +18,7 @@ from fastapi.security import APIKeyHeader
 
 from payflow.config import Settings
 from payflow.db.queries import load_queries
+from payflow.errors import BadInput
 
 from .db import connection
 from .errors import ApiProblem
@@ -73,10 +74,28 @@ async def ensure_bootstrap_merchants(conn: asyncpg.Connection, settings: Setting
             )
 
 
+MAX_MERCHANT_NAME = 200  # merchants_name_length (migration 0002)
+MERCHANT_NAME_RULE = (
+    f"a merchant name is 1 to {MAX_MERCHANT_NAME} printable characters"
+    " (no NUL, control characters or line breaks)"
+)
+
+
+def valid_merchant_name(name: str) -> bool:
+    """True when `name` fits merchants_name_length and holds only printable characters:
+    names are printed in CLI tables, the console and logs, where a control character
+    (an escape sequence, a newline) would rewrite what an operator reads."""
+    return 1 <= len(name) <= MAX_MERCHANT_NAME and name.isprintable()
+
+
 async def create_merchant(
     conn: asyncpg.Connection, name: str, *, admin: bool
 ) -> tuple[UUID, str, str]:
-    """Create a merchant; returns (id, api key, webhook secret), both secrets shown once."""
+    """Create a merchant; returns (id, api key, webhook secret), both secrets shown once.
+
+    Raises `BadInput` for a name `valid_merchant_name` refuses."""
+    if not valid_merchant_name(name):
+        raise BadInput(MERCHANT_NAME_RULE)
     key, secret = new_api_key(), new_webhook_secret()
     merchant_id: UUID = await conn.fetchval(
         SQL["create_merchant"], name, hash_api_key(key), secret, admin
@@ -122,6 +141,9 @@ async def authenticate(
 
     Invariant: a missing, unknown, over-long or non-ASCII key is a 401, never a 500.
     """
+    # The optional whitespace around a header value is not part of it (RFC 9110 §5.5), as
+    # for Idempotency-Key: a trailing space or tab no longer turns a good key into a 401.
+    api_key = api_key.strip(" \t") if api_key else api_key
     if not api_key:
         raise _unauthorized("missing X-API-Key header")
     if sent_more_than_once(request, API_KEY_HEADER):

@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
+from payflow.api.errors import FieldError
 from payflow.wirejson import loads_exact
 
 
@@ -48,9 +49,23 @@ class BoundedJsonRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def bounded(request: Request) -> Response:
+            if request.url.path.startswith("/api/"):
+                refuse_repeated_query_parameters(request)
             return await handler(BoundedJsonRequest(request.scope, request.receive))
 
         return bounded
+
+
+def refuse_repeated_query_parameters(request: Request) -> None:
+    """Raise `FieldError` (422 on `query.<name>`) when a query parameter comes more than
+    once: every API parameter takes one value, and which copy a framework keeps is not
+    the client's choice to leave open (found by a new user: `limit=1&limit=2` used one of
+    them silently). The same rule as for headers that must come once."""
+    seen: set[str] = set()
+    for name, _value in request.query_params.multi_items():
+        if name in seen:
+            raise FieldError(f"query.{name}", "must be given once")
+        seen.add(name)
 
 
 def api_router(**options: Any) -> APIRouter:

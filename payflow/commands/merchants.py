@@ -8,8 +8,6 @@ import typer
 
 from payflow.commands.common import _run, _settings, console
 
-MAX_NAME = 200  # merchants_name_length (migration 0002)
-
 merchants_app = typer.Typer(no_args_is_help=True, help="Merchants and their API keys.")
 
 
@@ -19,12 +17,11 @@ def merchants_create(
     admin: Annotated[bool, typer.Option("--admin", help="Grant operator endpoints")] = False,
 ) -> None:
     """Create a merchant and print its API key and webhook signing secret, once."""
+    from payflow.api.auth import MERCHANT_NAME_RULE, valid_merchant_name
     from payflow.api.server import create_merchant_cli
 
-    if not 1 <= len(name) <= MAX_NAME or "\x00" in name:
-        console.print(
-            f"payflow: a merchant name is 1 to {MAX_NAME} characters without NUL", style="red"
-        )
+    if not valid_merchant_name(name):
+        console.print(f"payflow: {MERCHANT_NAME_RULE}", style="red")
         raise typer.Exit(2)
     merchant_id, key, secret = _run(create_merchant_cli(_settings(), name, admin=admin))
     typer.echo(f"merchant_id={merchant_id}")

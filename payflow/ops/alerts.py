@@ -45,7 +45,13 @@ class AlertSink(Protocol):
 
 
 class LogAlertSink:
-    """The simplest sink: one structured log line per alert (`payflow.alert`)."""
+    """The simplest sink: one structured log line per alert (`payflow.alert`), and one
+    per resolution of a key this sink fired (a clean check resolves quietly)."""
+
+    MAX_OPEN = 1000  # keys remembered as open; past it the oldest is forgotten
+
+    def __init__(self) -> None:
+        self._open: dict[str, None] = {}  # insertion-ordered: the oldest first
 
     async def fire(
         self,
@@ -57,6 +63,10 @@ class LogAlertSink:
     ) -> None:
         """Log the alert at warning (info) or error (warning, critical) level."""
         emit = log.error if severity is not Severity.INFO else log.warning
+        self._open.pop(key, None)
+        self._open[key] = None
+        if len(self._open) > self.MAX_OPEN:
+            del self._open[next(iter(self._open))]
         emit(
             "payflow.alert",
             key=key,
@@ -66,5 +76,8 @@ class LogAlertSink:
         )
 
     async def resolve(self, key: str) -> None:
-        """Log the resolution."""
-        log.info("payflow.alert.resolved", key=key)
+        """Log the resolution of `key` if this sink fired it (found by a new user:
+        `payflow.alert.resolved` was logged every few seconds for keys that never fired)."""
+        if key in self._open:
+            del self._open[key]
+            log.info("payflow.alert.resolved", key=key)

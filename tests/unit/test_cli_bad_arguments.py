@@ -43,11 +43,19 @@ def test_dlq_ids_outside_bigint_are_usage_errors(command: str, value: str) -> No
     assert "Traceback" not in output and "dlq_id" in output
 
 
-@pytest.mark.parametrize("name", ["", "a" * 201, "a\x00b"])
+@pytest.mark.parametrize(
+    "name",
+    # Control characters and line breaks found by a new user: an escape sequence in a
+    # name rewrote the operator's terminal when a table printed it.
+    ["", "a" * 201, "a\x00b", "evil\x1b[2J\x1b[31mRED", "line1\nline2", "tab\there", "a\u2028b"],
+)
 def test_merchant_names_the_table_refuses_are_one_line(name: str) -> None:
     code, output = invoke("merchants", "create", name)
     assert code == 2, output
-    assert output.strip() == "payflow: a merchant name is 1 to 200 characters without NUL"
+    assert output.strip() == (
+        "payflow: a merchant name is 1 to 200 printable characters"
+        " (no NUL, control characters or line breaks)"
+    )
 
 
 @pytest.mark.parametrize("flags", [[], ["--approved", "--declined"], ["--declined", "--approved"]])

@@ -131,3 +131,11 @@ def test_well_formed_service_urls_pass() -> None:
         eth_rpc_url="https://node.internal:8545",
     )
     assert settings.rabbitmq_url == "amqps://u:p@mq.internal/vhost"
+
+
+@pytest.mark.parametrize("value", ["", " , ", "usd", "USD,EURO", "US1"])
+def test_fiat_currencies_name_iso_codes(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a new user: FIAT_CURRENCIES= (empty) was accepted at start-up."""
+    monkeypatch.setenv("FIAT_CURRENCIES", value)
+    with pytest.raises(SettingsError, match="FIAT_CURRENCIES"):
+        load_settings()

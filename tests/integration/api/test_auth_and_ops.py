@@ -135,3 +135,65 @@ async def test_exhausted_pool_answers_503_not_500(
     assert response.status_code == 503
     assert response.headers["retry-after"] == "1"
     assert response.headers["content-type"] == "application/problem+json"
+
+
+async def test_unknown_keys_are_counted_per_address(api_settings: Any) -> None:
+    """Found by a new user: keys that resolve to nobody were never limited, so each cost
+    a database lookup without end. Past AUTH_FAILURES_PER_MINUTE an address's unresolved
+    keys are 429 with Retry-After; a key it already resolved still works."""
+    settings = api_settings.model_copy(update={"auth_failures_per_minute": 3})
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            known = await client.get("/health", headers={"X-API-Key": API_KEY})
+            statuses = [
+                (await client.get("/health", headers={"X-API-Key": f"wrong-{i}"})).status_code
+                for i in range(5)
+            ]
+            limited = await client.get("/api/v1/payments", headers={"X-API-Key": "wrong-x"})
+            still = await client.get("/health", headers={"X-API-Key": API_KEY})
+    assert known.status_code == 200
+    assert statuses == [401, 401, 401, 429, 429]
+    assert limited.status_code == 429
+    assert limited.headers["content-type"] == "application/problem+json"
+    assert 1 <= int(limited.headers["retry-after"]) <= 61
+    assert still.status_code == 200
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/api/v1/payments/"), ("GET", "/health/")])
+async def test_a_trailing_slash_is_not_redirected_to_the_callers_host(
+    client: httpx.AsyncClient, method: str, path: str
+) -> None:
+    """Starlette's slash redirect built its Location from the Host header, before auth
+    (found by a new user: `Host: evil.example` got a 307 to http://evil.example/...)."""
+    answer = await client.request(method, path, headers={"Host": "evil.example"}, json={})
+    assert answer.status_code == 404
+    assert "location" not in answer.headers
+    assert answer.headers["content-type"] == "application/problem+json"
+
+
+async def test_whitespace_around_the_key_is_not_part_of_it(anon: httpx.AsyncClient) -> None:
+    """RFC 9110 §5.5, as for Idempotency-Key (found by a new user: a leading space passed,
+    a trailing space or tab answered 401)."""
+    for raw in (f" {API_KEY}", f"{API_KEY} ", f"{API_KEY}\t", f"\t {API_KEY} \t"):
+        answer = await anon.get("/health", headers=[(b"X-API-Key", raw.encode())])
+        assert answer.status_code == 200, (raw, answer.text)
+    for raw in (" ", "\t", f"{API_KEY[:5]} {API_KEY[5:]}"):
+        answer = await anon.get("/health", headers=[(b"X-API-Key", raw.encode())])
+        assert answer.status_code == 401, (raw, answer.text)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["limit=1&limit=2", "status=pending&status=failed", "cursor=a&cursor=b&limit=3"],
+)
+async def test_a_query_parameter_given_twice_is_a_422_naming_it(
+    client: httpx.AsyncClient, query: str
+) -> None:
+    """Found by a new user: `limit=1&limit=2` and `status=pending&status=failed` used one
+    of the copies silently."""
+    answer = await client.get(f"/api/v1/payments?{query}")
+    assert answer.status_code == 422, answer.text
+    name = query.split("=")[0]
+    assert answer.json()["errors"][0]["field"] == f"query.{name}"
