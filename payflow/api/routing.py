@@ -18,7 +18,7 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from payflow.api.errors import FieldError
+from payflow.api.errors import ApiProblem, FieldError
 from payflow.wirejson import loads_exact
 
 
@@ -51,6 +51,7 @@ class BoundedJsonRoute(APIRoute):
         async def bounded(request: Request) -> Response:
             if request.url.path.startswith("/api/"):
                 refuse_repeated_query_parameters(request)
+                refuse_a_body_that_is_not_json(request)
             return await handler(BoundedJsonRequest(request.scope, request.receive))
 
         return bounded
@@ -66,6 +67,44 @@ def refuse_repeated_query_parameters(request: Request) -> None:
         if name in seen:
             raise FieldError(f"query.{name}", "must be given once")
         seen.add(name)
+
+
+# The provider webhook reads its signed bytes whatever the label: a provider cannot be
+# asked to change its headers, and the signature, not the label, decides.
+ANY_CONTENT_TYPE = frozenset({"/api/v1/webhooks/provider"})
+
+
+def refuse_a_body_that_is_not_json(request: Request) -> None:
+    """Raise the 415 problem when a request's body is labelled as something other than JSON
+    in UTF-8 (`application/json` or `application/*+json`, charset absent or utf-8):
+    FastAPI would hand such a body to the model as bytes and answer a puzzling 422
+    "Input should be a valid dictionary" (found by a new user). A request without
+    Content-Type is read as JSON, as before."""
+    label = request.headers.get("content-type")
+    if label is None or request.url.path in ANY_CONTENT_TYPE:
+        return
+    sends_body = request.headers.get("content-length", "0") != "0" or (
+        "transfer-encoding" in request.headers
+    )
+    if request.method not in ("POST", "PUT", "PATCH") or not sends_body:
+        return
+    media, _, params = label.partition(";")
+    media = media.strip().lower()
+    kind, _, subtype = media.partition("/")
+    charset = None
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip('"').lower()
+    is_json = kind == "application" and (subtype == "json" or subtype.endswith("+json"))
+    if is_json and charset in (None, "utf-8", "utf8"):
+        return
+    raise ApiProblem(
+        415,
+        "Unsupported media type",
+        "the body must be JSON in UTF-8: send Content-Type: application/json",
+        slug="unsupported-media-type",
+    )
 
 
 def api_router(**options: Any) -> APIRouter:

@@ -279,6 +279,7 @@ PROBLEM_TITLES = {
     404: "Not found",
     409: "Conflict (Idempotency-Key in progress or reused, or duplicate)",
     413: "Request body too large",
+    415: "The body is not labelled as JSON in UTF-8",
     422: "Validation failed; `errors` names the fields",
     429: "Rate limited; see Retry-After",
     503: "A dependency is unavailable; see Retry-After",

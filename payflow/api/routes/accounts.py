@@ -107,7 +107,7 @@ async def _account_to_debit(conn: asyncpg.Connection, account_id: UUID, merchant
     "/accounts",
     status_code=201,
     response_model=AccountView,
-    responses=problem_responses(400, *COMMON_PROBLEMS),
+    responses=problem_responses(400, 415, *COMMON_PROBLEMS),
     summary="Open an account for an asset",
 )
 async def create_account(
@@ -182,7 +182,7 @@ async def list_entries(
     "/accounts/{account_id}/deposit-addresses",
     status_code=201,
     response_model=DepositAddressView,
-    responses=problem_responses(400, 403, 404, 409, 503, *COMMON_PROBLEMS),
+    responses=problem_responses(400, 415, 403, 404, 409, 503, *COMMON_PROBLEMS),
     summary="Derive the account's next deposit address, or import one (admin key)",
     dependencies=[Depends(idempotency_key_once)],
 )
@@ -300,7 +300,7 @@ async def _record_withdrawal(
     "/accounts/{account_id}/withdrawals",
     status_code=202,
     response_model=WithdrawalAccepted | PayoutView,
-    responses=problem_responses(400, 404, 409, *COMMON_PROBLEMS),
+    responses=problem_responses(400, 415, 404, 409, *COMMON_PROBLEMS),
     summary="Request a withdrawal (idempotent); with `to_address`, an on-chain payout",
     dependencies=[Depends(idempotency_key_once)],
 )

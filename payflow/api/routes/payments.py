@@ -99,7 +99,7 @@ async def _validated(request: Request, body: PaymentCreate) -> NewPayment:
     "",
     status_code=202,
     response_model=PaymentAccepted,
-    responses=problem_responses(400, 409, *COMMON_PROBLEMS),
+    responses=problem_responses(400, 415, 409, *COMMON_PROBLEMS),
     summary="Create a payment (idempotent per merchant and Idempotency-Key)",
     dependencies=[Depends(idempotency_key_once)],
 )

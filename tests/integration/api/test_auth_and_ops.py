@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import httpx
@@ -197,3 +198,37 @@ async def test_a_query_parameter_given_twice_is_a_422_naming_it(
     assert answer.status_code == 422, answer.text
     name = query.split("=")[0]
     assert answer.json()["errors"][0]["field"] == f"query.{name}"
+
+
+@pytest.mark.parametrize(
+    "label",
+    ["text/plain", "application/xml", "application/json; charset=utf-16", "multipart/form-data"],
+)
+async def test_a_body_labelled_as_not_json_is_a_415(client: httpx.AsyncClient, label: str) -> None:
+    """Found by a new user: `text/plain` with a JSON body answered a puzzling 422 "Input
+    should be a valid dictionary", and `charset=utf-16` was taken as UTF-8. Nothing is
+    written for a refused body."""
+    body = b'{"amount": "1.00", "currency": "USD"}'
+    answer = await client.post(
+        "/api/v1/payments",
+        content=body,
+        headers={"Content-Type": label, "Idempotency-Key": uuid.uuid4().hex},
+    )
+    assert answer.status_code == 415, answer.text
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert "application/json" in answer.json()["detail"]
+    listed = await client.get("/api/v1/payments")
+    assert listed.json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    "label", ["application/json", "application/json; charset=UTF-8", "application/problem+json"]
+)
+async def test_a_body_labelled_as_json_is_read(client: httpx.AsyncClient, label: str) -> None:
+    body = b'{"amount": "1.00", "currency": "USD"}'
+    answer = await client.post(
+        "/api/v1/payments",
+        content=body,
+        headers={"Content-Type": label, "Idempotency-Key": uuid.uuid4().hex},
+    )
+    assert answer.status_code == 202, answer.text
