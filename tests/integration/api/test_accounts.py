@@ -29,9 +29,11 @@ async def _account(client: httpx.AsyncClient, asset: str = "USDC") -> str:
     return account_id
 
 
-async def _deposit(
-    app: Any, anon: httpx.AsyncClient, admin: httpx.AsyncClient, account_id: str, amount: str
-) -> None:
+async def _report_deposit(
+    anon: httpx.AsyncClient, admin: httpx.AsyncClient, account_id: str, amount: str
+) -> str:
+    """A provider's signed report of a USDC deposit to a fresh address of the account;
+    returns the stored event id the provider webhook answered."""
     address = "0x" + uuid.uuid4().hex[:20] * 2
     await admin.post(
         f"/api/v1/accounts/{account_id}/deposit-addresses",
@@ -49,7 +51,16 @@ async def _deposit(
         }
     )
     response = await anon.post("/api/v1/webhooks/provider", content=body, headers=signed(body))
-    assert response.json()["events"][0]["result"] == "recorded"
+    [event] = response.json()["events"]
+    assert event["result"] == "recorded"
+    stored_id: str = event["event_id"]
+    return stored_id
+
+
+async def _deposit(
+    app: Any, anon: httpx.AsyncClient, admin: httpx.AsyncClient, account_id: str, amount: str
+) -> None:
+    await _report_deposit(anon, admin, account_id, amount)
     await credit_as_the_node_would(app)  # issue 8: only the node's word credits
 
 
@@ -284,24 +295,7 @@ async def test_a_provider_deposit_report_reads_back_by_the_id_it_was_answered_wi
     reads the report back: pending until the node shows the transfer, then confirmed
     with the credit event, which reads back as a posted ledger event."""
     account_id = await _account(client)
-    address = "0x" + uuid.uuid4().hex[:20] * 2
-    await admin.post(
-        f"/api/v1/accounts/{account_id}/deposit-addresses",
-        json={"chain": "ETH_MAINNET", "address": address},
-    )
-    body = orjson.dumps(
-        {
-            "event_id": f"dep-{uuid.uuid4().hex}",
-            "event_type": "deposit",
-            "to_address": address,
-            "asset": "USDC",
-            "amount": "7.5",
-            "tx_hash": "0x" + uuid.uuid4().hex * 2,
-            "contract_address": USDC_CONTRACT,
-        }
-    )
-    answer = await anon.post("/api/v1/webhooks/provider", content=body, headers=signed(body))
-    stored_id = answer.json()["events"][0]["event_id"]
+    stored_id = await _report_deposit(anon, admin, account_id, "7.5")
     assert stored_id.startswith("gen:dep-")
     report = await client.get(f"/api/v1/events/{stored_id}")
     assert report.status_code == 200, report.text

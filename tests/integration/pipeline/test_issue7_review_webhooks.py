@@ -9,6 +9,7 @@ without an answer is retryable, like a refused connection."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import asyncpg
 import pytest
@@ -27,6 +28,32 @@ def fake_dns(monkeypatch: pytest.MonkeyPatch) -> FakeDns:
     return FakeDns(monkeypatch)
 
 
+async def _pay_to_the_name(
+    pool: asyncpg.Pool,
+    settings: Settings,
+    submitter: DirectSubmitter,
+    merchant: tuple[uuid.UUID, str],
+    sink: WebhookSink,
+    start_roles: Any,
+    until: str,
+) -> uuid.UUID:
+    """Run the roles with NAME allowed, submit one payment whose webhook goes to NAME and
+    wait until `until` (a boolean SQL expression over the payment row) holds."""
+    running = await start_roles(
+        settings=settings.model_copy(update={"webhook_allow_hosts": (NAME,)})
+    )
+    url = f"http://{NAME}:{sink.port}/hook"
+    payment_id = await submitter.submit_payment(
+        merchant[0], "2.00", "EUR", f"k-{uuid.uuid4().hex[:8]}", url
+    )
+    await wait_until(
+        lambda: pool.fetchval(f"SELECT {until} FROM payments WHERE id = $1", payment_id),
+        what=until,
+    )
+    await running.stop()
+    return payment_id
+
+
 async def test_a_name_that_fails_to_resolve_once_is_retried_and_delivered(
     pool: asyncpg.Pool,
     pipe_settings: Settings,
@@ -37,17 +64,15 @@ async def test_a_name_that_fails_to_resolve_once_is_retried_and_delivered(
     start_roles,
 ) -> None:
     fake_dns.answer(NAME, [FAIL], [FAIL], ["127.0.0.1"])  # two failed lookups, then an answer
-    settings = pipe_settings.model_copy(update={"webhook_allow_hosts": (NAME,)})
-    running = await start_roles(settings=settings)
-    url = f"http://{NAME}:{sink.port}/hook"
-    payment_id = await submitter.submit_payment(merchant[0], "2.00", "EUR", "k-dns", url)
-    await wait_until(
-        lambda: pool.fetchval(
-            "SELECT webhook_delivered_at IS NOT NULL FROM payments WHERE id = $1", payment_id
-        ),
-        what="delivery after the resolver came back",
+    payment_id = await _pay_to_the_name(
+        pool,
+        pipe_settings,
+        submitter,
+        merchant,
+        sink,
+        start_roles,
+        "webhook_delivered_at IS NOT NULL",
     )
-    await running.stop()
     payment = await pool.fetchrow(
         "SELECT webhook_attempts, webhook_dead_at FROM payments WHERE id = $1", payment_id
     )
@@ -70,21 +95,13 @@ async def test_a_name_that_never_resolves_is_dead_lettered_with_its_tries(
     """No POST is ever sent, so the payment counts no attempt, but the dead letter says
     how often the job was tried: once plus each retry tier."""
     fake_dns.answer(NAME, [FAIL])
-    settings = pipe_settings.model_copy(update={"webhook_allow_hosts": (NAME,)})
-    running = await start_roles(settings=settings)
-    url = f"http://{NAME}:{sink.port}/hook"
-    payment_id = await submitter.submit_payment(merchant[0], "2.00", "EUR", "k-never", url)
-    await wait_until(
-        lambda: pool.fetchval(
-            "SELECT webhook_dead_at IS NOT NULL FROM payments WHERE id = $1", payment_id
-        ),
-        what="the dead letter after every retry tier",
+    payment_id = await _pay_to_the_name(
+        pool, pipe_settings, submitter, merchant, sink, start_roles, "webhook_dead_at IS NOT NULL"
     )
-    await running.stop()
     rows = await pool.fetch(
         "SELECT subject_id, attempt FROM dead_letter_queue WHERE source = 'webhook'"
     )
-    tries = 1 + len(settings.retry_tiers_ms)
+    tries = 1 + len(pipe_settings.retry_tiers_ms)
     assert [(r["subject_id"], r["attempt"]) for r in rows] == [(str(payment_id), tries)]
     assert fake_dns.lookups[NAME] >= tries
     assert sink.received == []
