@@ -34,6 +34,7 @@ from payflow.api.schemas import (
 )
 from payflow.api.state import api_state
 from payflow.chain.deposits import pending_incoming
+from payflow.chain.payouts.holds import SQL as PAYOUT_SQL
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, Conflict, NotFound
 from payflow.idempotency import idempotency_key
@@ -296,6 +297,28 @@ async def _record_withdrawal(
     return body, True
 
 
+async def _refuse_the_other_kind(
+    conn: asyncpg.Connection,
+    merchant: Merchant,
+    key: str,
+    event_id: str,
+    body: WithdrawalCreate,
+) -> None:
+    """Under the key's advisory lock, after its record was found missing: one
+    Idempotency-Key names one withdrawal, ledger-only (`wd:` event) or on-chain (a
+    `payouts` row), never one of each. Raises `IdempotencyKeyReused` (409) when the key
+    already made the other kind (found by a tester: once the key's record had expired,
+    the same key made a ledger withdrawal and then a payout, and money left twice)."""
+    if body.to_address is None:
+        taken = await conn.fetchval(PAYOUT_SQL["payout_by_key"], merchant.id, key)
+        kind = "an on-chain payout"
+    else:
+        taken = await conn.fetchval(LEDGER_SQL["get_event"], event_id)
+        kind = "a ledger withdrawal"
+    if taken is not None:
+        raise IdempotencyKeyReused(f"this Idempotency-Key was already used for {kind}")
+
+
 @router.post(
     "/accounts/{account_id}/withdrawals",
     status_code=202,
@@ -340,6 +363,7 @@ async def withdraw(
                 await check_limit(
                     conn, account["asset"], LimitKind.WITHDRAWAL, amount, field="body.amount"
                 )
+                await _refuse_the_other_kind(conn, merchant, key, event_id, body)
                 if body.to_address is not None:  # an on-chain payout (issue 11)
                     answer, created = await record_payout(
                         conn,

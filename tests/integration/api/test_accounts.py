@@ -333,3 +333,37 @@ async def test_an_imported_deposit_address_is_an_evm_address(
     assert fine.status_code == 201, fine.text
     account = (await client.get(f"/api/v1/accounts/{account_id}")).json()
     assert account["account_id"] == account_id
+
+
+async def test_one_key_makes_one_withdrawal_of_one_kind_even_after_its_record_expired(
+    app: Any, client: httpx.AsyncClient, anon: httpx.AsyncClient, admin: httpx.AsyncClient
+) -> None:
+    """Found by a tester: once a key's idempotency record had expired (retention), the
+    same key made a ledger withdrawal and then an on-chain payout (or the reverse), and
+    money left twice. The domain rows are the last word: the second kind is a 409 and
+    nothing is recorded or held."""
+    account_id = await _account(client)
+    await _deposit(app, anon, admin, account_id, "10")
+    url = f"/api/v1/accounts/{account_id}/withdrawals"
+    ledger = {"amount": "1"}
+    payout = {"amount": "1", "to_address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"}
+    pool = app.state.api.pool
+    for first, second, key_ in (
+        (ledger, payout, "k-ledger-first"),
+        (payout, ledger, "k-payout-first"),
+    ):
+        made = await client.post(url, json=first, headers={"Idempotency-Key": key_})
+        assert made.status_code == 202, made.text
+        await pool.execute("DELETE FROM api_idempotency WHERE key = $1", key_)  # retention
+        refused = await client.post(url, json=second, headers={"Idempotency-Key": key_})
+        assert refused.status_code == 409, refused.text
+        assert "already used for" in refused.json()["detail"]
+        again = await client.post(url, json=first, headers={"Idempotency-Key": key_})
+        assert again.status_code == 202, again.text  # the same request is still answered
+    counts = await pool.fetchrow(
+        "SELECT (SELECT count(*) FROM payouts WHERE account_id = $1) AS payouts,"
+        "       (SELECT count(*) FROM payment_events WHERE account_id = $1"
+        "        AND event_type = 'withdrawal') AS withdrawals",
+        uuid.UUID(account_id),
+    )
+    assert (counts["payouts"], counts["withdrawals"]) == (1, 1)
