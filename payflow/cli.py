@@ -5,6 +5,8 @@ The roles and shared helpers live here; each command group lives in payflow/comm
 
 from __future__ import annotations
 
+import sys
+import unicodedata
 from typing import Annotated
 
 import typer
@@ -241,6 +243,29 @@ app.add_typer(tokens.tokens_app, name="tokens")
 app.add_typer(wallet.wallet_app, name="wallet")
 
 
+def unprintable_argument(arguments: list[str]) -> str | None:
+    """The reason to refuse the first argument that is not printable UTF-8 text, or None.
+
+    Arguments become ids, names, labels and reasons that reach PostgreSQL or are printed
+    back to an operator's terminal: bytes that are not UTF-8 (Python keeps them as lone
+    surrogates, which the driver refuses with its own text) and control characters (an
+    escape sequence or a newline rewrites what the next operator reads) are refused for
+    every command at once (found by a tester: `unmatched replay $'\\xff'` printed the
+    driver's refusal, `dlq replay --by $'ops\\e[31m'` stored and echoed the sequence)."""
+    for position, argument in enumerate(arguments, start=1):
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"argument {position} is not UTF-8 text"
+        if any(unicodedata.category(char) == "Cc" for char in argument):
+            return f"argument {position} holds a control character (a NUL, newline, tab or escape)"
+    return None
+
+
 def main() -> None:
     """Entry point of the `payflow` console script."""
+    reason = unprintable_argument(sys.argv[1:])
+    if reason is not None:
+        print(f"payflow: {reason}", file=sys.stderr)
+        raise SystemExit(2)
     app()

@@ -9,6 +9,8 @@ each is refused before any connection, or `_run` turns the driver's refusal into
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import asyncpg
@@ -100,3 +102,36 @@ def test_chaos_without_anvil_is_one_line_before_any_service_starts(tmp_path: Pat
     )
     assert "Traceback" not in result.output
     assert list(tmp_path.iterdir()) == []  # no process was started, so no log was written
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["unmatched", "replay", "\udcff"], "argument 3 is not UTF-8 text"),
+        (["alerts", "ack", "k", "--by", "\udcff"], "argument 5 is not UTF-8 text"),
+        (["tokens", "list", "--chain", "\udcff"], "argument 4 is not UTF-8 text"),
+        (["assets", "set-limit", "\udcff", "--payment", "5"], "argument 3 is not UTF-8 text"),
+        (["dlq", "replay", "2", "--by", "ops\x1b[31mRED"], "argument 5 holds a control"),
+        (["dlq", "replay", "2", "--reason", "r\x1b]0;TITLE\x07"], "argument 5 holds a control"),
+        (["payments", "resolve", "x", "--approved", "--by", "a\nb"], "argument 6 holds a control"),
+        (["merchants", "create", "a\tb"], "argument 3 holds a control"),
+    ],
+)
+def test_every_command_refuses_arguments_that_are_not_printable_text(
+    args: list[str], reason: str
+) -> None:
+    """Found by a tester: bytes that are not UTF-8 reached asyncpg and its refusal was
+    printed; labels with escape sequences were stored and echoed to the terminal. The
+    entry point refuses them for every command, before anything runs."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from payflow.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        errors="surrogateescape",
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"payflow: {reason}"), lines
+    assert "Traceback" not in done.stderr and "asyncpg" not in done.stderr
