@@ -8,6 +8,7 @@ naming it (see `load_settings`), never a traceback.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from decimal import Decimal
 from typing import Annotated, Literal
@@ -24,6 +25,12 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
+# A host name (RFC 1123 labels) or an IPv4 / IPv6 literal: what a bind address or an
+# allow-listed webhook host can be.
+HOST_PATTERN = (
+    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
+    r"[A-Za-z0-9])?)*\.?|[0-9A-Fa-f:.]+)$"
+)
 # The schemes each service URL accepts; a host is required unless the scheme allows a
 # socket path (libpq's `host=` query, redis `unix://`).
 SERVICE_URL_SCHEMES: dict[str, tuple[str, ...]] = {
@@ -106,12 +113,14 @@ class Settings(BaseSettings):
     webhook_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
 
     recon_recent_minutes: int = Field(default=15, ge=1)
-    log_level: str = "INFO"
+    log_level: str = Field(default="INFO", pattern=r"(?i)^(DEBUG|INFO|WARNING|ERROR|CRITICAL)$")
     log_json: bool = True
     log_cache_loggers: bool = True
 
     # --- pipeline
-    broker_prefix: str = "payflow"
+    # Prefixes every queue and exchange name (RabbitMQ allows 255 bytes, AMQP short-string
+    # characters); refused at start-up rather than by the broker client mid-declare.
+    broker_prefix: str = Field(default="payflow", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
     broker_quorum_queues: bool = True
     broker_prefetch: int = Field(default=64, ge=1, le=10000)
     retry_tiers_ms: Annotated[tuple[int, ...], NoDecode] = (2000, 4000, 8000)
@@ -240,7 +249,7 @@ class Settings(BaseSettings):
     redis_key_prefix: str = "payflow:"
     api_auth_cache_seconds: float = Field(default=30.0, ge=0)
     api_ready_timeout_seconds: float = Field(default=2.0, gt=0)
-    default_chain: str = "ETH_MAINNET"
+    default_chain: str = Field(default="ETH_MAINNET", pattern=r"^[A-Z0-9_]{2,40}$")
 
     # --- payouts (issue 11, docs/payouts.md): holds, hot wallet, signing, fee bumps
     # The chain the hot wallet pays on: a `chains` row with an RPC in ETH_RPC_URL/EVM_CHAINS.
@@ -340,6 +349,23 @@ class Settings(BaseSettings):
                 raise ValueError(f"{code!r} is not an ISO 4217 code such as USD")
         return value
 
+    @field_validator("api_host", "metrics_host")
+    @classmethod
+    def _bind_host_valid(cls, value: str) -> str:
+        """A bind address is a host name or an IP literal (checked before any bind)."""
+        if not re.fullmatch(HOST_PATTERN, value):
+            raise ValueError(f"{value!r} is not a host name or IP address")
+        return value
+
+    @field_validator("webhook_allow_hosts")
+    @classmethod
+    def _allow_hosts_are_hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        """Each entry is a host name or an IP literal, matched against a webhook URL's host."""
+        for host in value:
+            if not re.fullmatch(HOST_PATTERN, host.strip("[]")):
+                raise ValueError(f"{host!r} is not a host name or IP address")
+        return value
+
     @field_validator("webhook_ca_bundle")
     @classmethod
     def _ca_bundle_readable(cls, value: str | None) -> str | None:
@@ -405,7 +431,10 @@ class Settings(BaseSettings):
     @classmethod
     def _split_tiers(cls, value: object) -> object:
         if isinstance(value, str):
-            return tuple(int(part) for part in value.split(",") if part.strip())
+            parts = [part.strip() for part in value.split(",") if part.strip()]
+            if not all(part.isascii() and part.isdigit() for part in parts):
+                raise ValueError("must be whole numbers of milliseconds, comma-separated")
+            return tuple(int(part) for part in parts)
         return value
 
     @field_validator("retry_tiers_ms")

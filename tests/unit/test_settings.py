@@ -139,3 +139,35 @@ def test_fiat_currencies_name_iso_codes(value: str, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("FIAT_CURRENCIES", value)
     with pytest.raises(SettingsError, match="FIAT_CURRENCIES"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("BROKER_PREFIX", "a b/#*"),
+        ("BROKER_PREFIX", "p" * 300),
+        ("DEFAULT_CHAIN", "bad chain"),
+        ("WEBHOOK_ALLOW_HOSTS", "http://a b"),
+        ("LOG_LEVEL", "LOUD"),
+        ("METRICS_HOST", "not a host"),
+        ("API_HOST", "not a host"),
+        ("RETRY_TIERS_MS", "abc"),
+    ],
+)
+def test_settings_a_tester_found_unchecked_are_one_line(
+    name: str, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a tester: BROKER_PREFIX='a b/#*' crashed `payflow status` and `worker` in
+    the broker client; the others were taken silently or failed later, unclearly."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=f"setting {name} is invalid"):
+        load_settings()
+
+
+def test_well_formed_hosts_and_levels_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WEBHOOK_ALLOW_HOSTS", "127.0.0.1,localhost,[::1],hooks.example.com")
+    monkeypatch.setenv("LOG_LEVEL", "debug")
+    monkeypatch.setenv("API_HOST", "0.0.0.0")
+    settings = load_settings()
+    assert settings.webhook_allow_hosts == ("127.0.0.1", "localhost", "[::1]", "hooks.example.com")
+    assert settings.log_level == "debug"
