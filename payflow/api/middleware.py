@@ -49,13 +49,15 @@ def trace_of(scope: Scope) -> tuple[str, str, str]:
 
     trace_id: the single valid incoming `traceparent`'s trace id, else a fresh one
     (several `traceparent` headers are invalid per W3C and ignored). request_id: a valid
-    `X-Request-ID` (1-128 visible ASCII), else the trace id. The response traceparent
+    `X-Request-ID` (1-128 visible ASCII, sent once), else the trace id. The response traceparent
     names a new span of this request and keeps the caller's flags (sampled otherwise).
     """
     parents = _headers(scope, TRACEPARENT_HEADER)
     parent = parse_traceparent(parents[0]) if len(parents) == 1 else None
     trace_id = parent.trace_id if parent is not None else new_trace_id()
-    raw_request_id = _header(scope, REQUEST_ID_HEADER)
+    # Like traceparent, several X-Request-ID headers name no one request: all are ignored.
+    request_ids = _headers(scope, REQUEST_ID_HEADER)
+    raw_request_id = request_ids[0] if len(request_ids) == 1 else None
     request_id = (
         raw_request_id.decode("ascii")
         if raw_request_id is not None and REQUEST_ID.fullmatch(raw_request_id)

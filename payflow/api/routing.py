@@ -80,9 +80,10 @@ def refuse_a_body_that_is_not_json(request: Request) -> None:
     FastAPI would hand such a body to the model as bytes and answer a puzzling 422
     "Input should be a valid dictionary" (found by a new user). A request without
     Content-Type is read as JSON, as before."""
-    label = request.headers.get("content-type")
-    if label is None or request.url.path in ANY_CONTENT_TYPE:
+    labels = request.headers.getlist("content-type")
+    if not labels or request.url.path in ANY_CONTENT_TYPE:
         return
+    label = labels[0] if len(labels) == 1 else "several labels"  # no copy is judged first
     sends_body = request.headers.get("content-length", "0") != "0" or (
         "transfer-encoding" in request.headers
     )

@@ -230,3 +230,24 @@ async def test_a_body_labelled_as_not_json_is_a_415(
     if status == 415:
         assert answer.headers["content-type"] == "application/problem+json"
         assert "application/json" in answer.json()["detail"]
+
+
+async def test_headers_that_must_come_once_are_never_judged_by_their_first_copy(
+    client: httpx.AsyncClient,
+) -> None:
+    """Found by a tester: two Content-Type headers were judged by the first (201 in one
+    order, 422 in the other), and of two X-Request-ID headers the first was echoed."""
+    for labels in (
+        ["application/json", "application/xml"],
+        ["application/xml", "application/json"],
+    ):
+        answer = await client.post(
+            "/api/v1/accounts",
+            content=b'{"asset": "USD"}',
+            headers=[("Content-Type", label) for label in labels],
+        )
+        assert answer.status_code == 415, (labels, answer.text)
+    echoed = await client.get(
+        "/health", headers=[("X-Request-ID", "first-id"), ("X-Request-ID", "second-id")]
+    )
+    assert echoed.headers["x-request-id"] not in ("first-id", "second-id")
