@@ -170,9 +170,48 @@ async def add_chain_cli(settings: Settings, chain: str, asset: str, decimals: in
 async def add_token_cli(
     settings: Settings, chain: str, contract: str, asset: str, decimals: int
 ) -> TokenRow:
-    """`payflow tokens add`: `add_token` in its own transaction."""
+    """`payflow tokens add`: `add_token` in its own transaction, after the node confirms
+    the contract's `decimals()` when CHAIN has an RPC configured (`check_token_decimals`).
+
+    The node is the source of truth for chain money: a registry row with the wrong
+    decimals would credit every deposit of the token wrong by powers of ten (found by a
+    tester: an 18-decimal token registered with 6 credited 0.0001 token as 100,000,000)."""
+    from payflow.chain.config import chain_configs
+
+    config = chain_configs(settings).get(chain)
+    if config is not None:
+        await check_token_decimals(config.rpc_url, chain, contract, decimals, settings)
     async with _tool_connection(settings, operator=True) as conn, transaction(conn, settings):
         return await add_token(conn, chain, contract, asset, decimals)
+
+
+DECIMALS_SELECTOR = "0x313ce567"  # ERC-20 decimals()
+
+
+async def check_token_decimals(
+    rpc_url: str, chain: str, contract: str, decimals: int, settings: Settings
+) -> None:
+    """Raise `BadInput` unless the contract at `contract` on `chain` answers `decimals()`
+    with `decimals` (an `eth_call` at the latest block); `ChainUnavailable` when the node
+    cannot be asked. A malformed address is left to `add_token`'s own check."""
+    from payflow.chain.rpc import RpcClient, RpcError
+
+    if EVM_ADDRESS.fullmatch(contract) is None:
+        return
+    call = {"to": contract.lower(), "data": DECIMALS_SELECTOR}
+    async with RpcClient(rpc_url, chain=chain, timeout_s=settings.rpc_timeout_s) as rpc:
+        try:
+            answer = await rpc.call("eth_call", call, "latest")
+        except RpcError as error:
+            raise BadInput(f"{contract} on {chain} does not answer decimals(): {error}") from None
+    raw = answer[2:] if isinstance(answer, str) and answer.startswith("0x") else ""
+    if not raw or len(raw) > 64 or any(c not in "0123456789abcdefABCDEF" for c in raw):
+        raise BadInput(
+            f"{contract} on {chain} has no ERC-20 decimals() (the node answered {answer!r:.80})"
+        )
+    on_chain = int(raw, 16)
+    if on_chain != decimals:
+        raise BadInput(f"{contract} on {chain} has {on_chain} decimals on chain, not {decimals}")
 
 
 async def list_tokens_cli(settings: Settings, chain: str | None) -> list[TokenRow]:
