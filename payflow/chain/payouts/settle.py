@@ -4,8 +4,12 @@ Post: compare-and-set signed|sent -> confirmed, release the whole hold, then pos
 debit (`po:<id>`, withdrawal) and the fee (`pofee:<id>`, withdrawal_fee: the gas actually
 paid for native payouts, `PAYOUT_TOKEN_FEE` for token payouts) through the ledger's
 exactly-once path (`posting.post_within`), and write the `confirmed` notification.
-Void: compare-and-set -> failed, release the hold, `failed` notification; the nonce stays
-consumed (recorded on the payout and its `payout_txs`).
+Void: compare-and-set -> failed, release the hold, post the fee (`pofee:<id>`: the gas the
+reverted transaction paid, or `PAYOUT_TOKEN_FEE`), `failed` notification; the nonce stays
+consumed (recorded on the payout and its `payout_txs`). A reverted transaction is mined and
+its gas is spent: the hot wallet paid it for the account's request, so the account pays
+it back, as for a confirmed payout (found by a tester: a native payout to a contract that
+refuses value reverted for free, again and again, and the hot wallet's gas left unledgered).
 
 Invariant: the compare-and-set makes every step here happen at most once per payout; a
 second call finds the payout final and does nothing.
@@ -77,7 +81,7 @@ async def settle(
         payout = await conn.fetchrow(SQL["get_payout"], payout_id)
         assert payout is not None
         target = PayoutStatus.CONFIRMED if landed.status == 1 else PayoutStatus.FAILED
-        fee = paid_fee(payout, landed) if target is PayoutStatus.CONFIRMED else None
+        fee = paid_fee(payout, landed)  # spent whether the transaction succeeded or not
         row = await conn.fetchrow(
             SQL["finalize_payout"],
             payout_id,
@@ -87,21 +91,23 @@ async def settle(
             landed.block_number,
             landed.block_hash,
             fee,
-            None if landed.status == 1 else "reverted on chain; the hold is released",
+            None
+            if landed.status == 1
+            else "reverted on chain: the amount is released, the network fee paid is charged",
         )
         if row is None:
             return None
         await conn.execute(
             SQL["release_hold"], row["account_id"], add(row["amount"], row["fee_hold"])
         )
-        if fee is not None:
+        if target is PayoutStatus.CONFIRMED:
             await _record_and_post(
                 conn, withdrawal_event_id(row["id"]), row, row["amount"], EventType.WITHDRAWAL
             )
-            if fee > 0:
-                await _record_and_post(
-                    conn, fee_event_id(row["id"]), row, fee, EventType.WITHDRAWAL_FEE
-                )
+        if fee > 0:  # never above the fee held: the hold covered the gas at its ceiling
+            await _record_and_post(
+                conn, fee_event_id(row["id"]), row, fee, EventType.WITHDRAWAL_FEE
+            )
         await enqueue_notification(conn, row)
         return target.value
 

@@ -1,5 +1,5 @@
-"""ERC-20 payouts: the exact amount in the token's 6 decimals, and a reverting transfer
-voided with the funds back and the nonce consumed."""
+"""ERC-20 payouts: the exact amount in the token's 6 decimals; a reverting transfer voided
+with the amount back, the nonce consumed and the fee charged (its gas was spent)."""
 
 from __future__ import annotations
 
@@ -75,24 +75,61 @@ async def test_reverted_payout_is_voided_and_the_funds_come_back(
     engine: PayoutEngine,
 ) -> None:
     token = await _token(anvil, owner_pool, engine)
+    settings = payout_settings.model_copy(update={"payout_token_fee": Decimal("0.5")})
+    engine.settings = settings
     await anvil.receipt(await anvil.token_set_paused(token, True))
     account = await funded_account(owner_pool, "USDC", Decimal("50"))
     to = fresh_address()
-    payout = await request_payout(pool, payout_settings, account, "20", to)
+    payout = await request_payout(pool, settings, account, "20", to)
     held = await pool.fetchval("SELECT held FROM accounts WHERE id = $1", account)
-    assert held == Decimal("20")
+    assert held == Decimal("20.5")
 
     await settle_all(engine, anvil)
 
     row = await pool.fetchrow("SELECT * FROM payouts WHERE id = $1", payout["id"])
     assert (row["status"], row["receipt_status"], row["nonce"]) == ("failed", 0, 0)
+    assert row["fee_paid"] == Decimal("0.5")
     assert await anvil.token_balance(token, to) == 0
-    assert await ledger_rows(pool, account) == []
+    rows = await ledger_rows(pool, account)
+    assert [(r["event_type"], r["amount"]) for r in rows] == [("withdrawal_fee", Decimal("-0.5"))]
     acct = await pool.fetchrow("SELECT balance, held FROM accounts WHERE id = $1", account)
-    assert (acct["balance"], acct["held"]) == (Decimal("50"), Decimal(0))
+    assert (acct["balance"], acct["held"]) == (Decimal("49.5"), Decimal(0))
     (hot,) = engine.wallets
     assert int(await anvil.rpc.call("eth_getTransactionCount", hot, "latest"), 16) == 1
     notes = await pool.fetch(
         "SELECT payload->>'type' AS t FROM outbox WHERE topic = 'notification.payout' ORDER BY id"
     )
     assert [n["t"] for n in notes] == ["payout.held", "payout.sent", "payout.failed"]
+
+
+async def test_a_native_payout_that_reverts_charges_the_gas_it_spent(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    payout_settings: Settings,
+    engine: PayoutEngine,
+) -> None:
+    """Found by a tester: ETH sent to a contract that refuses value reverts, and the hot
+    wallet's gas went unledgered, so a merchant could drain it for free, payout after
+    payout. The amount comes back; the gas the reverted transaction paid is charged."""
+    refuses_value = await anvil.deploy_token("No Receive", "NOR", 6)  # no payable fallback
+    (hot,) = engine.wallets
+    await anvil.set_balance(hot, 10 * WEI)
+    account = await funded_account(owner_pool, "ETH", Decimal("5"))
+    payout = await request_payout(pool, payout_settings, account, "1", refuses_value)
+    before = int(await anvil.rpc.call("eth_getBalance", hot, "latest"), 16)
+
+    await settle_all(engine, anvil)
+
+    row = await pool.fetchrow("SELECT * FROM payouts WHERE id = $1", payout["id"])
+    assert (row["status"], row["receipt_status"]) == ("failed", 0)
+    spent_wei = before - int(await anvil.rpc.call("eth_getBalance", hot, "latest"), 16)
+    assert spent_wei > 0  # the reverted transaction was mined and paid its gas
+    assert row["fee_paid"] == Decimal(spent_wei) / WEI
+    rows = await ledger_rows(pool, account)
+    assert [(r["event_type"], r["amount"]) for r in rows] == [
+        ("withdrawal_fee", -Decimal(spent_wei) / WEI)
+    ]
+    acct = await pool.fetchrow("SELECT balance, held FROM accounts WHERE id = $1", account)
+    assert (acct["balance"], acct["held"]) == (Decimal("5") - Decimal(spent_wei) / WEI, 0)
+    assert int(await anvil.rpc.call("eth_getBalance", refuses_value, "latest"), 16) == 0
