@@ -45,6 +45,7 @@ async def recon_chain_job(ctx: JobContext) -> JobResult:
                 dirty = True
                 continue
             summaries.append(report.summary())
+            await _not_creditable_alert(ctx, chain, report.not_creditable)
             key = f"recon.chain:{chain}"
             if report.clean:
                 await ctx.alerts.resolve(key)
@@ -62,3 +63,20 @@ async def recon_chain_job(ctx: JobContext) -> JobResult:
     finally:
         await oracle.aclose()
     return JobResult(Outcome.ALERT if dirty else Outcome.OK, "; ".join(summaries))
+
+
+async def _not_creditable_alert(ctx: JobContext, chain: str, listed: list[str]) -> None:
+    """Final transfers to our addresses that payflow's rules never credit (an asset that
+    is not the account's, over the deposit limit ...): money an operator may have to
+    return, so a warning with the first ten, resolved when the window holds none."""
+    key = f"recon.chain_not_creditable:{chain}"
+    if not listed:
+        await ctx.alerts.resolve(key)
+        return
+    await ctx.alerts.fire(
+        key,
+        Severity.WARNING,
+        f"{len(listed)} final transfer(s) to {chain} deposit addresses that payflow does"
+        " not credit (see the reasons)",
+        details={"transfers": listed[:10]},
+    )

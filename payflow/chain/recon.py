@@ -6,7 +6,12 @@ up to the chain's finalized height) straight from the node and compares:
 - every final transfer to one of our deposit addresses — ERC-20 `Transfer` logs of the
   registered contracts (`eth_getLogs`, topic2 = our addresses in batches of
   `RECON_CHAIN_ADDRESS_BATCH`, spans of `RECON_CHAIN_BLOCK_SPAN` blocks) and native value
-  in the block bodies — must be credited (`uncredited`);
+  in the block bodies — must be credited (`uncredited`), unless payflow's own rules would
+  never credit it (`not_creditable`: the asset is not the account's, an unregistered
+  token, a zero value, over the deposit limit), which the scanner ignores too: those are
+  listed for an operator (a warning alert), they do not make the report dirty (found by
+  a tester: 1 wei of ETH to a USDC address made every run DIRTY, with a critical alert
+  nothing could clear);
 - every credited deposit in the range must be such a transfer at the block hash that is
   final now, and every confirmed `chain:<chain>:…` deposit event must belong to a
   credited deposit (`credit_without_transfer`).
@@ -20,11 +25,14 @@ from typing import Any
 
 import asyncpg
 
-from payflow.chain.deposits import SQL
+from payflow.chain.deposits import SQL, destination
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.rpc import RpcClient, hex_int
 from payflow.chain.transfers import NATIVE_POSITION, TRANSFER_TOPIC, transfer_id
 from payflow.config import Settings
+from payflow.db import Connection
+from payflow.ledger.limits import LimitExceeded, LimitKind, check_limit
+from payflow.money import from_base_units
 
 BODY_BATCH = 50
 
@@ -40,6 +48,7 @@ class ChainReconReport:
     credits_checked: int = 0
     uncredited: list[str] = field(default_factory=list)
     credit_without_transfer: list[str] = field(default_factory=list)
+    not_creditable: list[str] = field(default_factory=list)  # "<transfer id> (<reason>)"
 
     @property
     def clean(self) -> bool:
@@ -51,8 +60,19 @@ class ChainReconReport:
             f"transfers={self.transfers_seen} credits={self.credits_checked} "
             f"uncredited={len(self.uncredited)} "
             f"credit_without_transfer={len(self.credit_without_transfer)} "
+            f"not_creditable={len(self.not_creditable)} "
             f"result={'clean' if self.clean else 'DIRTY'}"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class FinalTransfer:
+    """A final transfer to one of our addresses, as the node shows it."""
+
+    block_hash: str
+    to_address: str
+    contract: str | None  # None: native value
+    units: int
 
 
 def _padded(address: str) -> str:
@@ -66,9 +86,9 @@ async def _token_transfers(
     span: tuple[int, int],
     tokens: list[str],
     ours: list[str],
-) -> dict[str, str]:
-    """{transfer id: block hash} of registered-token Transfers to our addresses."""
-    found: dict[str, str] = {}
+) -> dict[str, FinalTransfer]:
+    """{transfer id: transfer} of registered-token Transfers to our addresses."""
+    found: dict[str, FinalTransfer] = {}
     if not tokens or not ours:
         return found
     step, batch = settings.recon_chain_block_span, settings.recon_chain_address_batch
@@ -95,15 +115,20 @@ async def _token_transfers(
                     None,
                 )
                 if position is not None:
-                    found[transfer_id(chain, tx_hash, position)] = str(entry["blockHash"]).lower()
+                    found[transfer_id(chain, tx_hash, position)] = FinalTransfer(
+                        str(entry["blockHash"]).lower(),
+                        "0x" + str(entry["topics"][2])[-40:].lower(),
+                        str(entry["address"]).lower(),
+                        hex_int(entry.get("data")) or 0,
+                    )
     return found
 
 
 async def _native_transfers(
     oracle: FinalityOracle, chain: str, span: tuple[int, int], ours: set[str]
-) -> dict[str, str]:
-    """{transfer id: block hash} of successful native transfers to our addresses."""
-    found: dict[str, str] = {}
+) -> dict[str, FinalTransfer]:
+    """{transfer id: transfer} of successful native transfers to our addresses."""
+    found: dict[str, FinalTransfer] = {}
     numbers = list(range(span[0], span[1] + 1))
     for first in range(0, len(numbers), BODY_BATCH):
         chunk = numbers[first : first + BODY_BATCH]
@@ -120,7 +145,9 @@ async def _native_transfers(
                     receipt = await oracle.receipt(chain, str(tx["hash"]))
                     if receipt is not None and receipt.get("status") == "0x1":
                         tid = transfer_id(chain, str(tx["hash"]), NATIVE_POSITION)
-                        found[tid] = str(block["hash"]).lower()
+                        found[tid] = FinalTransfer(
+                            str(block["hash"]).lower(), to, None, hex_int(tx.get("value")) or 0
+                        )
     return found
 
 
@@ -153,10 +180,38 @@ async def reconcile_chain(
         credited = {r["transfer_id"] for r in await conn.fetch(SQL["credited_ids"], list(final))}
         in_range = await conn.fetch(SQL["credited_in_range"], chain, start, to_block)
         orphan_events = await conn.fetch(SQL["deposit_events_without_credit"], f"chain:{chain}:")
-    report.uncredited = sorted(set(final) - credited)
+        for tid in sorted(set(final) - credited):
+            reason = await _never_credited(conn, chain, final[tid])
+            if reason is None:
+                report.uncredited.append(tid)
+            else:
+                report.not_creditable.append(f"{tid} ({reason})")
     report.credits_checked = len(in_range)
     report.credit_without_transfer = sorted(
-        [r["transfer_id"] for r in in_range if final.get(r["transfer_id"]) != r["block_hash"]]
+        [r["transfer_id"] for r in in_range if _hash_of(final, r["transfer_id"]) != r["block_hash"]]
         + [r["event_id"] for r in orphan_events]
     )
     return report
+
+
+def _hash_of(final: dict[str, FinalTransfer], tid: str) -> str | None:
+    found = final.get(tid)
+    return None if found is None else found.block_hash
+
+
+async def _never_credited(conn: Connection, chain: str, transfer: FinalTransfer) -> str | None:
+    """Why payflow's rules would never credit `transfer` (the scanner's and the
+    lifecycle's: `deposits.destination`, a zero value, the deposit limit), or None when
+    it should have been credited."""
+    if transfer.units <= 0:
+        return "zero_value"
+    found = await destination(conn, chain, transfer.to_address, transfer.contract)
+    if isinstance(found, str):
+        return found
+    try:
+        await check_limit(
+            conn, found.asset, LimitKind.DEPOSIT, from_base_units(transfer.units, found.decimals)
+        )
+    except LimitExceeded:
+        return "over_limit"
+    return None

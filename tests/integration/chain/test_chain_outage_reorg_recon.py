@@ -10,7 +10,7 @@ from decimal import Decimal
 import asyncpg
 from redis.asyncio import Redis
 
-from payflow.chain.anvil import WEI_PER_ETH, AnvilNode
+from payflow.chain.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
 from payflow.chain.breaker import BREAKER_STATE, BreakerState
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.recon import reconcile_chain
@@ -36,6 +36,7 @@ from .deposit_support import (
     oracle,
     pending,
     redis,
+    register_token,
     run,
     settings,
 )
@@ -194,3 +195,40 @@ async def test_recon_chain_finds_an_injected_credit_and_a_hidden_transfer(
     assert report.credit_without_transfer == [injected]
     assert report.transfers_seen == 2 and not report.clean
     assert await run_chain_recon(settings, from_block=0) is False  # the command exits 1
+
+
+async def test_recon_chain_lists_what_payflow_never_credits_without_going_dirty(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    settings: Settings,
+    oracle: FinalityOracle,
+) -> None:
+    """Found by a tester: 1 wei of ETH to a USDC account's address, or a registered token
+    to an ETH account's, made every recon run DIRTY with a critical alert nothing could
+    clear, though the scanner rightly never credits them (asset_mismatch). They are now
+    listed as not creditable, with the reason; a transfer that should have been credited
+    still makes the report dirty."""
+    token = await anvil.deploy_token(decimals=6)
+    await register_token(owner_pool, token)
+    usdc_account, usdc_address = await open_account(pool, settings, "USDC")
+    eth_account, eth_address = await open_account(pool, settings, "ETH")
+    dust = await anvil.send_eth(usdc_address, 1)
+    await anvil.token_mint(token, DEFAULT_ACCOUNTS[0], 10_000_000)
+    wrong_token = await anvil.token_transfer(token, eth_address, 5)
+    await anvil.mine(3)
+    await run(pool, settings, oracle)
+    assert await balance(pool, usdc_account) == 0
+    assert await balance(pool, eth_account) == 0
+
+    report = await reconcile_chain(pool, settings, oracle, CHAIN, from_block=0)
+    assert report.clean, report.summary()
+    assert report.uncredited == []
+    assert sorted(report.not_creditable) == sorted(
+        [f"{CHAIN}:{dust}:-1 (asset_mismatch)", f"{CHAIN}:{wrong_token}:0 (asset_mismatch)"]
+    )
+    assert "not_creditable=2" in report.summary() and "result=clean" in report.summary()
+    hidden = await anvil.send_eth(eth_address, WEI_PER_ETH)  # creditable, never reported
+    await anvil.mine(3)
+    dirty = await reconcile_chain(pool, settings, oracle, CHAIN, from_block=0)
+    assert dirty.uncredited == [f"{CHAIN}:{hidden}:-1"] and not dirty.clean
