@@ -167,7 +167,7 @@ def test_settings_a_tester_found_unchecked_are_one_line(
 def test_well_formed_hosts_and_levels_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WEBHOOK_ALLOW_HOSTS", "127.0.0.1,localhost,[::1],hooks.example.com")
     monkeypatch.setenv("LOG_LEVEL", "debug")
-    monkeypatch.setenv("API_HOST", "0.0.0.0")
+    monkeypatch.setenv("API_HOST", "::1")
     settings = load_settings()
     assert settings.webhook_allow_hosts == ("127.0.0.1", "localhost", "[::1]", "hooks.example.com")
     assert settings.log_level == "debug"
