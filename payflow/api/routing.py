@@ -4,7 +4,9 @@ decoder).
 
 FastAPI decodes a JSON body with `Request.json()`, which is the standard library's
 unbounded decoder; here it is replaced, so a deeply nested body is a 422 like any other
-body that is not JSON, in every process whatever its recursion limit.
+body that is not JSON, in every process whatever its recursion limit. On `/api/` paths
+the route first applies `payflow.api.request_rules` (each query parameter once, a body
+labelled as JSON).
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from payflow.api.errors import ApiProblem, FieldError
+from payflow.api.request_rules import (
+    refuse_a_body_that_is_not_json,
+    refuse_repeated_query_parameters,
+)
 from payflow.wirejson import loads_exact
 
 
@@ -55,57 +60,6 @@ class BoundedJsonRoute(APIRoute):
             return await handler(BoundedJsonRequest(request.scope, request.receive))
 
         return bounded
-
-
-def refuse_repeated_query_parameters(request: Request) -> None:
-    """Raise `FieldError` (422 on `query.<name>`) when a query parameter comes more than
-    once: every API parameter takes one value, and which copy a framework keeps is not
-    the client's choice to leave open (found by a new user: `limit=1&limit=2` used one of
-    them silently). The same rule as for headers that must come once."""
-    seen: set[str] = set()
-    for name, _value in request.query_params.multi_items():
-        if name in seen:
-            raise FieldError(f"query.{name}", "must be given once")
-        seen.add(name)
-
-
-# The provider webhook reads its signed bytes whatever the label: a provider cannot be
-# asked to change its headers, and the signature, not the label, decides.
-ANY_CONTENT_TYPE = frozenset({"/api/v1/webhooks/provider"})
-
-
-def refuse_a_body_that_is_not_json(request: Request) -> None:
-    """Raise the 415 problem when a request's body is labelled as something other than JSON
-    in UTF-8 (`application/json` or `application/*+json`, charset absent or utf-8):
-    FastAPI would hand such a body to the model as bytes and answer a puzzling 422
-    "Input should be a valid dictionary" (found by a new user). A request without
-    Content-Type is read as JSON, as before."""
-    labels = request.headers.getlist("content-type")
-    if not labels or request.url.path in ANY_CONTENT_TYPE:
-        return
-    label = labels[0] if len(labels) == 1 else "several labels"  # no copy is judged first
-    sends_body = request.headers.get("content-length", "0") != "0" or (
-        "transfer-encoding" in request.headers
-    )
-    if request.method not in ("POST", "PUT", "PATCH") or not sends_body:
-        return
-    media, _, params = label.partition(";")
-    media = media.strip().lower()
-    kind, _, subtype = media.partition("/")
-    charset = None
-    for param in params.split(";"):
-        name, _, value = param.partition("=")
-        if name.strip().lower() == "charset":
-            charset = value.strip().strip('"').lower()
-    is_json = kind == "application" and (subtype == "json" or subtype.endswith("+json"))
-    if is_json and charset in (None, "utf-8", "utf8"):
-        return
-    raise ApiProblem(
-        415,
-        "Unsupported media type",
-        "the body must be JSON in UTF-8: send Content-Type: application/json",
-        slug="unsupported-media-type",
-    )
 
 
 def api_router(**options: Any) -> APIRouter:
