@@ -22,11 +22,18 @@ from payflow.api.errors import ApiProblem, FieldError
 from payflow.api.responses import JsonResponse
 from payflow.api.schemas import DepositAddressCreate
 from payflow.api.state import api_state
-from payflow.chain.watch.derivation import SQL, XpubInvalid, allocate_address
+from payflow.chain.watch.derivation import SQL, XpubInvalid, allocate_address, derived_by_key
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.errors import NotFound
-from payflow.payments.idempotency import StoredResponse, is_key_race, lookup, request_hash, store
+from payflow.payments.idempotency import (
+    IdempotencyKeyReused,
+    StoredResponse,
+    is_key_race,
+    lookup,
+    request_hash,
+    store,
+)
 
 DERIVE_SCOPE = "accounts.deposit_address"
 
@@ -85,9 +92,27 @@ async def add_derived_address(
                     )
                 await ensure_chain_carries(conn, body.chain, account["asset"])
                 try:
-                    derived = await allocate_address(
-                        conn, chain=body.chain, account_id=account_id, xpub=xpub
+                    # The domain row is the last word once the key's record has expired.
+                    derived = await derived_by_key(
+                        conn, derived_by=merchant.id, derive_key=key, xpub=xpub
                     )
+                    if derived is not None and (derived.account_id, derived.chain) != (
+                        account_id,
+                        body.chain,
+                    ):
+                        raise IdempotencyKeyReused(
+                            "this Idempotency-Key already derived an address for another"
+                            " account or chain"
+                        )
+                    if derived is None:
+                        derived = await allocate_address(
+                            conn,
+                            chain=body.chain,
+                            account_id=account_id,
+                            xpub=xpub,
+                            derived_by=merchant.id,
+                            derive_key=key,
+                        )
                 except XpubInvalid as error:
                     raise _unconfigured(str(error)) from None
                 answer: dict[str, Any] = {

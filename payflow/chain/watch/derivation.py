@@ -73,18 +73,44 @@ def derive_address(xpub: str, index: int) -> str:
 
 
 async def allocate_address(
-    conn: Connection, *, chain: str, account_id: UUID, xpub: str
+    conn: Connection,
+    *,
+    chain: str,
+    account_id: UUID,
+    xpub: str,
+    derived_by: UUID | None = None,
+    derive_key: str | None = None,
 ) -> DerivedAddress:
-    """Allocate the chain's next index and map its derived address to `account_id`.
+    """Allocate the chain's next index and map its derived address to `account_id`,
+    recording the Idempotency-Key (`derive_key` of merchant `derived_by`) that asked.
 
     The caller owns the transaction (the counter row stays locked until it ends).
     Raises `XpubInvalid`; a unique violation (an imported address equal to the derived
-    one) propagates and rolls back the index too.
+    one, or a key that derived already) propagates and rolls back the index too.
     """
     index: int = await conn.fetchval(SQL["allocate_index"], chain)
     checksum = derive_address(xpub, index)
     row = await conn.fetchrow(
-        SQL["insert_derived_address"], chain, checksum.lower(), account_id, index
+        SQL["insert_derived_address"],
+        chain,
+        checksum.lower(),
+        account_id,
+        index,
+        derived_by,
+        derive_key,
     )
     assert row is not None
     return DerivedAddress(chain, row["address"], checksum, row["account_id"], index)
+
+
+async def derived_by_key(
+    conn: Connection, *, derived_by: UUID, derive_key: str, xpub: str
+) -> DerivedAddress | None:
+    """The address merchant `derived_by`'s Idempotency-Key `derive_key` derived, if any
+    (the domain row that answers a retry once the key's record has expired)."""
+    row = await conn.fetchrow(SQL["derived_by_key"], derived_by, derive_key)
+    if row is None:
+        return None
+    index = int(row["derivation_index"])
+    checksum = derive_address(xpub, index)
+    return DerivedAddress(row["chain"], row["address"], checksum, row["account_id"], index)

@@ -6,10 +6,18 @@ ON CONFLICT (chain) DO UPDATE SET next_index = c.next_index + 1
 RETURNING next_index - 1 AS index;
 
 -- name: insert_derived_address
--- $1 chain, $2 lower-case address, $3 account id, $4 derivation index
-INSERT INTO deposit_addresses (chain, address, account_id, derivation_index)
-VALUES ($1, $2, $3, $4)
+-- $1 chain, $2 lower-case address, $3 account id, $4 derivation index, $5 the merchant
+-- whose Idempotency-Key derived it, $6 that key (both NULL: no key)
+INSERT INTO deposit_addresses (chain, address, account_id, derivation_index, derived_by,
+                               derive_key)
+VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING chain, address, account_id, derivation_index;
+
+-- name: derived_by_key
+-- $1 merchant, $2 Idempotency-Key: the address that key derived, if any
+SELECT chain, address, account_id, derivation_index
+FROM deposit_addresses
+WHERE derived_by = $1 AND derive_key = $2;
 
 -- name: get_cursor
 -- $1 chain: where the scanner stands (the last walked block), if anywhere

@@ -113,6 +113,35 @@ async def test_owner_derives_the_next_address_idempotently(
     ]
 
 
+async def test_a_retry_after_the_keys_record_expired_gets_the_same_address(
+    xpub_client: httpx.AsyncClient, api_settings: Settings
+) -> None:
+    """Found by a tester: once the key's idempotency record was gone (retention), the same
+    key derived a second address. The address row keeps the key: a retry gets the same
+    address, and the key on another account is a 409; no index is spent."""
+    account, other = await _account(xpub_client), await _account(xpub_client)
+    first = await _derive(xpub_client, account, "derive-once")
+    assert first.status_code == 201, first.text
+    conn = await asyncpg.connect(api_settings.database_url)
+    try:
+        await conn.execute("DELETE FROM api_idempotency WHERE key = 'derive-once'")
+        again = await _derive(xpub_client, account, "derive-once")
+        assert again.status_code == 201, again.text
+        assert again.json() == first.json()
+        await conn.execute("DELETE FROM api_idempotency WHERE key = 'derive-once'")
+        elsewhere = await _derive(xpub_client, other, "derive-once")
+        assert elsewhere.status_code == 409, elsewhere.text
+        count = await conn.fetchval(
+            "SELECT count(*) FROM deposit_addresses WHERE account_id = ANY($1::uuid[])",
+            [uuid.UUID(account), uuid.UUID(other)],
+        )
+    finally:
+        await conn.close()
+    assert count == 1
+    fresh = await _derive(xpub_client, other, "derive-other")
+    assert fresh.json()["derivation_path"] == "m/44'/60'/0'/0/1"  # index 1 was never spent
+
+
 async def test_derivation_refusals_are_clear_problems(
     xpub_client: httpx.AsyncClient, client: httpx.AsyncClient, other: httpx.AsyncClient
 ) -> None:
