@@ -99,7 +99,9 @@ async def post_event(
     Raises `AlreadyProcessed` (final without a posting record), `RetryableError` once the
     policy's attempts are spent, `NotFound` for an unknown event.
     """
-    policy = policy or RetryPolicy(max_attempts=settings.posting_max_attempts)
+    policy = (
+        policy if policy is not None else RetryPolicy(max_attempts=settings.posting_max_attempts)
+    )
 
     async def attempt() -> PostingResult:
         async with pool.acquire() as conn:

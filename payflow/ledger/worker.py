@@ -96,7 +96,7 @@ class LedgerWorker:
     ) -> None:
         self._pool = pool
         self._settings = settings
-        self._fallback = fallback or DlqFallback(None, settings)
+        self._fallback = fallback if fallback is not None else DlqFallback(None, settings)
 
     async def handle(self, envelope: Envelope) -> None:
         """Post the event; a replayed or already-final event is a quiet no-op."""

@@ -258,7 +258,9 @@ async def run_scheduler(
     redis: Redis | None = None,
 ) -> None:
     """Tick every `scheduler_interval_s` until `stop` is set, then let running jobs end."""
-    scheduler = Scheduler(JobContext(pool, settings, alerts or LogAlertSink(), redis))
+    scheduler = Scheduler(
+        JobContext(pool, settings, alerts if alerts is not None else LogAlertSink(), redis)
+    )
     log.info("payflow.scheduler.started", jobs=list(JOBS))
     while not stop.is_set():
         await scheduler.tick()

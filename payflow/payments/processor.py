@@ -119,7 +119,7 @@ class PaymentProcessor:
         every webhook job goes through the queue."""
         self._pool = pool
         self._direct = direct
-        self._fallback = fallback or DlqFallback(None, settings)
+        self._fallback = fallback if fallback is not None else DlqFallback(None, settings)
         self._settings = settings
         # The hot path's one-statement steps run outside a transaction, bounded as a whole.
         self._bounds = StatementBounds.of(settings)

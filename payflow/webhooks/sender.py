@@ -105,7 +105,7 @@ class WebhookSender:
         fallback: DlqFallback | None = None,
     ) -> None:
         self._pool = pool
-        self._fallback = fallback or DlqFallback(None, settings)
+        self._fallback = fallback if fallback is not None else DlqFallback(None, settings)
         self._settings = settings
         # Each one-statement step runs outside a transaction, bounded as a whole.
         self._bounds = StatementBounds.of(settings)

@@ -56,7 +56,7 @@ class PayoutEngine:
         self.chain = settings.payout_chain
         self.wallets = {wallet.address: wallet for wallet in wallets}
         self.finality = finality
-        self.alerts: AlertSink = alerts or LogAlertSink()
+        self.alerts: AlertSink = alerts if alerts is not None else LogAlertSink()
         self._chain_id: int | None = None
         self._known_wallets: set[str] = set()
         self._next_wallet = 0

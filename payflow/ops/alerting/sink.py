@@ -75,7 +75,7 @@ class CooldownAlertSink:
         if max_keys < 1 or cooldown_s < 0:
             raise ValueError("max_keys must be >= 1 and cooldown_s >= 0")
         self._store = store
-        self._delivery: AlertDelivery = delivery or LogDelivery()
+        self._delivery: AlertDelivery = delivery if delivery is not None else LogDelivery()
         self._cooldown_s = cooldown_s
         self._max_keys = max_keys
         self._clock = clock

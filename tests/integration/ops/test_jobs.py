@@ -8,6 +8,7 @@ import asyncpg
 from redis.asyncio import Redis
 
 from payflow.config import Settings
+from payflow.ops.alerting import build_alert_sink
 from payflow.ops.jobs import JobContext, JobResult, JobSpec, Outcome
 from payflow.ops.scheduler import (
     JOBS,
@@ -110,3 +111,28 @@ async def test_the_scheduler_role_runs_due_jobs_and_finishes_them_on_stop(
     # Every run the scheduler started has finished and was recorded before it returned.
     assert await pool.fetchval("SELECT count(*) FROM job_runs WHERE finished_at IS NULL") == 0
     assert {r[0] for r in await pool.fetch("SELECT DISTINCT outcome FROM job_runs")} == {"ok"}
+
+
+async def test_the_scheduler_role_records_alerts_through_its_real_sink(
+    pool: asyncpg.Pool, settings: Settings, redis: Redis
+) -> None:
+    """Found by a tester: `alerts or LogAlertSink()` swapped the role's real sink for the
+    log sink, because a sink that remembers no key yet has len() 0 and is falsy; the
+    alerts table stayed empty and no delivery, cooldown or acknowledgement ever applied."""
+    sink = build_alert_sink(settings, pool)
+    assert len(sink) == 0  # the case that was taken for "no sink"
+    await pool.execute(
+        "INSERT INTO dead_letter_queue (source, subject_id, error, attempt)"
+        " SELECT 'webhook', 's' || n, 'boom', 1 FROM generate_series(1, $1) AS n",
+        settings.dlq_growth_threshold + 1,
+    )
+    fast = settings.model_copy(update={"scheduler_interval_s": 0.2})
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_scheduler(pool, fast, stop, alerts=sink, redis=redis))
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await pool.fetchval("SELECT count(*) FROM alerts WHERE key = 'dlq.growth'"):
+        assert asyncio.get_running_loop().time() < deadline, "no dlq.growth row in alerts"
+        await asyncio.sleep(0.1)
+    stop.set()
+    await asyncio.wait_for(task, timeout=30)
+    assert len(sink) >= 1
