@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from payflow.commands.common import _run, _settings, console
+from payflow.commands.common import OPERATOR_MAX, _run, _settings, bounded_option, console
 
 alerts_app = typer.Typer(no_args_is_help=True, help="Open alerts: list and acknowledge.")
 
@@ -32,7 +32,7 @@ def alerts_ack(
 
     from payflow.ops.alerting.cli import acknowledge
 
-    operator = by or getpass.getuser()
+    operator = bounded_option(by, "--by", OPERATOR_MAX) or getpass.getuser()
     row = _run(acknowledge(_settings(), key, operator))
     if row is None:
         console.print(f"payflow: no open alert {key!r}", style="red")

@@ -44,3 +44,18 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         first = (str(error).strip().splitlines() or [""])[0]
         console.print(f"payflow: the database refused this: {first}", style="red")
         raise typer.Exit(1) from None
+
+
+OPERATOR_MAX = 200  # an operator's name (--by)
+NOTE_MAX = 1000  # a free-text reason (--reason)
+REFERENCE_MAX = 256  # a gateway's id of a charge (charge_attempts_reference_length)
+
+
+def bounded_option(value: str, option: str, limit: int) -> str:
+    """`value` when it holds at most `limit` characters; else one line naming `option`
+    and its maximum, exit 2, before anything runs (found by a tester: a 300-character
+    `--reference` came back as the table's CHECK constraint text)."""
+    if len(value) > limit:
+        console.print(f"payflow: {option} is at most {limit} characters", style="red")
+        raise typer.Exit(2)
+    return value

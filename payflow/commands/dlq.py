@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from payflow.commands.common import _run, _settings
+from payflow.commands.common import NOTE_MAX, OPERATOR_MAX, _run, _settings, bounded_option
 
 # dead_letter_queue.id is a BIGSERIAL: anything outside 1..2^63-1 is a usage error.
 DlqId = Annotated[int, typer.Argument(help="DLQ row id", min=1, max=2**63 - 1)]
@@ -44,5 +44,6 @@ def dlq_replay(
 
     from payflow.ops.dlq_cli import replay_one
 
-    operator = by or getpass.getuser()
+    reason = bounded_option(reason, "--reason", NOTE_MAX)
+    operator = bounded_option(by, "--by", OPERATOR_MAX) or getpass.getuser()
     _run(replay_one(_settings(), dlq_id, operator, reason))

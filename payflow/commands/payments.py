@@ -6,7 +6,14 @@ from typing import Annotated
 
 import typer
 
-from payflow.commands.common import _run, _settings, console
+from payflow.commands.common import (
+    OPERATOR_MAX,
+    REFERENCE_MAX,
+    _run,
+    _settings,
+    bounded_option,
+    console,
+)
 
 # --- payments: charges whose gateway outcome is unknown (docs/pipeline.md)
 payments_app = typer.Typer(no_args_is_help=True, help="Charges waiting for an operator.")
@@ -48,7 +55,8 @@ def payments_resolve(
     except ValueError:
         console.print(f"payflow: not a payment id: {payment_id!r}", style="red")
         raise typer.Exit(2) from None
-    operator = by or getpass.getuser()
+    reference = bounded_option(reference, "--reference", REFERENCE_MAX)
+    operator = bounded_option(by, "--by", OPERATOR_MAX) or getpass.getuser()
     typer.echo(
         _run(
             resolve_cli(

@@ -135,3 +135,44 @@ def test_every_command_refuses_arguments_that_are_not_printable_text(
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"payflow: {reason}"), lines
     assert "Traceback" not in done.stderr and "asyncpg" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            [
+                "payments",
+                "resolve",
+                "00000000-0000-0000-0000-000000000000",
+                "--approved",
+                "--reference",
+                "x" * 257,
+            ],
+            "payflow: --reference is at most 256 characters",
+        ),
+        (
+            [
+                "payments",
+                "resolve",
+                "00000000-0000-0000-0000-000000000000",
+                "--declined",
+                "--by",
+                "o" * 201,
+            ],
+            "payflow: --by is at most 200 characters",
+        ),
+        (
+            ["dlq", "replay", "1", "--reason", "r" * 1001],
+            "payflow: --reason is at most 1000 characters",
+        ),
+        (["dlq", "replay", "1", "--by", "o" * 201], "payflow: --by is at most 200 characters"),
+        (["alerts", "ack", "k", "--by", "o" * 201], "payflow: --by is at most 200 characters"),
+    ],
+)
+def test_operator_labels_are_bounded_before_anything_runs(args: list[str], line: str) -> None:
+    """Found by a tester: a 300-character `--reference` came back as the table's CHECK
+    constraint text; operator labels are now bounded by the command, in one line."""
+    code, output = invoke(*args)
+    assert code == 2, output
+    assert output.strip() == line
