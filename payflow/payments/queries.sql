@@ -4,12 +4,13 @@
 -- $11 the outbox topic of a new payment (payment.created), $12 lock_timeout (ms) for this
 -- statement's implicit transaction (set before any lock), $13 whether the commit sends the
 -- relay's NOTIFY (false: the caller wakes the relay after commit, `outbox.waker`).
--- ONE statement, sent outside a transaction (it is its own). First the currency's limits:
--- an amount above `max_payment` (or an unconfigured asset) writes nothing and takes no
--- lock (`within` false or NULL; the caller raises the 422). Then take the key's
--- transaction lock, read any stored record and any payment already made under the key
--- (the domain row, which outlives the record's retention), and only when the lock was free
--- and neither exists, insert the payment, its completed idempotency record and its outbox
+-- ONE statement, sent outside a transaction (it is its own). An unconfigured asset writes
+-- nothing and takes no lock. Otherwise take the key's transaction lock, read any stored
+-- record and any payment already made under the key (the domain row, which outlives the
+-- record's retention): those answer a retry whatever the currency's limits are now. Only
+-- when the lock was free, neither exists and the amount is within `max_payment` (`within`;
+-- the caller raises the 422 otherwise), insert the payment, its completed idempotency
+-- record and its outbox
 -- job (with the relay's NOTIFY, delivered at commit, unless $13 is false). `prior_*`
 -- describe the existing payment, `prior_response` is the answer rebuilt from it (same
 -- shape as `response`, with its current status). Visibility follows the statement
@@ -23,7 +24,7 @@ WITH bound AS MATERIALIZED (
     FROM assets a, bound
     WHERE a.code = $3
 ), lock AS MATERIALIZED (
-    SELECT pg_try_advisory_xact_lock($10) AS locked FROM asset WHERE asset.within
+    SELECT pg_try_advisory_xact_lock($10) AS locked FROM asset
 ), existing AS MATERIALIZED (
     SELECT i.request_hash, i.state, i.response_status, i.response_body
     FROM api_idempotency i, lock
@@ -43,8 +44,8 @@ WITH bound AS MATERIALIZED (
         (merchant_id, amount, currency, description, metadata, idempotency_key, webhook_url,
          trace_id)
     SELECT $1, $2, $3, $4, $5, $6, $7, $8
-    FROM lock
-    WHERE lock.locked AND NOT EXISTS (SELECT 1 FROM existing)
+    FROM lock, asset
+    WHERE lock.locked AND asset.within AND NOT EXISTS (SELECT 1 FROM existing)
       AND NOT EXISTS (SELECT 1 FROM prior)
     RETURNING id, status, created_at
 ), body AS (

@@ -59,9 +59,12 @@ async def create_payment(
     by `bounds` (`TimeoutError` or 55P03, both retryable; see `StatementBounds`).
 
     Invariant: the payment, its idempotency record and its one `payment.created` outbox
-    row commit together, or none does. An amount above the currency's `max_payment`
-    writes nothing and raises `LimitExceeded` (422 naming `body.amount`), checked before
-    any replay; an unconfigured currency raises `NotFound`. A replay writes nothing:
+    row commit together, or none does. A replay writes nothing and is answered whatever
+    the currency's limits are now (found by a tester: after `assets set-limit` lowered
+    `max_payment`, the retry of a payment already made and credited got a 422, which a
+    client reads as "not created"); a new payment above `max_payment` writes nothing and
+    raises `LimitExceeded` (422 naming `body.amount`); an unconfigured currency raises
+    `NotFound`. A replay:
     while the idempotency record exists it returns exactly the stored body; after its
     retention the payment row itself decides (`_replay_payment`). Raises the 409
     problems of `idempotency.check_stored`, and `IdempotencyKeyReused` when the key's
@@ -92,14 +95,14 @@ async def create_payment(
     assert row is not None  # the statement always yields one row
     if row["code"] is None:
         raise NotFound(f"unknown asset {payment.currency!r}")
-    if not row["within"]:  # nothing was written: the statement stopped at the limit
-        limits = limits_from_row(row)
-        raise LimitExceeded(limits, LimitKind.PAYMENT, payment.amount, field="body.amount")
     stored = check_stored(row, request_hash)
     if stored is not None:
         return stored
     if row["prior_id"] is not None:
         return _replay_payment(row, payment)
+    if not row["within"]:  # nothing was written: a new payment above the limit
+        limits = limits_from_row(row)
+        raise LimitExceeded(limits, LimitKind.PAYMENT, payment.amount, field="body.amount")
     return StoredResponse(202, row["response"])  # the payment.created job came with it
 
 

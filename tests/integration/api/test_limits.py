@@ -217,6 +217,31 @@ async def test_an_operator_limit_applies_at_the_edge(
     assert "max_payment of USD (100.00)" in over.json()["detail"]
 
 
+async def test_a_retry_is_answered_after_the_limit_was_lowered(
+    app: Any, client: httpx.AsyncClient, owner_pool: Any
+) -> None:
+    """Found by a tester: after `assets set-limit` lowered max_payment, the retry of a
+    payment already made got a 422 (which a client reads as "not created"), from the
+    stored record and from the payment row alike. The limit applies to new payments."""
+    headers = {"Idempotency-Key": "limit-then-retry"}
+    made = await client.post("/api/v1/payments", json=payment("10.00", "USD"), headers=headers)
+    assert made.status_code == 202, made.text
+    async with owner_pool.acquire() as conn, transaction(conn, app.state.api.settings):
+        await set_limits(conn, "USD", payment="1.00")
+    again = await client.post("/api/v1/payments", json=payment("10.00", "USD"), headers=headers)
+    assert (again.status_code, again.json()) == (202, made.json())
+    async with owner_pool.acquire() as conn:
+        await conn.execute("DELETE FROM api_idempotency WHERE key = 'limit-then-retry'")
+    after_retention = await client.post(
+        "/api/v1/payments", json=payment("10.00", "USD"), headers=headers
+    )
+    assert after_retention.status_code == 202, after_retention.text
+    assert after_retention.json()["payment_id"] == made.json()["payment_id"]
+    new = await client.post("/api/v1/payments", json=payment("10.00", "USD"), headers=key())
+    assert new.status_code == 422 and "max_payment of USD (1.00)" in new.json()["detail"]
+    assert await _count(app, "SELECT count(*) FROM payments") == 1
+
+
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*CLI, "assets", *args],
