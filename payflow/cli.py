@@ -132,11 +132,13 @@ def _serve(roles: list[str], worker_queues: tuple[str, ...] | None = None) -> No
 @app.command()
 def up() -> None:
     """Run every role in one process until SIGTERM (graceful: in-flight work finishes)."""
+    from payflow.api.server import check_fiat_assets
     from payflow.ingress.signature import require_secret
     from payflow.roles import up_roles
 
     try:
         require_secret(_settings())  # the API role needs it: refuse before starting anything
+        _run(check_fiat_assets(_settings()))
     except SettingsError as error:
         exit_on_settings_error(error)
     _serve(list(up_roles(_settings())))

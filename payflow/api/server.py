@@ -6,13 +6,15 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 import tempfile
 from collections.abc import Iterator
 from uuid import UUID
 
+import asyncpg
 import uvicorn
 
-from payflow.config import Settings
+from payflow.config import Settings, SettingsError
 from payflow.db.pool import open_pool_when_ready, tool_pool
 from payflow.db.tx import transaction
 from payflow.ingress.signature import require_secret
@@ -30,7 +32,26 @@ def _exit_cleanly(signum: int, frame: object) -> None:
 async def _wait_for_postgres(settings: Settings) -> None:
     pool = await open_pool_when_ready(settings, asyncio.Event(), min_size=1, max_size=1)
     if pool is not None:
-        await pool.close()
+        try:
+            await require_fiat_assets(pool, settings)
+        finally:
+            await pool.close()
+
+
+async def require_fiat_assets(pool: asyncpg.Pool, settings: Settings) -> None:
+    """Raise `SettingsError` naming FIAT_CURRENCIES when one of them has no `assets` row:
+    a payment in it could never be accepted (found by a tester: `FIAT_CURRENCIES=USD,GBP`
+    started, and every GBP payment got a 422 blaming `body.amount`)."""
+    missing = await pool.fetch(
+        "SELECT c FROM unnest($1::text[]) AS c"
+        " WHERE NOT EXISTS (SELECT 1 FROM assets WHERE code = c) ORDER BY c",
+        list(settings.fiat_currencies),
+    )
+    if missing:
+        names = ", ".join(row["c"] for row in missing)
+        raise SettingsError(
+            f"setting FIAT_CURRENCIES is invalid: no asset {names} (add it first, or leave it out)"
+        )
 
 
 def serve(settings: Settings, *, host: str | None, port: int | None, workers: int | None) -> None:
@@ -46,7 +67,12 @@ def serve(settings: Settings, *, host: str | None, port: int | None, workers: in
         signal.signal(signum, _exit_cleanly)
     # Started during a PostgreSQL outage: wait for it here (SIGTERM still exits 0) rather
     # than let every worker's lifespan fail and uvicorn exit 1.
-    asyncio.run(_wait_for_postgres(settings))
+    try:
+        asyncio.run(_wait_for_postgres(settings))
+    except asyncpg.PostgresError as error:  # e.g. the database was never migrated
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        print(f"payflow: the database refused the API: {first}", file=sys.stderr)
+        raise SystemExit(1) from None
     count = workers or settings.api_workers
     if count > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="payflow-metrics-")
@@ -99,3 +125,9 @@ async def create_merchant_cli(
     async with tool_pool(settings) as pool, connection(pool) as conn:
         async with transaction(conn, settings):
             return await create_merchant(conn, name, admin=admin)
+
+
+async def check_fiat_assets(settings: Settings) -> None:
+    """`require_fiat_assets` on a short-lived pool, for commands that start the API role."""
+    async with tool_pool(settings) as pool:
+        await require_fiat_assets(pool, settings)

@@ -86,3 +86,23 @@ async def test_migration_0003_downgrades_and_upgrades(migration_url: str) -> Non
         assert {"api_idempotency_pkey", "deposit_addresses_pkey"} <= constraints
     finally:
         await conn.close()
+
+
+@pytest.mark.parametrize("command", ["api", "up"])
+async def test_a_fiat_currency_without_an_asset_stops_the_api_in_one_line(
+    api_settings: Settings, command: str
+) -> None:
+    """Found by a tester: `FIAT_CURRENCIES=USD,GBP,JPY` started, and every GBP payment
+    was a 422 blaming `body.amount`. The API role now refuses to start, naming the
+    setting and the currencies without an asset, before it serves anything."""
+    env = {**server_env(api_settings), "FIAT_CURRENCIES": "USD,GBP,JPY"}
+    args = [*CLI, command, *(["--port", "1"] if command == "api" else [])]
+    result = await asyncio.to_thread(
+        subprocess.run, args, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        "payflow: setting FIAT_CURRENCIES is invalid: no asset GBP, JPY"
+        " (add it first, or leave it out)"
+    ], result.stderr
