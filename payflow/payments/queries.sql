@@ -462,3 +462,11 @@ JOIN merchants m ON m.id = p.merchant_id
 JOIN assets a ON a.code = p.currency
 WHERE p.id = $1
 FOR UPDATE OF p;
+
+-- name: resolve_payment_dead_letters
+-- $1 payment id (as the DLQ's subject text), $2 operator, $3 resolution. A payment's open
+-- dead letters, resolved with it: the few unresolved rows are found through
+-- dead_letter_queue_unresolved_idx (there is no index on the subject, and no key to use).
+UPDATE dead_letter_queue SET resolved_at = now(), resolved_by = $2, resolution = $3
+WHERE resolved_at IS NULL AND source = 'payment' AND subject_id = $1
+RETURNING id;

@@ -64,7 +64,8 @@ async def resolve_charge(
     In one transaction under the payment's row lock: the open attempt (`needs_review`,
     or `claimed` with an expired lease) gets the answer with reason
     ``resolved by <operator>``, and the payment moves to succeeded (credit and webhook
-    jobs) or failed. Returns a one-line resolution. Raises `NotFound` for an unknown
+    jobs) or failed, and the payment's open dead letters are resolved with it. Returns a
+    one-line resolution. Raises `NotFound` for an unknown
     payment and `Conflict` when there is nothing to resolve (already final, no attempt,
     or a worker holds a live claim).
     """
@@ -83,6 +84,14 @@ async def resolve_charge(
         await record_answer(conn, payment_id, answer)
         status = SUCCEEDED if approved else FAILED
         await finalize(conn, payment, status, payment["trace_id"])
+        # Its dead letters are answered with it (found by a tester: they stayed open, so
+        # `payflow status` kept failing until each was replayed to no effect).
+        resolved = await conn.fetch(
+            SQL["resolve_payment_dead_letters"],
+            str(payment_id),
+            operator,
+            f"the payment was resolved by its operator: {status}",
+        )
     log.warning(
         "payflow.payments.resolved_by_operator",
         payment_id=str(payment_id),
@@ -91,7 +100,8 @@ async def resolve_charge(
         operator=operator,
         reference=reference,
     )
-    return f"resolved: payment {status} (attempt {latest.attempt}, by {operator})"
+    letters = f"; {len(resolved)} dead letter(s) resolved with it" if resolved else ""
+    return f"resolved: payment {status} (attempt {latest.attempt}, by {operator}){letters}"
 
 
 async def print_review(settings: Settings, limit: int) -> None:

@@ -161,6 +161,36 @@ async def test_operator_lists_and_resolves_a_parked_charge(
         )
 
 
+async def test_resolving_a_payment_resolves_its_dead_letters(
+    pool: asyncpg.Pool, charge_settings: Settings
+) -> None:
+    """Found by a tester: a parked payment's dead letters stayed open after `payments
+    resolve`, so `payflow status` failed until each was replayed to no effect."""
+    payment_id = await _parked(pool, charge_settings)
+    other = await _parked(pool, charge_settings)
+    for subject in (payment_id, payment_id, other):
+        await pool.execute(
+            "INSERT INTO dead_letter_queue (source, subject_id, error, attempt)"
+            " VALUES ('payment', $1, 'gateway unreachable', 4)",
+            str(subject),
+        )
+    done = await resolve_charge(
+        pool, charge_settings, payment_id, approved=True, reference="ch_9", operator="dora"
+    )
+    assert done == (
+        "resolved: payment succeeded (attempt 1, by dora); 2 dead letter(s) resolved with it"
+    )
+    rows = await pool.fetch(
+        "SELECT subject_id, resolved_by, resolution FROM dead_letter_queue ORDER BY id"
+    )
+    assert [(r["subject_id"], r["resolved_by"]) for r in rows] == [
+        (str(payment_id), "dora"),
+        (str(payment_id), "dora"),
+        (str(other), None),  # another payment's letter is left to its own resolution
+    ]
+    assert rows[0]["resolution"] == "the payment was resolved by its operator: succeeded"
+
+
 async def test_resolve_refuses_a_live_claim_and_a_payment_never_claimed(
     pool: asyncpg.Pool, charge_settings: Settings
 ) -> None:
