@@ -7,6 +7,7 @@ naming it (see `load_settings`), never a traceback.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import sys
@@ -25,12 +26,23 @@ from pydantic import (
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 
-# A host name (RFC 1123 labels) or an IPv4 / IPv6 literal: what a bind address or an
-# allow-listed webhook host can be.
-HOST_PATTERN = (
-    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
-    r"[A-Za-z0-9])?)*\.?|[0-9A-Fa-f:.]+)$"
+# A host name of RFC 1123 labels; IP literals are judged by `ipaddress` (`is_host`).
+HOST_NAME = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
+    r"[A-Za-z0-9])?)*\.?"
 )
+
+
+def is_host(value: str) -> bool:
+    """True for an IPv4 / IPv6 literal or a host name: what a bind address or an
+    allow-listed webhook host can be."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return HOST_NAME.fullmatch(value) is not None
+    return True
+
+
 # The schemes each service URL accepts; a host is required unless the scheme allows a
 # socket path (libpq's `host=` query, redis `unix://`).
 SERVICE_URL_SCHEMES: dict[str, tuple[str, ...]] = {
@@ -353,7 +365,7 @@ class Settings(BaseSettings):
     @classmethod
     def _bind_host_valid(cls, value: str) -> str:
         """A bind address is a host name or an IP literal (checked before any bind)."""
-        if not re.fullmatch(HOST_PATTERN, value):
+        if not is_host(value):
             raise ValueError(f"{value!r} is not a host name or IP address")
         return value
 
@@ -362,7 +374,7 @@ class Settings(BaseSettings):
     def _allow_hosts_are_hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         """Each entry is a host name or an IP literal, matched against a webhook URL's host."""
         for host in value:
-            if not re.fullmatch(HOST_PATTERN, host.strip("[]")):
+            if not is_host(host.strip("[]")):
                 raise ValueError(f"{host!r} is not a host name or IP address")
         return value
 

@@ -28,41 +28,41 @@ async def hit(redis: Redis, prefix: str, client: str, limit: int) -> None:
     warning is logged: rate limiting protects capacity, it does not guard money.
     """
     now = time.time()
-    window = int(now // WINDOW_SECONDS)
-    key = f"{prefix}rl:{client}:{window}"
     try:
-        count = await redis.eval(COUNT_SCRIPT, 1, key, WINDOW_SECONDS + 5)
+        count = await redis.eval(COUNT_SCRIPT, 1, _key(prefix, client, now), WINDOW_SECONDS + 5)
     except (RedisError, OSError) as error:
         log.warning("payflow.api.ratelimit_unavailable", error=str(error))
         return
     if int(count) > limit:
-        retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now) + 1)
-        raise ApiProblem(
-            429,
-            "Too many requests",
-            f"more than {limit} requests per minute; retry after {retry_after} s",
-            slug="rate-limited",
-            headers={"Retry-After": str(retry_after)},
-        )
+        raise _too_many(now, f"more than {limit} requests per minute")
 
 
 async def refuse_if_spent(redis: Redis, prefix: str, client: str, limit: int) -> None:
     """Raise the 429 problem when `client` has already used `limit` hits of this
     window (as `hit` counts them), without counting one. Fails open like `hit`."""
     now = time.time()
-    window = int(now // WINDOW_SECONDS)
     try:
-        count = await redis.get(f"{prefix}rl:{client}:{window}")
+        count = await redis.get(_key(prefix, client, now))
     except (RedisError, OSError) as error:
         log.warning("payflow.api.ratelimit_unavailable", error=str(error))
         return
     if count is not None and int(count) >= limit:
-        retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now) + 1)
-        raise ApiProblem(
-            429,
-            "Too many requests",
-            f"more than {limit} failed authentications per minute from this address;"
-            f" retry after {retry_after} s",
-            slug="rate-limited",
-            headers={"Retry-After": str(retry_after)},
-        )
+        raise _too_many(now, f"more than {limit} failed authentications per minute from this address")
+
+
+def _key(prefix: str, client: str, now: float) -> str:
+    """The counter of `client`'s fixed window containing `now` (epoch seconds)."""
+    return f"{prefix}rl:{client}:{int(now // WINDOW_SECONDS)}"
+
+
+def _too_many(now: float, why: str) -> ApiProblem:
+    """The 429 problem, with Retry-After up to the end of the window containing `now`."""
+    window = int(now // WINDOW_SECONDS)
+    retry_after = max(1, int((window + 1) * WINDOW_SECONDS - now) + 1)
+    return ApiProblem(
+        429,
+        "Too many requests",
+        f"{why}; retry after {retry_after} s",
+        slug="rate-limited",
+        headers={"Retry-After": str(retry_after)},
+    )

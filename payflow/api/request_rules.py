@@ -4,6 +4,8 @@ JSON in UTF-8 when it is labelled at all. Each refusal is a problem+json answer.
 
 from __future__ import annotations
 
+from email.message import Message
+
 from starlette.requests import Request
 
 from payflow.api.errors import ApiProblem, FieldError
@@ -41,16 +43,15 @@ def refuse_a_body_that_is_not_json(request: Request) -> None:
     )
     if request.method not in ("POST", "PUT", "PATCH") or not sends_body:
         return
-    media, _, params = label.partition(";")
-    media = media.strip().lower()
-    kind, _, subtype = media.partition("/")
-    charset = None
-    for param in params.split(";"):
-        name, _, value = param.partition("=")
-        if name.strip().lower() == "charset":
-            charset = value.strip().strip('"').lower()
-    is_json = kind == "application" and (subtype == "json" or subtype.endswith("+json"))
-    if is_json and charset in (None, "utf-8", "utf8"):
+    # Parsed as FastAPI itself reads the label (the standard library's MIME headers).
+    parsed = Message()
+    parsed["content-type"] = label
+    subtype = parsed.get_content_subtype()
+    is_json = parsed.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+    charset = parsed.get_param("charset")
+    if is_json and (charset is None or str(charset).lower() in ("utf-8", "utf8")):
         return
     raise ApiProblem(
         415,
