@@ -47,7 +47,7 @@ async def refuse_if_spent(redis: Redis, prefix: str, client: str, limit: int) ->
         log.warning("payflow.api.ratelimit_unavailable", error=str(error))
         return
     if count is not None and int(count) >= limit:
-        raise _too_many(now, f"more than {limit} failed authentications per minute from this address")
+        raise _too_many(now, f"more than {limit} failed authentications a minute from this address")
 
 
 def _key(prefix: str, client: str, now: float) -> str:
