@@ -1,0 +1,213 @@
+-- The grant machinery's SQL functions as they are at the head revision
+-- (payflow/db/functions.py), rewritten by `uv run python -m payflow.db.schema`.
+-- `payflow migrate` (payflow/db/migrate.py, grant_service) calls payflow_grant_service,
+-- then payflow_grant_hooks, which calls every payflow_grant_extra_<revision> in name order.
+-- A new migration's grant hook is added here by the generator.
+
+-- name: payflow_grant_service
+-- The service role's privileges (migration 0009): DML on every table of schema public,
+-- then each privilege the code does not need taken back.
+CREATE OR REPLACE FUNCTION public.payflow_grant_service(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        IF app IS NULL OR app = current_user THEN
+            RAISE EXCEPTION 'the service role must be a role other than the owner %',
+                current_user;
+        END IF;
+        -- Start from nothing, so a run is idempotent and removes what is no longer granted.
+        EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA public FROM %I', app);
+        EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM %I', app);
+        EXECUTE format('GRANT USAGE ON SCHEMA public TO %I', app);
+        -- Every table (also those added by later migrations): DML, never TRUNCATE.
+        EXECUTE format(
+            'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO %I', app);
+        EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO %I', app);
+        -- Then take back what the code never does. The append-only ledger: read, append.
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.balance_events FROM %I', app);
+        -- Posting claims: insert, and set the outcome; removal only via the cleanup function.
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.processed_events FROM %I', app);
+        EXECUTE format('GRANT UPDATE (outcome) ON public.processed_events TO %I', app);
+        -- Accounts: balance and status move; the opening balance (which reconciliation
+        -- adds to the ledger sum), the asset and the owner never do.
+        EXECUTE format('REVOKE UPDATE ON public.accounts FROM %I', app);
+        EXECUTE format('GRANT UPDATE (balance, status, updated_at) ON public.accounts TO %I', app);
+        -- Reference data and the migration history: read only / nothing.
+        EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON public.assets FROM %I', app);
+        EXECUTE format('REVOKE ALL ON public.alembic_version FROM %I', app);
+        -- Registries decide which asset and how much: operators change them with the
+        -- migration login (`payflow tokens add`, `payflow assets set-limit`), never the service.
+        EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON public.chains, public.chain_tokens'
+                       ' FROM %I', app);
+        -- Evidence: kept raw deliveries and charge attempts are appended and updated only.
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.provider_deliveries FROM %I', app);
+        EXECUTE format('REVOKE DELETE ON public.charge_attempts FROM %I', app);
+        -- What an event or a payment moves (amount, account, merchant, currency, type, id)
+        -- is written once at insert: the service may update only their lifecycle columns.
+        EXECUTE format('REVOKE UPDATE ON public.payment_events FROM %I', app);
+        EXECUTE format('GRANT UPDATE (status, retry_count, last_error, updated_at)'
+                       ' ON public.payment_events TO %I', app);
+        EXECUTE format('REVOKE UPDATE ON public.payments FROM %I', app);
+        EXECUTE format('GRANT UPDATE (status, processed_at, webhook_attempts,'
+                       ' webhook_delivered_at, webhook_dead_at, payment_sweeps,'
+                       ' payment_swept_at, webhook_sweeps, webhook_swept_at)'
+                       ' ON public.payments TO %I', app);
+        -- Operations' records (migrations 0010, 0011), when present: alerts are resolved,
+        -- never deleted.
+        IF to_regclass('public.alerts') IS NOT NULL THEN
+            EXECUTE format('REVOKE DELETE ON public.alerts FROM %I', app);
+        END IF;
+        -- Rows that are never deleted by the service.
+        EXECUTE format('REVOKE DELETE ON public.accounts, public.payment_events,'
+                       ' public.payments, public.dead_letter_queue,'
+                       ' public.unmatched_provider_events FROM %I', app);
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.merchants,'
+                       ' public.deposit_addresses FROM %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.cleanup_processed_events(integer,'
+                       ' integer) TO %I', app);
+        -- Tables and sequences the owner creates later start with the same base grant.
+        EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT,'
+                       ' UPDATE, DELETE ON TABLES TO %I', app);
+        EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON'
+                       ' SEQUENCES TO %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_hooks
+-- Calls every payflow_grant_extra_<revision>(app) that exists, in name order (0012).
+CREATE OR REPLACE FUNCTION public.payflow_grant_hooks(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        hook text;
+    BEGIN
+        FOR hook IN
+            SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = 'public' AND p.proname LIKE 'payflow\_grant\_extra\_%'
+            ORDER BY p.proname
+        LOOP
+            EXECUTE format('SELECT public.%I($1)', hook) USING app;
+        END LOOP;
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0013_chain_deposits
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0013_chain_deposits(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+    BEGIN
+        EXECUTE format('REVOKE DELETE, TRUNCATE ON chain_deposits FROM %I', app);
+        EXECUTE format('REVOKE DELETE, TRUNCATE ON chain_deposit_reports FROM %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0014_chain_scanner
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0014_chain_scanner(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+AS $function$
+    BEGIN
+        EXECUTE format('REVOKE DELETE, TRUNCATE ON chain_scanner_cursors FROM %I', app);
+        EXECUTE format('REVOKE DELETE, TRUNCATE ON deposit_address_counters FROM %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0015_payouts
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0015_payouts(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        EXECUTE format('GRANT UPDATE (held) ON public.accounts TO %I', app);
+        EXECUTE format('REVOKE DELETE ON public.payouts, public.payout_txs, public.hot_wallets'
+                       ' FROM %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0016_webhook_leases
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0016_webhook_leases(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        EXECUTE format('GRANT UPDATE (webhook_lease_token, webhook_lease_until)'
+                       ' ON public.payments TO %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0017_console
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0017_console(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.webhook_attempt_log FROM %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0018_webhook_chains
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0018_webhook_chains(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        EXECUTE format('GRANT UPDATE (webhook_chain_message, webhook_chain_attempt,'
+                       ' webhook_next_attempt_at) ON public.payments TO %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0019_attempt_log_retention
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0019_attempt_log_retention(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.cleanup_webhook_attempt_log(integer,'
+                       ' integer) TO %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0020_one_statement_posting
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0020_one_statement_posting(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.ledger_post_success(text, text, text[], text[], text[], integer) TO %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0022_finalize_posts_credit
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0022_finalize_posts_credit(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[]) TO %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0023_state_gauges
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0023_state_gauges(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        EXECUTE format('REVOKE DELETE, TRUNCATE ON public.state_gauges FROM %I', app);
+    END
+    $function$;

@@ -1,0 +1,2425 @@
+-- The schema at the head revision: GENERATED, do not edit.
+-- Regenerate after adding a migration: uv run python -m payflow.db.schema [SERVER_URL]  (or: make schema)
+-- Migrations are the history; this file and each package's functions.sql are today's truth.
+-- Roles: payflow_owner owns everything (ownership not shown), payflow_app is the
+-- service's login (payflow migrate names them after DB_OWNER_ROLE and DATABASE_URL).
+
+--
+-- PostgreSQL database dump
+--
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: balance_events_append_only(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.balance_events_append_only() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+    BEGIN
+        RAISE EXCEPTION 'balance_events is append-only: % refused', TG_OP
+            USING ERRCODE = 'insufficient_privilege';
+    END
+    $$;
+
+--
+-- Name: cleanup_processed_events(integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.cleanup_processed_events(min_age_days integer, batch_size integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        age_days integer := greatest(coalesce(min_age_days, 14),
+                                     14);
+        batch integer := least(greatest(coalesce(batch_size, 1000), 1), 10000);
+        deleted integer;
+    BEGIN
+        -- Only terminal outcomes of terminal (or vanished) events, old enough that no
+        -- delivery of them can still be in flight; never a 'pending' claim.
+        WITH doomed AS (
+            SELECT p.idempotency_key
+            FROM public.processed_events p
+            WHERE p.outcome <> 'pending'
+              AND p.created_at < pg_catalog.now() - pg_catalog.make_interval(days => age_days)
+              AND NOT EXISTS (
+                  SELECT 1 FROM public.payment_events e
+                  WHERE e.event_id = p.event_id AND e.status NOT IN ('confirmed', 'failed')
+              )
+            ORDER BY p.created_at
+            LIMIT batch
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM public.processed_events p
+        USING doomed d
+        WHERE p.idempotency_key = d.idempotency_key;
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+        RETURN deleted;
+    END
+    $$;
+
+--
+-- Name: cleanup_webhook_attempt_log(integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.cleanup_webhook_attempt_log(min_age_days integer, batch_size integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        age_days integer := greatest(coalesce(min_age_days, 1),
+                                     1);
+        batch integer := least(greatest(coalesce(batch_size, 1000), 1), 10000);
+        deleted integer;
+    BEGIN
+        WITH doomed AS (
+            SELECT l.id
+            FROM public.webhook_attempt_log l
+            WHERE l.attempted_at
+                  < pg_catalog.now() - pg_catalog.make_interval(days => age_days)
+            ORDER BY l.attempted_at
+            LIMIT batch
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM public.webhook_attempt_log l
+        USING doomed d
+        WHERE l.id = d.id;
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+        RETURN deleted;
+    END
+    $$;
+
+--
+-- Name: ledger_post_success(text, text, text[], text[], text[], integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_sources text[], p_credit_types text[], p_active_types text[], p_lock_timeout_ms integer) RETURNS numeric
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        v_account uuid;
+        v_amount numeric;
+        v_type text;
+        v_delta numeric;
+        v_balance numeric;
+    BEGIN
+        -- Local to the statement's own transaction: waits on the claim, the event and the
+        -- account are bounded like any payflow transaction's.
+        PERFORM pg_catalog.set_config('lock_timeout', p_lock_timeout_ms::text, true);
+
+        INSERT INTO processed_events (idempotency_key, event_id, outcome)
+        VALUES (p_key, p_event_id, 'success')
+        ON CONFLICT (idempotency_key) DO NOTHING;
+        IF NOT FOUND THEN
+            RETURN NULL;  -- posted (or being posted) by another delivery: nothing written
+        END IF;
+
+        UPDATE payment_events SET status = 'confirmed', updated_at = now()
+        WHERE event_id = p_event_id AND status = ANY (p_sources)
+        RETURNING account_id, amount, event_type INTO v_account, v_amount, v_type;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'event % cannot be confirmed here', p_event_id
+                USING ERRCODE = 'PF001';
+        END IF;
+
+        v_delta := CASE WHEN v_type = ANY (p_credit_types) THEN v_amount ELSE -v_amount END;
+        UPDATE accounts
+        SET balance = balance + v_delta, updated_at = now()
+        WHERE id = v_account
+          AND balance + v_delta >= held
+          AND (NOT (v_type = ANY (p_active_types)) OR status = 'active')
+        RETURNING balance INTO v_balance;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'event %: the balance change is refused', p_event_id
+                USING ERRCODE = 'PF001';
+        END IF;
+
+        INSERT INTO balance_events (account_id, amount, event_type, source_event_id,
+                                    balance_after)
+        VALUES (v_account, v_delta, v_type, p_event_id, v_balance);
+        RETURN v_balance;
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0013_chain_deposits(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0013_chain_deposits(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    BEGIN
+        EXECUTE format('REVOKE DELETE, TRUNCATE ON chain_deposits FROM %I', app);
+        EXECUTE format('REVOKE DELETE, TRUNCATE ON chain_deposit_reports FROM %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0014_chain_scanner(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0014_chain_scanner(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    BEGIN
+        EXECUTE format('REVOKE DELETE, TRUNCATE ON chain_scanner_cursors FROM %I', app);
+        EXECUTE format('REVOKE DELETE, TRUNCATE ON deposit_address_counters FROM %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0015_payouts(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0015_payouts(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        EXECUTE format('GRANT UPDATE (held) ON public.accounts TO %I', app);
+        EXECUTE format('REVOKE DELETE ON public.payouts, public.payout_txs, public.hot_wallets'
+                       ' FROM %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0016_webhook_leases(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0016_webhook_leases(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        EXECUTE format('GRANT UPDATE (webhook_lease_token, webhook_lease_until)'
+                       ' ON public.payments TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0017_console(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0017_console(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.webhook_attempt_log FROM %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0018_webhook_chains(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0018_webhook_chains(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        EXECUTE format('GRANT UPDATE (webhook_chain_message, webhook_chain_attempt,'
+                       ' webhook_next_attempt_at) ON public.payments TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0019_attempt_log_retention(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0019_attempt_log_retention(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.cleanup_webhook_attempt_log(integer,'
+                       ' integer) TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0020_one_statement_posting(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0020_one_statement_posting(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.ledger_post_success(text, text, text[], text[], text[], integer) TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0022_finalize_posts_credit(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0022_finalize_posts_credit(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[]) TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0023_state_gauges(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0023_state_gauges(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        EXECUTE format('REVOKE DELETE, TRUNCATE ON public.state_gauges FROM %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_hooks(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_hooks(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    DECLARE
+        hook text;
+    BEGIN
+        FOR hook IN
+            SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = 'public' AND p.proname LIKE 'payflow\_grant\_extra\_%'
+            ORDER BY p.proname
+        LOOP
+            EXECUTE format('SELECT public.%I($1)', hook) USING app;
+        END LOOP;
+    END
+    $_$;
+
+--
+-- Name: payflow_grant_service(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_service(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        IF app IS NULL OR app = current_user THEN
+            RAISE EXCEPTION 'the service role must be a role other than the owner %',
+                current_user;
+        END IF;
+        -- Start from nothing, so a run is idempotent and removes what is no longer granted.
+        EXECUTE format('REVOKE ALL ON ALL TABLES IN SCHEMA public FROM %I', app);
+        EXECUTE format('REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM %I', app);
+        EXECUTE format('GRANT USAGE ON SCHEMA public TO %I', app);
+        -- Every table (also those added by later migrations): DML, never TRUNCATE.
+        EXECUTE format(
+            'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO %I', app);
+        EXECUTE format('GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO %I', app);
+        -- Then take back what the code never does. The append-only ledger: read, append.
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.balance_events FROM %I', app);
+        -- Posting claims: insert, and set the outcome; removal only via the cleanup function.
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.processed_events FROM %I', app);
+        EXECUTE format('GRANT UPDATE (outcome) ON public.processed_events TO %I', app);
+        -- Accounts: balance and status move; the opening balance (which reconciliation
+        -- adds to the ledger sum), the asset and the owner never do.
+        EXECUTE format('REVOKE UPDATE ON public.accounts FROM %I', app);
+        EXECUTE format('GRANT UPDATE (balance, status, updated_at) ON public.accounts TO %I', app);
+        -- Reference data and the migration history: read only / nothing.
+        EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON public.assets FROM %I', app);
+        EXECUTE format('REVOKE ALL ON public.alembic_version FROM %I', app);
+        -- Registries decide which asset and how much: operators change them with the
+        -- migration login (`payflow tokens add`, `payflow assets set-limit`), never the service.
+        EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON public.chains, public.chain_tokens'
+                       ' FROM %I', app);
+        -- Evidence: kept raw deliveries and charge attempts are appended and updated only.
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.provider_deliveries FROM %I', app);
+        EXECUTE format('REVOKE DELETE ON public.charge_attempts FROM %I', app);
+        -- What an event or a payment moves (amount, account, merchant, currency, type, id)
+        -- is written once at insert: the service may update only their lifecycle columns.
+        EXECUTE format('REVOKE UPDATE ON public.payment_events FROM %I', app);
+        EXECUTE format('GRANT UPDATE (status, retry_count, last_error, updated_at)'
+                       ' ON public.payment_events TO %I', app);
+        EXECUTE format('REVOKE UPDATE ON public.payments FROM %I', app);
+        EXECUTE format('GRANT UPDATE (status, processed_at, webhook_attempts,'
+                       ' webhook_delivered_at, webhook_dead_at, payment_sweeps,'
+                       ' payment_swept_at, webhook_sweeps, webhook_swept_at)'
+                       ' ON public.payments TO %I', app);
+        -- Operations' records (migrations 0010, 0011), when present: alerts are resolved,
+        -- never deleted.
+        IF to_regclass('public.alerts') IS NOT NULL THEN
+            EXECUTE format('REVOKE DELETE ON public.alerts FROM %I', app);
+        END IF;
+        -- Rows that are never deleted by the service.
+        EXECUTE format('REVOKE DELETE ON public.accounts, public.payment_events,'
+                       ' public.payments, public.dead_letter_queue,'
+                       ' public.unmatched_provider_events FROM %I', app);
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.merchants,'
+                       ' public.deposit_addresses FROM %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.cleanup_processed_events(integer,'
+                       ' integer) TO %I', app);
+        -- Tables and sequences the owner creates later start with the same base grant.
+        EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT, INSERT,'
+                       ' UPDATE, DELETE ON TABLES TO %I', app);
+        EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT USAGE, SELECT ON'
+                       ' SEQUENCES TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[]); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $_$
+    BEGIN
+        WITH bound AS MATERIALIZED (
+            SELECT CASE WHEN $17::integer IS NOT NULL
+                   THEN pg_catalog.set_config('lock_timeout', $17::integer::text, true) END
+        ), locked AS MATERIALIZED (
+            SELECT p.id FROM payments p, bound
+            WHERE p.id = $1 AND p.status NOT IN ('succeeded', 'failed')
+            FOR UPDATE OF p
+        ), account AS MATERIALIZED (
+            SELECT a.id FROM accounts a
+            WHERE $5::text IS NOT NULL AND a.merchant_id = $3 AND a.asset = $4 AND a.settlement
+        ), answered AS MATERIALIZED (
+            UPDATE charge_attempts
+            SET state = $14, reason = $15, gateway_reference = $16,
+                answered_at = clock_timestamp()
+            WHERE $14::text IS NOT NULL AND payment_id = (SELECT id FROM locked)
+              AND state IN ('claimed', 'needs_review')
+              AND ($5::text IS NULL OR EXISTS (SELECT 1 FROM account))
+            RETURNING attempt_id
+        ), lease AS MATERIALIZED (
+            SELECT CASE WHEN $12::jsonb IS NOT NULL AND $18::text IS NOT NULL
+                   THEN clock_timestamp() + make_interval(secs => $19::float8) END AS until
+        ), fin AS (
+            UPDATE payments SET status = $2, processed_at = clock_timestamp(),
+                webhook_lease_token = CASE WHEN lease.until IS NOT NULL THEN $18
+                                           ELSE webhook_lease_token END,
+                webhook_lease_until = coalesce(lease.until, webhook_lease_until),
+                webhook_next_attempt_at = coalesce(lease.until, webhook_next_attempt_at)
+            FROM lease
+            WHERE id = (SELECT id FROM locked)
+              AND ($14::text IS NULL OR EXISTS (SELECT 1 FROM answered))
+            RETURNING id, lease.until AS lease_until
+        ), credit AS (
+            -- No ON CONFLICT: an existing row with this derived id was not written for
+            -- this payment, so the unique violation on payment_events_pkey stops the
+            -- statement (the caller raises IdCollision).
+            INSERT INTO payment_events (event_id, account_id, amount, event_type, trace_id)
+            SELECT $5, account.id, $6, $7, $8 FROM account, fin
+            RETURNING event_id
+        ), credit_job AS (
+            -- Posted here ($20): the job is written below only if the posting did not.
+            INSERT INTO outbox (topic, payload, trace_id, next_attempt_at)
+            SELECT $9, $10, $8, now() + make_interval(secs => $13::float8) FROM account, fin
+            WHERE $20::text IS NULL
+            RETURNING id
+        ), webhook_job AS (
+            INSERT INTO outbox (topic, payload, trace_id, next_attempt_at)
+            SELECT $11, $12, $8, coalesce(fin.lease_until, now()) FROM fin
+            WHERE $12::jsonb IS NOT NULL
+            RETURNING id
+        ), wake AS (
+            -- The relay is woken only for a job due now: a held one is the worker's.
+            SELECT pg_notify('payflow_outbox', '') FROM fin
+            WHERE ($20::text IS NULL AND $13::float8 <= 0 AND EXISTS (SELECT 1 FROM account))
+               OR ($12::jsonb IS NOT NULL AND fin.lease_until IS NULL)
+        )
+        SELECT EXISTS (SELECT 1 FROM fin),
+               EXISTS (SELECT 1 FROM account),
+               (SELECT id FROM credit_job),
+               (SELECT webhook_job.id FROM webhook_job, fin WHERE fin.lease_until IS NOT NULL)
+        INTO o_finalized, o_credited, o_credit_job, o_held_webhook_job
+        FROM (SELECT count(*) FROM wake) AS woken;
+
+        IF $20 IS NULL OR NOT o_finalized OR NOT o_credited OR $5 IS NULL THEN
+            RETURN;
+        END IF;
+        -- The ledger's one success path; it raises (and so undoes this whole statement)
+        -- when it cannot decide, and answers NULL when the key is claimed already.
+        o_balance_after := ledger_post_success($20, $5, $21, $22, $23, $17);
+        IF o_balance_after IS NULL THEN
+            INSERT INTO outbox (topic, payload, trace_id) VALUES ($9, $10, $8)
+            RETURNING id INTO o_credit_job;
+            PERFORM pg_notify('payflow_outbox', '');
+        END IF;
+    END
+    $_$;
+
+SET default_table_access_method = heap;
+
+--
+-- Name: accounts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.accounts (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    asset text NOT NULL,
+    balance numeric(78,18) DEFAULT 0 NOT NULL,
+    initial_balance numeric(78,18) DEFAULT 0 NOT NULL,
+    status text DEFAULT 'active'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    merchant_id uuid,
+    settlement boolean DEFAULT false NOT NULL,
+    held numeric(78,18) DEFAULT 0 NOT NULL,
+    CONSTRAINT accounts_balance_non_negative CHECK ((balance >= (0)::numeric)),
+    CONSTRAINT accounts_held_non_negative CHECK ((held >= (0)::numeric)),
+    CONSTRAINT accounts_held_within_balance CHECK ((held <= balance)),
+    CONSTRAINT accounts_initial_balance_non_negative CHECK ((initial_balance >= (0)::numeric)),
+    CONSTRAINT accounts_settlement_has_merchant CHECK (((NOT settlement) OR (merchant_id IS NOT NULL))),
+    CONSTRAINT accounts_status_valid CHECK ((status = ANY (ARRAY['active'::text, 'frozen'::text])))
+);
+
+--
+-- Name: alembic_version; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.alembic_version (
+    version_num character varying(32) NOT NULL
+);
+
+--
+-- Name: alerts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.alerts (
+    id bigint NOT NULL,
+    key text NOT NULL,
+    severity text NOT NULL,
+    message text NOT NULL,
+    details jsonb DEFAULT '{}'::jsonb NOT NULL,
+    first_seen timestamp with time zone DEFAULT now() NOT NULL,
+    last_seen timestamp with time zone DEFAULT now() NOT NULL,
+    count bigint DEFAULT 1 NOT NULL,
+    resolved_at timestamp with time zone,
+    acknowledged_at timestamp with time zone,
+    acknowledged_by text,
+    CONSTRAINT alerts_acknowledged_by_length CHECK ((length(acknowledged_by) <= 200)),
+    CONSTRAINT alerts_acknowledged_by_whom CHECK (((acknowledged_at IS NULL) = (acknowledged_by IS NULL))),
+    CONSTRAINT alerts_count_positive CHECK ((count >= 1)),
+    CONSTRAINT alerts_details_object CHECK ((jsonb_typeof(details) = 'object'::text)),
+    CONSTRAINT alerts_key_length CHECK (((length(key) >= 1) AND (length(key) <= 200))),
+    CONSTRAINT alerts_message_length CHECK ((length(message) <= 4000)),
+    CONSTRAINT alerts_resolved_after_first_seen CHECK (((resolved_at IS NULL) OR (resolved_at >= first_seen))),
+    CONSTRAINT alerts_seen_order CHECK ((last_seen >= first_seen)),
+    CONSTRAINT alerts_severity_valid CHECK ((severity = ANY (ARRAY['info'::text, 'warning'::text, 'critical'::text])))
+);
+
+--
+-- Name: alerts_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.alerts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.alerts_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: api_idempotency; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.api_idempotency (
+    merchant_id uuid NOT NULL,
+    scope text NOT NULL,
+    key text NOT NULL,
+    request_hash text NOT NULL,
+    state text DEFAULT 'in_progress'::text NOT NULL,
+    response_status smallint,
+    response_body json,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT api_idempotency_key_length CHECK (((length(key) >= 1) AND (length(key) <= 255))),
+    CONSTRAINT api_idempotency_response_when_completed CHECK (((state = 'completed'::text) = ((response_status IS NOT NULL) AND (response_body IS NOT NULL)))),
+    CONSTRAINT api_idempotency_scope_length CHECK (((length(scope) >= 1) AND (length(scope) <= 200))),
+    CONSTRAINT api_idempotency_state_valid CHECK ((state = ANY (ARRAY['in_progress'::text, 'completed'::text])))
+);
+
+--
+-- Name: assets; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.assets (
+    code text NOT NULL,
+    scale smallint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    max_payment numeric(38,18) DEFAULT 1000000000 NOT NULL,
+    max_withdrawal numeric(38,18) DEFAULT 1000000000 NOT NULL,
+    max_deposit numeric(38,18) DEFAULT 1000000000 NOT NULL,
+    CONSTRAINT assets_code_format CHECK ((code ~ '^[A-Z0-9]{2,12}$'::text)),
+    CONSTRAINT assets_max_deposit_range CHECK (((max_deposit > (0)::numeric) AND (max_deposit < '100000000000000000000'::numeric))),
+    CONSTRAINT assets_max_payment_range CHECK (((max_payment > (0)::numeric) AND (max_payment < '100000000000000000000'::numeric))),
+    CONSTRAINT assets_max_withdrawal_range CHECK (((max_withdrawal > (0)::numeric) AND (max_withdrawal < '100000000000000000000'::numeric))),
+    CONSTRAINT assets_scale_range CHECK (((scale >= 0) AND (scale <= 18)))
+);
+
+--
+-- Name: balance_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.balance_events (
+    id bigint NOT NULL,
+    account_id uuid NOT NULL,
+    amount numeric(38,18) NOT NULL,
+    event_type text NOT NULL,
+    source_event_id text NOT NULL,
+    balance_after numeric(78,18) NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT balance_events_amount_non_zero CHECK ((amount <> (0)::numeric)),
+    CONSTRAINT balance_events_balance_after_non_negative CHECK ((balance_after >= (0)::numeric))
+);
+
+--
+-- Name: balance_events_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.balance_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.balance_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: chain_deposit_reports; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.chain_deposit_reports (
+    id bigint NOT NULL,
+    source text NOT NULL,
+    provider_event_id text,
+    chain text NOT NULL,
+    tx_hash text NOT NULL,
+    "position" integer,
+    log_index integer,
+    claim text NOT NULL,
+    to_address text NOT NULL,
+    contract text,
+    units numeric(78,0) NOT NULL,
+    account_id uuid NOT NULL,
+    amount numeric(38,18) NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    transfer_id text,
+    reason text,
+    checks integer DEFAULT 0 NOT NULL,
+    next_check_at timestamp with time zone DEFAULT now() NOT NULL,
+    trace_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    decided_at timestamp with time zone,
+    CONSTRAINT chain_deposit_reports_confirmed_linked CHECK (((status <> 'confirmed'::text) OR (transfer_id IS NOT NULL))),
+    CONSTRAINT chain_deposit_reports_position_range CHECK (("position" >= '-1'::integer)),
+    CONSTRAINT chain_deposit_reports_refuted_reason CHECK (((status <> 'refuted'::text) OR (reason IS NOT NULL))),
+    CONSTRAINT chain_deposit_reports_source_valid CHECK ((source = ANY (ARRAY['webhook'::text, 'alchemy'::text, 'scanner'::text]))),
+    CONSTRAINT chain_deposit_reports_status_valid CHECK ((status = ANY (ARRAY['pending'::text, 'confirmed'::text, 'refuted'::text])))
+);
+
+--
+-- Name: chain_deposit_reports_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.chain_deposit_reports_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: chain_deposit_reports_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.chain_deposit_reports_id_seq OWNED BY public.chain_deposit_reports.id;
+
+--
+-- Name: chain_deposits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.chain_deposits (
+    transfer_id text NOT NULL,
+    chain text NOT NULL,
+    tx_hash text NOT NULL,
+    "position" integer NOT NULL,
+    to_address text NOT NULL,
+    contract text,
+    units numeric(78,0) NOT NULL,
+    account_id uuid NOT NULL,
+    asset text NOT NULL,
+    amount numeric(38,18) NOT NULL,
+    status text DEFAULT 'verified'::text NOT NULL,
+    block_number bigint NOT NULL,
+    block_hash text NOT NULL,
+    sources text[] NOT NULL,
+    credit_event_id text,
+    reversal_event_id text,
+    shortfall numeric(38,18),
+    checks integer DEFAULT 0 NOT NULL,
+    next_check_at timestamp with time zone DEFAULT now() NOT NULL,
+    trace_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    verified_at timestamp with time zone,
+    credited_at timestamp with time zone,
+    CONSTRAINT chain_deposits_amount_positive CHECK ((amount > (0)::numeric)),
+    CONSTRAINT chain_deposits_contract_format CHECK ((contract ~ '^0x[0-9a-f]{40}$'::text)),
+    CONSTRAINT chain_deposits_credit_known CHECK (((status <> ALL (ARRAY['credited'::text, 'reversed'::text])) OR (credit_event_id IS NOT NULL))),
+    CONSTRAINT chain_deposits_id_format CHECK ((transfer_id = ((((chain || ':'::text) || tx_hash) || ':'::text) || "position"))),
+    CONSTRAINT chain_deposits_position_range CHECK (("position" >= '-1'::integer)),
+    CONSTRAINT chain_deposits_shortfall_positive CHECK ((shortfall > (0)::numeric)),
+    CONSTRAINT chain_deposits_status_valid CHECK ((status = ANY (ARRAY['verified'::text, 'orphaned'::text, 'credited'::text, 'reversed'::text]))),
+    CONSTRAINT chain_deposits_tx_hash_format CHECK ((tx_hash ~ '^0x[0-9a-f]{64}$'::text)),
+    CONSTRAINT chain_deposits_units_positive CHECK ((units > (0)::numeric))
+);
+
+--
+-- Name: chain_scanner_blocks; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.chain_scanner_blocks (
+    chain text NOT NULL,
+    block_number bigint NOT NULL,
+    block_hash text NOT NULL,
+    parent_hash text NOT NULL,
+    CONSTRAINT chain_scanner_blocks_hash_format CHECK ((block_hash ~ '^0x[0-9a-f]{64}$'::text)),
+    CONSTRAINT chain_scanner_blocks_parent_format CHECK ((parent_hash ~ '^0x[0-9a-f]{64}$'::text))
+);
+
+--
+-- Name: chain_scanner_cursors; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.chain_scanner_cursors (
+    chain text NOT NULL,
+    block_number bigint NOT NULL,
+    block_hash text NOT NULL,
+    reorgs bigint DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT chain_scanner_cursors_chain_format CHECK ((chain ~ '^[A-Z0-9_]{2,40}$'::text)),
+    CONSTRAINT chain_scanner_cursors_hash_format CHECK ((block_hash ~ '^0x[0-9a-f]{64}$'::text)),
+    CONSTRAINT chain_scanner_cursors_number_range CHECK ((block_number >= 0))
+);
+
+--
+-- Name: chain_tokens; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.chain_tokens (
+    chain text NOT NULL,
+    contract text NOT NULL,
+    asset text NOT NULL,
+    decimals smallint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT chain_tokens_contract_format CHECK ((contract ~ '^0x[0-9a-f]{40}$'::text)),
+    CONSTRAINT chain_tokens_decimals_range CHECK (((decimals >= 0) AND (decimals <= 18)))
+);
+
+--
+-- Name: chains; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.chains (
+    chain text NOT NULL,
+    native_asset text NOT NULL,
+    native_decimals smallint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT chains_chain_format CHECK ((chain ~ '^[A-Z0-9_]{2,40}$'::text)),
+    CONSTRAINT chains_native_decimals_range CHECK (((native_decimals >= 0) AND (native_decimals <= 18)))
+);
+
+--
+-- Name: charge_attempts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.charge_attempts (
+    attempt_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    payment_id uuid NOT NULL,
+    attempt integer NOT NULL,
+    state text DEFAULT 'claimed'::text NOT NULL,
+    claimed_by text NOT NULL,
+    claimed_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    lease_until timestamp with time zone NOT NULL,
+    reason text DEFAULT ''::text NOT NULL,
+    gateway_reference text DEFAULT ''::text NOT NULL,
+    answered_at timestamp with time zone,
+    CONSTRAINT charge_attempts_answered_when_final CHECK (((state = ANY (ARRAY['approved'::text, 'declined'::text])) = (answered_at IS NOT NULL))),
+    CONSTRAINT charge_attempts_attempt_positive CHECK ((attempt >= 1)),
+    CONSTRAINT charge_attempts_reason_length CHECK ((length(reason) <= 1024)),
+    CONSTRAINT charge_attempts_reference_length CHECK ((length(gateway_reference) <= 256)),
+    CONSTRAINT charge_attempts_state_valid CHECK ((state = ANY (ARRAY['claimed'::text, 'approved'::text, 'declined'::text, 'superseded'::text, 'needs_review'::text])))
+);
+
+--
+-- Name: console_sessions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.console_sessions (
+    token_sha256 text NOT NULL,
+    merchant_id uuid NOT NULL,
+    csrf_token text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT console_sessions_csrf_length CHECK ((length(csrf_token) >= 32)),
+    CONSTRAINT console_sessions_expiry_after_creation CHECK ((expires_at > created_at)),
+    CONSTRAINT console_sessions_token_hex CHECK ((token_sha256 ~ '^[0-9a-f]{64}$'::text))
+);
+
+--
+-- Name: dead_letter_queue; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.dead_letter_queue (
+    id bigint NOT NULL,
+    source text NOT NULL,
+    subject_id text NOT NULL,
+    payload jsonb DEFAULT '{}'::jsonb NOT NULL,
+    error text NOT NULL,
+    attempt integer NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    resolved_at timestamp with time zone,
+    resolved_by text,
+    resolution text,
+    CONSTRAINT dead_letter_queue_attempt_positive CHECK ((attempt >= 1)),
+    CONSTRAINT dead_letter_queue_resolution_complete CHECK (((resolved_at IS NULL) = (resolved_by IS NULL))),
+    CONSTRAINT dead_letter_queue_source_valid CHECK ((source = ANY (ARRAY['payment_event'::text, 'payment'::text, 'webhook'::text])))
+);
+
+--
+-- Name: dead_letter_queue_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.dead_letter_queue_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: dead_letter_queue_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.dead_letter_queue_id_seq OWNED BY public.dead_letter_queue.id;
+
+--
+-- Name: deposit_address_counters; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.deposit_address_counters (
+    chain text NOT NULL,
+    next_index bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT deposit_address_counters_chain_format CHECK ((chain ~ '^[A-Z0-9_]{2,40}$'::text)),
+    CONSTRAINT deposit_address_counters_index_range CHECK (((next_index >= 0) AND (next_index < '2147483648'::bigint)))
+);
+
+--
+-- Name: deposit_addresses; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.deposit_addresses (
+    chain text NOT NULL,
+    address text NOT NULL,
+    account_id uuid NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    derivation_index bigint,
+    derived_by uuid,
+    derive_key text,
+    CONSTRAINT deposit_addresses_address_format CHECK (((address ~ '^0x[0-9a-f]{40}$'::text) OR (address ~ '^[1-9A-HJ-NP-Za-km-z]{8,128}$'::text))),
+    CONSTRAINT deposit_addresses_chain_format CHECK ((chain ~ '^[A-Z0-9_]{2,40}$'::text)),
+    CONSTRAINT deposit_addresses_derivation_index_range CHECK (((derivation_index >= 0) AND (derivation_index < '2147483648'::bigint))),
+    CONSTRAINT deposit_addresses_derive_key_pair CHECK (((derived_by IS NULL) = (derive_key IS NULL)))
+);
+
+--
+-- Name: hot_wallets; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.hot_wallets (
+    chain text NOT NULL,
+    address text NOT NULL,
+    next_nonce bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT hot_wallets_address_format CHECK ((address ~ '^0x[0-9a-f]{40}$'::text)),
+    CONSTRAINT hot_wallets_nonce_non_negative CHECK ((next_nonce >= 0))
+);
+
+--
+-- Name: job_runs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.job_runs (
+    id bigint NOT NULL,
+    job text NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    outcome text,
+    summary text DEFAULT ''::text NOT NULL,
+    host text DEFAULT ''::text NOT NULL,
+    pid integer DEFAULT 0 NOT NULL,
+    CONSTRAINT job_runs_finished_with_outcome CHECK (((finished_at IS NULL) = (outcome IS NULL))),
+    CONSTRAINT job_runs_job_length CHECK (((length(job) >= 1) AND (length(job) <= 100))),
+    CONSTRAINT job_runs_outcome_valid CHECK ((outcome = ANY (ARRAY['ok'::text, 'alert'::text, 'skipped'::text, 'failed'::text]))),
+    CONSTRAINT job_runs_summary_length CHECK ((length(summary) <= 2000))
+);
+
+--
+-- Name: job_runs_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.job_runs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: job_runs_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.job_runs_id_seq OWNED BY public.job_runs.id;
+
+--
+-- Name: merchants; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.merchants (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    name text NOT NULL,
+    api_key_hash text NOT NULL,
+    webhook_secret text NOT NULL,
+    is_admin boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT merchants_name_length CHECK (((length(name) >= 1) AND (length(name) <= 200)))
+);
+
+--
+-- Name: outbox; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.outbox (
+    id bigint NOT NULL,
+    topic text NOT NULL,
+    payload jsonb NOT NULL,
+    trace_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    published_at timestamp with time zone,
+    publish_attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_error text
+);
+
+--
+-- Name: outbox_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.outbox ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.outbox_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: payment_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.payment_events (
+    event_id text NOT NULL,
+    account_id uuid NOT NULL,
+    amount numeric(38,18) NOT NULL,
+    event_type text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    retry_count integer DEFAULT 0 NOT NULL,
+    last_error text,
+    trace_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT payment_events_amount_positive CHECK ((amount > (0)::numeric)),
+    CONSTRAINT payment_events_event_id_length CHECK (((length(event_id) >= 1) AND (length(event_id) <= 200))),
+    CONSTRAINT payment_events_retry_count_non_negative CHECK ((retry_count >= 0)),
+    CONSTRAINT payment_events_status_valid CHECK ((status = ANY (ARRAY['pending'::text, 'enqueued'::text, 'processing'::text, 'confirmed'::text, 'failed'::text]))),
+    CONSTRAINT payment_events_type_valid CHECK ((event_type = ANY (ARRAY['deposit'::text, 'airdrop'::text, 'withdrawal'::text, 'withdrawal_fee'::text, 'payment_credit'::text, 'deposit_reversal'::text])))
+);
+
+--
+-- Name: payments; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.payments (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    merchant_id uuid NOT NULL,
+    amount numeric(38,18) NOT NULL,
+    currency text NOT NULL,
+    description text,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    idempotency_key text NOT NULL,
+    webhook_url text,
+    webhook_delivered_at timestamp with time zone,
+    webhook_attempts integer DEFAULT 0 NOT NULL,
+    trace_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    processed_at timestamp with time zone,
+    webhook_dead_at timestamp with time zone,
+    payment_sweeps integer DEFAULT 0 NOT NULL,
+    payment_swept_at timestamp with time zone,
+    webhook_sweeps integer DEFAULT 0 NOT NULL,
+    webhook_swept_at timestamp with time zone,
+    webhook_lease_token text,
+    webhook_lease_until timestamp with time zone,
+    webhook_chain_message text,
+    webhook_chain_attempt integer,
+    webhook_next_attempt_at timestamp with time zone,
+    CONSTRAINT payments_amount_positive CHECK ((amount > (0)::numeric)),
+    CONSTRAINT payments_description_length CHECK ((length(description) <= 512)),
+    CONSTRAINT payments_payment_sweeps_non_negative CHECK ((payment_sweeps >= 0)),
+    CONSTRAINT payments_processed_when_terminal CHECK (((status = 'pending'::text) = (processed_at IS NULL))),
+    CONSTRAINT payments_status_valid CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'failed'::text]))),
+    CONSTRAINT payments_webhook_attempts_non_negative CHECK ((webhook_attempts >= 0)),
+    CONSTRAINT payments_webhook_chain_attempt_positive CHECK ((webhook_chain_attempt >= 1)),
+    CONSTRAINT payments_webhook_chain_whole CHECK (((webhook_chain_message IS NULL) = (webhook_chain_attempt IS NULL))),
+    CONSTRAINT payments_webhook_lease_whole CHECK (((webhook_lease_token IS NULL) = (webhook_lease_until IS NULL))),
+    CONSTRAINT payments_webhook_sweeps_non_negative CHECK ((webhook_sweeps >= 0))
+);
+
+--
+-- Name: payout_txs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.payout_txs (
+    payout_id uuid NOT NULL,
+    attempt integer NOT NULL,
+    chain text NOT NULL,
+    hot_wallet text NOT NULL,
+    nonce bigint NOT NULL,
+    tx_hash text NOT NULL,
+    raw_tx text NOT NULL,
+    gas_limit bigint NOT NULL,
+    max_fee_per_gas numeric(78,0) NOT NULL,
+    max_priority_fee_per_gas numeric(78,0) NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    broadcast_at timestamp with time zone,
+    CONSTRAINT payout_txs_attempt_positive CHECK ((attempt >= 1)),
+    CONSTRAINT payout_txs_hash_format CHECK ((tx_hash ~ '^0x[0-9a-f]{64}$'::text))
+);
+
+--
+-- Name: payouts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.payouts (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    merchant_id uuid NOT NULL,
+    idempotency_key text NOT NULL,
+    account_id uuid NOT NULL,
+    asset text NOT NULL,
+    chain text NOT NULL,
+    to_address text NOT NULL,
+    contract text,
+    decimals smallint NOT NULL,
+    amount numeric(38,18) NOT NULL,
+    fee_hold numeric(38,18) NOT NULL,
+    status text DEFAULT 'held'::text NOT NULL,
+    hot_wallet text,
+    nonce bigint,
+    landed_tx_hash text,
+    receipt_status smallint,
+    block_number bigint,
+    block_hash text,
+    fee_paid numeric(38,18),
+    wait_reason text,
+    failure text,
+    trace_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    signed_at timestamp with time zone,
+    sent_at timestamp with time zone,
+    finalized_at timestamp with time zone,
+    CONSTRAINT payouts_amount_positive CHECK ((amount > (0)::numeric)),
+    CONSTRAINT payouts_contract_format CHECK ((contract ~ '^0x[0-9a-f]{40}$'::text)),
+    CONSTRAINT payouts_decimals_range CHECK (((decimals >= 0) AND (decimals <= 18))),
+    CONSTRAINT payouts_fee_hold_non_negative CHECK ((fee_hold >= (0)::numeric)),
+    CONSTRAINT payouts_fee_paid_non_negative CHECK ((fee_paid >= (0)::numeric)),
+    CONSTRAINT payouts_final_has_time CHECK (((status = ANY (ARRAY['confirmed'::text, 'failed'::text])) = (finalized_at IS NOT NULL))),
+    CONSTRAINT payouts_receipt_status_valid CHECK ((receipt_status = ANY (ARRAY[0, 1]))),
+    CONSTRAINT payouts_signed_has_nonce CHECK (((status = 'held'::text) OR ((hot_wallet IS NOT NULL) AND (nonce IS NOT NULL)))),
+    CONSTRAINT payouts_status_valid CHECK ((status = ANY (ARRAY['held'::text, 'signed'::text, 'sent'::text, 'confirmed'::text, 'failed'::text]))),
+    CONSTRAINT payouts_to_address_format CHECK ((to_address ~ '^0x[0-9a-f]{40}$'::text))
+);
+
+--
+-- Name: processed_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.processed_events (
+    idempotency_key text NOT NULL,
+    event_id text NOT NULL,
+    outcome text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT processed_events_outcome_valid CHECK ((outcome = ANY (ARRAY['pending'::text, 'success'::text, 'insufficient_funds'::text, 'account_frozen'::text, 'amount_overflow'::text])))
+);
+
+--
+-- Name: provider_deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.provider_deliveries (
+    body_sha256 bytea NOT NULL,
+    body bytea NOT NULL,
+    received_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT provider_deliveries_digest_length CHECK ((length(body_sha256) = 32))
+);
+
+--
+-- Name: state_gauges; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.state_gauges (
+    id smallint DEFAULT 1 NOT NULL,
+    computed_at timestamp with time zone NOT NULL,
+    state jsonb NOT NULL,
+    CONSTRAINT state_gauges_one_row CHECK ((id = 1))
+);
+
+--
+-- Name: unmatched_provider_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.unmatched_provider_events (
+    event_id text NOT NULL,
+    reason text NOT NULL,
+    chain text NOT NULL,
+    address text,
+    asset text,
+    amount text,
+    tx_hash text,
+    payload jsonb NOT NULL,
+    trace_id text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    reviewed_at timestamp with time zone,
+    delivery_sha256 bytea,
+    "position" integer,
+    detail text,
+    CONSTRAINT unmatched_event_id_length CHECK (((length(event_id) >= 1) AND (length(event_id) <= 200))),
+    CONSTRAINT unmatched_position_non_negative CHECK (("position" >= 0)),
+    CONSTRAINT unmatched_reason_valid CHECK ((reason = ANY (ARRAY['unknown_address'::text, 'asset_mismatch'::text, 'unknown_asset'::text, 'unsupported'::text, 'unknown_token'::text, 'unknown_chain'::text, 'nft'::text, 'zero_value'::text, 'invalid'::text, 'ambiguous_id'::text, 'removed'::text, 'over_limit'::text])))
+);
+
+--
+-- Name: webhook_attempt_log; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_attempt_log (
+    id bigint NOT NULL,
+    payment_id uuid NOT NULL,
+    attempt integer NOT NULL,
+    http_status smallint,
+    error text,
+    attempted_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT webhook_attempt_log_attempt_positive CHECK ((attempt >= 1)),
+    CONSTRAINT webhook_attempt_log_error_length CHECK ((length(error) <= 2000)),
+    CONSTRAINT webhook_attempt_log_http_status_range CHECK (((http_status IS NULL) OR ((http_status >= 100) AND (http_status <= 599))))
+);
+
+--
+-- Name: webhook_attempt_log_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.webhook_attempt_log ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.webhook_attempt_log_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: chain_deposit_reports id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposit_reports ALTER COLUMN id SET DEFAULT nextval('public.chain_deposit_reports_id_seq'::regclass);
+
+--
+-- Name: dead_letter_queue id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.dead_letter_queue ALTER COLUMN id SET DEFAULT nextval('public.dead_letter_queue_id_seq'::regclass);
+
+--
+-- Name: job_runs id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_runs ALTER COLUMN id SET DEFAULT nextval('public.job_runs_id_seq'::regclass);
+
+--
+-- Name: accounts accounts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.accounts
+    ADD CONSTRAINT accounts_pkey PRIMARY KEY (id);
+
+--
+-- Name: alembic_version alembic_version_pkc; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.alembic_version
+    ADD CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num);
+
+--
+-- Name: alerts alerts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.alerts
+    ADD CONSTRAINT alerts_pkey PRIMARY KEY (id);
+
+--
+-- Name: api_idempotency api_idempotency_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_idempotency
+    ADD CONSTRAINT api_idempotency_pkey PRIMARY KEY (merchant_id, scope, key);
+
+--
+-- Name: assets assets_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.assets
+    ADD CONSTRAINT assets_pkey PRIMARY KEY (code);
+
+--
+-- Name: balance_events balance_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.balance_events
+    ADD CONSTRAINT balance_events_pkey PRIMARY KEY (id);
+
+--
+-- Name: balance_events balance_events_source_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.balance_events
+    ADD CONSTRAINT balance_events_source_unique UNIQUE (source_event_id, event_type);
+
+--
+-- Name: chain_deposit_reports chain_deposit_reports_once; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposit_reports
+    ADD CONSTRAINT chain_deposit_reports_once UNIQUE (source, chain, tx_hash, claim);
+
+--
+-- Name: chain_deposit_reports chain_deposit_reports_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposit_reports
+    ADD CONSTRAINT chain_deposit_reports_pkey PRIMARY KEY (id);
+
+--
+-- Name: chain_deposit_reports chain_deposit_reports_provider_id_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposit_reports
+    ADD CONSTRAINT chain_deposit_reports_provider_id_unique UNIQUE (provider_event_id);
+
+--
+-- Name: chain_deposits chain_deposits_credit_event_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposits
+    ADD CONSTRAINT chain_deposits_credit_event_id_key UNIQUE (credit_event_id);
+
+--
+-- Name: chain_deposits chain_deposits_identity; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposits
+    ADD CONSTRAINT chain_deposits_identity UNIQUE (chain, tx_hash, "position");
+
+--
+-- Name: chain_deposits chain_deposits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposits
+    ADD CONSTRAINT chain_deposits_pkey PRIMARY KEY (transfer_id);
+
+--
+-- Name: chain_deposits chain_deposits_reversal_event_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposits
+    ADD CONSTRAINT chain_deposits_reversal_event_id_key UNIQUE (reversal_event_id);
+
+--
+-- Name: chain_scanner_blocks chain_scanner_blocks_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_scanner_blocks
+    ADD CONSTRAINT chain_scanner_blocks_pkey PRIMARY KEY (chain, block_number);
+
+--
+-- Name: chain_scanner_cursors chain_scanner_cursors_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_scanner_cursors
+    ADD CONSTRAINT chain_scanner_cursors_pkey PRIMARY KEY (chain);
+
+--
+-- Name: chain_tokens chain_tokens_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_tokens
+    ADD CONSTRAINT chain_tokens_pkey PRIMARY KEY (chain, contract);
+
+--
+-- Name: chains chains_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chains
+    ADD CONSTRAINT chains_pkey PRIMARY KEY (chain);
+
+--
+-- Name: charge_attempts charge_attempts_payment_attempt_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.charge_attempts
+    ADD CONSTRAINT charge_attempts_payment_attempt_unique UNIQUE (payment_id, attempt);
+
+--
+-- Name: charge_attempts charge_attempts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.charge_attempts
+    ADD CONSTRAINT charge_attempts_pkey PRIMARY KEY (attempt_id);
+
+--
+-- Name: console_sessions console_sessions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.console_sessions
+    ADD CONSTRAINT console_sessions_pkey PRIMARY KEY (token_sha256);
+
+--
+-- Name: dead_letter_queue dead_letter_queue_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.dead_letter_queue
+    ADD CONSTRAINT dead_letter_queue_pkey PRIMARY KEY (id);
+
+--
+-- Name: deposit_address_counters deposit_address_counters_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.deposit_address_counters
+    ADD CONSTRAINT deposit_address_counters_pkey PRIMARY KEY (chain);
+
+--
+-- Name: deposit_addresses deposit_addresses_derivation_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.deposit_addresses
+    ADD CONSTRAINT deposit_addresses_derivation_unique UNIQUE (chain, derivation_index);
+
+--
+-- Name: deposit_addresses deposit_addresses_derive_key_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.deposit_addresses
+    ADD CONSTRAINT deposit_addresses_derive_key_unique UNIQUE (derived_by, derive_key);
+
+--
+-- Name: deposit_addresses deposit_addresses_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.deposit_addresses
+    ADD CONSTRAINT deposit_addresses_pkey PRIMARY KEY (chain, address);
+
+--
+-- Name: hot_wallets hot_wallets_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.hot_wallets
+    ADD CONSTRAINT hot_wallets_pkey PRIMARY KEY (chain, address);
+
+--
+-- Name: job_runs job_runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.job_runs
+    ADD CONSTRAINT job_runs_pkey PRIMARY KEY (id);
+
+--
+-- Name: merchants merchants_api_key_hash_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.merchants
+    ADD CONSTRAINT merchants_api_key_hash_unique UNIQUE (api_key_hash);
+
+--
+-- Name: merchants merchants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.merchants
+    ADD CONSTRAINT merchants_pkey PRIMARY KEY (id);
+
+--
+-- Name: outbox outbox_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.outbox
+    ADD CONSTRAINT outbox_pkey PRIMARY KEY (id);
+
+--
+-- Name: payment_events payment_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payment_events
+    ADD CONSTRAINT payment_events_pkey PRIMARY KEY (event_id);
+
+--
+-- Name: payments payments_merchant_idempotency_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payments
+    ADD CONSTRAINT payments_merchant_idempotency_unique UNIQUE (merchant_id, idempotency_key);
+
+--
+-- Name: payments payments_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payments
+    ADD CONSTRAINT payments_pkey PRIMARY KEY (id);
+
+--
+-- Name: payout_txs payout_txs_hash_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payout_txs
+    ADD CONSTRAINT payout_txs_hash_unique UNIQUE (tx_hash);
+
+--
+-- Name: payout_txs payout_txs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payout_txs
+    ADD CONSTRAINT payout_txs_pkey PRIMARY KEY (payout_id, attempt);
+
+--
+-- Name: payouts payouts_idempotency_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payouts
+    ADD CONSTRAINT payouts_idempotency_unique UNIQUE (merchant_id, idempotency_key);
+
+--
+-- Name: payouts payouts_nonce_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payouts
+    ADD CONSTRAINT payouts_nonce_unique UNIQUE (chain, hot_wallet, nonce);
+
+--
+-- Name: payouts payouts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payouts
+    ADD CONSTRAINT payouts_pkey PRIMARY KEY (id);
+
+--
+-- Name: processed_events processed_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.processed_events
+    ADD CONSTRAINT processed_events_pkey PRIMARY KEY (idempotency_key);
+
+--
+-- Name: provider_deliveries provider_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.provider_deliveries
+    ADD CONSTRAINT provider_deliveries_pkey PRIMARY KEY (body_sha256);
+
+--
+-- Name: state_gauges state_gauges_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.state_gauges
+    ADD CONSTRAINT state_gauges_pkey PRIMARY KEY (id);
+
+--
+-- Name: unmatched_provider_events unmatched_provider_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.unmatched_provider_events
+    ADD CONSTRAINT unmatched_provider_events_pkey PRIMARY KEY (event_id);
+
+--
+-- Name: webhook_attempt_log webhook_attempt_log_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_attempt_log
+    ADD CONSTRAINT webhook_attempt_log_pkey PRIMARY KEY (id);
+
+--
+-- Name: accounts_merchant_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX accounts_merchant_idx ON public.accounts USING btree (merchant_id) WHERE (merchant_id IS NOT NULL);
+
+--
+-- Name: accounts_merchant_settlement_unique; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX accounts_merchant_settlement_unique ON public.accounts USING btree (merchant_id, asset) WHERE settlement;
+
+--
+-- Name: alerts_by_last_seen; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX alerts_by_last_seen ON public.alerts USING btree (last_seen DESC);
+
+--
+-- Name: alerts_one_open_per_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX alerts_one_open_per_key ON public.alerts USING btree (key) WHERE (resolved_at IS NULL);
+
+--
+-- Name: api_idempotency_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX api_idempotency_created_idx ON public.api_idempotency USING btree (created_at);
+
+--
+-- Name: balance_events_account_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX balance_events_account_idx ON public.balance_events USING btree (account_id, id);
+
+--
+-- Name: balance_events_created_brin; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX balance_events_created_brin ON public.balance_events USING brin (created_at);
+
+--
+-- Name: chain_deposit_reports_account; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX chain_deposit_reports_account ON public.chain_deposit_reports USING btree (account_id) WHERE (status = 'pending'::text);
+
+--
+-- Name: chain_deposit_reports_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX chain_deposit_reports_due ON public.chain_deposit_reports USING btree (next_check_at) WHERE (status = 'pending'::text);
+
+--
+-- Name: chain_deposit_reports_refuted; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX chain_deposit_reports_refuted ON public.chain_deposit_reports USING btree (created_at) WHERE (status = 'refuted'::text);
+
+--
+-- Name: chain_deposits_credited; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX chain_deposits_credited ON public.chain_deposits USING btree (chain, block_number) WHERE (status = 'credited'::text);
+
+--
+-- Name: chain_deposits_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX chain_deposits_due ON public.chain_deposits USING btree (next_check_at) WHERE (status = ANY (ARRAY['verified'::text, 'orphaned'::text]));
+
+--
+-- Name: chain_deposits_pending; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX chain_deposits_pending ON public.chain_deposits USING btree (account_id) WHERE (status = 'verified'::text);
+
+--
+-- Name: charge_attempts_needs_review_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX charge_attempts_needs_review_idx ON public.charge_attempts USING btree (claimed_at) WHERE (state = 'needs_review'::text);
+
+--
+-- Name: charge_attempts_one_answer; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX charge_attempts_one_answer ON public.charge_attempts USING btree (payment_id) WHERE (state = ANY (ARRAY['approved'::text, 'declined'::text]));
+
+--
+-- Name: charge_attempts_one_open; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX charge_attempts_one_open ON public.charge_attempts USING btree (payment_id) WHERE (state = ANY (ARRAY['claimed'::text, 'needs_review'::text]));
+
+--
+-- Name: console_sessions_expires_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX console_sessions_expires_idx ON public.console_sessions USING btree (expires_at);
+
+--
+-- Name: dead_letter_queue_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX dead_letter_queue_created_idx ON public.dead_letter_queue USING btree (created_at);
+
+--
+-- Name: dead_letter_queue_subject_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX dead_letter_queue_subject_idx ON public.dead_letter_queue USING btree (source, subject_id);
+
+--
+-- Name: dead_letter_queue_unresolved_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX dead_letter_queue_unresolved_idx ON public.dead_letter_queue USING btree (created_at) WHERE (resolved_at IS NULL);
+
+--
+-- Name: deposit_addresses_account_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX deposit_addresses_account_idx ON public.deposit_addresses USING btree (account_id);
+
+--
+-- Name: job_runs_job_started_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_runs_job_started_idx ON public.job_runs USING btree (job, started_at DESC);
+
+--
+-- Name: job_runs_started_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX job_runs_started_idx ON public.job_runs USING btree (started_at);
+
+--
+-- Name: outbox_due_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outbox_due_idx ON public.outbox USING btree (next_attempt_at, id) WHERE (published_at IS NULL);
+
+--
+-- Name: outbox_published_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outbox_published_idx ON public.outbox USING btree (published_at) WHERE (published_at IS NOT NULL);
+
+--
+-- Name: payment_events_account_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payment_events_account_idx ON public.payment_events USING btree (account_id);
+
+--
+-- Name: payment_events_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payment_events_created_idx ON public.payment_events USING btree (created_at, event_id);
+
+--
+-- Name: payment_events_enqueued_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payment_events_enqueued_idx ON public.payment_events USING btree (updated_at) WHERE (status = 'enqueued'::text);
+
+--
+-- Name: payment_events_pending_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payment_events_pending_idx ON public.payment_events USING btree (created_at) WHERE (status = 'pending'::text);
+
+--
+-- Name: payment_events_processing_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payment_events_processing_idx ON public.payment_events USING btree (updated_at) WHERE (status = 'processing'::text);
+
+--
+-- Name: payment_events_updated_brin; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payment_events_updated_brin ON public.payment_events USING brin (updated_at);
+
+--
+-- Name: payments_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payments_created_idx ON public.payments USING btree (created_at, id);
+
+--
+-- Name: payments_merchant_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payments_merchant_created_idx ON public.payments USING btree (merchant_id, created_at DESC, id DESC);
+
+--
+-- Name: payments_pending_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payments_pending_created_idx ON public.payments USING btree (created_at) WHERE (status = 'pending'::text);
+
+--
+-- Name: payments_processed_brin; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payments_processed_brin ON public.payments USING brin (processed_at);
+
+--
+-- Name: payments_webhook_sweep_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payments_webhook_sweep_idx ON public.payments USING btree (processed_at) WHERE ((webhook_delivered_at IS NULL) AND (webhook_dead_at IS NULL) AND (webhook_url IS NOT NULL) AND (status <> 'pending'::text));
+
+--
+-- Name: payouts_account; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payouts_account ON public.payouts USING btree (account_id, created_at);
+
+--
+-- Name: payouts_open; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payouts_open ON public.payouts USING btree (created_at) WHERE (status = ANY (ARRAY['held'::text, 'signed'::text, 'sent'::text]));
+
+--
+-- Name: processed_events_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX processed_events_created_idx ON public.processed_events USING btree (created_at);
+
+--
+-- Name: processed_events_pending_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX processed_events_pending_idx ON public.processed_events USING btree (created_at) WHERE (outcome = 'pending'::text);
+
+--
+-- Name: unmatched_provider_events_open_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX unmatched_provider_events_open_idx ON public.unmatched_provider_events USING btree (created_at) WHERE (reviewed_at IS NULL);
+
+--
+-- Name: webhook_attempt_log_attempted_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_attempt_log_attempted_idx ON public.webhook_attempt_log USING btree (attempted_at);
+
+--
+-- Name: webhook_attempt_log_payment_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_attempt_log_payment_idx ON public.webhook_attempt_log USING btree (payment_id, id);
+
+--
+-- Name: balance_events balance_events_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER balance_events_no_truncate BEFORE TRUNCATE ON public.balance_events FOR EACH STATEMENT EXECUTE FUNCTION public.balance_events_append_only();
+
+--
+-- Name: balance_events balance_events_no_update_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER balance_events_no_update_delete BEFORE DELETE OR UPDATE ON public.balance_events FOR EACH ROW EXECUTE FUNCTION public.balance_events_append_only();
+
+--
+-- Name: accounts accounts_asset_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.accounts
+    ADD CONSTRAINT accounts_asset_fkey FOREIGN KEY (asset) REFERENCES public.assets(code);
+
+--
+-- Name: accounts accounts_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.accounts
+    ADD CONSTRAINT accounts_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: api_idempotency api_idempotency_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_idempotency
+    ADD CONSTRAINT api_idempotency_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: balance_events balance_events_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.balance_events
+    ADD CONSTRAINT balance_events_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+--
+-- Name: balance_events balance_events_source_event_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.balance_events
+    ADD CONSTRAINT balance_events_source_event_id_fkey FOREIGN KEY (source_event_id) REFERENCES public.payment_events(event_id);
+
+--
+-- Name: chain_deposit_reports chain_deposit_reports_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposit_reports
+    ADD CONSTRAINT chain_deposit_reports_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+--
+-- Name: chain_deposit_reports chain_deposit_reports_chain_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposit_reports
+    ADD CONSTRAINT chain_deposit_reports_chain_fkey FOREIGN KEY (chain) REFERENCES public.chains(chain);
+
+--
+-- Name: chain_deposit_reports chain_deposit_reports_transfer_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposit_reports
+    ADD CONSTRAINT chain_deposit_reports_transfer_id_fkey FOREIGN KEY (transfer_id) REFERENCES public.chain_deposits(transfer_id);
+
+--
+-- Name: chain_deposits chain_deposits_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposits
+    ADD CONSTRAINT chain_deposits_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+--
+-- Name: chain_deposits chain_deposits_asset_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposits
+    ADD CONSTRAINT chain_deposits_asset_fkey FOREIGN KEY (asset) REFERENCES public.assets(code);
+
+--
+-- Name: chain_deposits chain_deposits_chain_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_deposits
+    ADD CONSTRAINT chain_deposits_chain_fkey FOREIGN KEY (chain) REFERENCES public.chains(chain);
+
+--
+-- Name: chain_tokens chain_tokens_asset_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_tokens
+    ADD CONSTRAINT chain_tokens_asset_fkey FOREIGN KEY (asset) REFERENCES public.assets(code);
+
+--
+-- Name: chain_tokens chain_tokens_chain_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chain_tokens
+    ADD CONSTRAINT chain_tokens_chain_fkey FOREIGN KEY (chain) REFERENCES public.chains(chain);
+
+--
+-- Name: chains chains_native_asset_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.chains
+    ADD CONSTRAINT chains_native_asset_fkey FOREIGN KEY (native_asset) REFERENCES public.assets(code);
+
+--
+-- Name: charge_attempts charge_attempts_payment_fk; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.charge_attempts
+    ADD CONSTRAINT charge_attempts_payment_fk FOREIGN KEY (payment_id) REFERENCES public.payments(id);
+
+--
+-- Name: console_sessions console_sessions_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.console_sessions
+    ADD CONSTRAINT console_sessions_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id) ON DELETE CASCADE;
+
+--
+-- Name: deposit_addresses deposit_addresses_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.deposit_addresses
+    ADD CONSTRAINT deposit_addresses_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+--
+-- Name: hot_wallets hot_wallets_chain_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.hot_wallets
+    ADD CONSTRAINT hot_wallets_chain_fkey FOREIGN KEY (chain) REFERENCES public.chains(chain);
+
+--
+-- Name: payment_events payment_events_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payment_events
+    ADD CONSTRAINT payment_events_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+--
+-- Name: payments payments_currency_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payments
+    ADD CONSTRAINT payments_currency_fkey FOREIGN KEY (currency) REFERENCES public.assets(code);
+
+--
+-- Name: payments payments_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payments
+    ADD CONSTRAINT payments_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: payout_txs payout_txs_payout_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payout_txs
+    ADD CONSTRAINT payout_txs_payout_id_fkey FOREIGN KEY (payout_id) REFERENCES public.payouts(id);
+
+--
+-- Name: payouts payouts_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payouts
+    ADD CONSTRAINT payouts_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+--
+-- Name: payouts payouts_asset_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payouts
+    ADD CONSTRAINT payouts_asset_fkey FOREIGN KEY (asset) REFERENCES public.assets(code);
+
+--
+-- Name: payouts payouts_chain_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payouts
+    ADD CONSTRAINT payouts_chain_fkey FOREIGN KEY (chain) REFERENCES public.chains(chain);
+
+--
+-- Name: unmatched_provider_events unmatched_provider_events_delivery_sha256_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.unmatched_provider_events
+    ADD CONSTRAINT unmatched_provider_events_delivery_sha256_fkey FOREIGN KEY (delivery_sha256) REFERENCES public.provider_deliveries(body_sha256);
+
+--
+-- Name: webhook_attempt_log webhook_attempt_log_payment_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_attempt_log
+    ADD CONSTRAINT webhook_attempt_log_payment_id_fkey FOREIGN KEY (payment_id) REFERENCES public.payments(id);
+
+--
+-- Name: SCHEMA public; Type: ACL; Schema: -; Owner: -
+--
+
+GRANT USAGE ON SCHEMA public TO payflow_app;
+
+--
+-- Name: FUNCTION cleanup_processed_events(min_age_days integer, batch_size integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.cleanup_processed_events(min_age_days integer, batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.cleanup_processed_events(min_age_days integer, batch_size integer) TO payflow_app;
+
+--
+-- Name: FUNCTION cleanup_webhook_attempt_log(min_age_days integer, batch_size integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.cleanup_webhook_attempt_log(min_age_days integer, batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.cleanup_webhook_attempt_log(min_age_days integer, batch_size integer) TO payflow_app;
+
+--
+-- Name: FUNCTION ledger_post_success(p_key text, p_event_id text, p_sources text[], p_credit_types text[], p_active_types text[], p_lock_timeout_ms integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_sources text[], p_credit_types text[], p_active_types text[], p_lock_timeout_ms integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_sources text[], p_credit_types text[], p_active_types text[], p_lock_timeout_ms integer) TO payflow_app;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0013_chain_deposits(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0013_chain_deposits(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0014_chain_scanner(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0014_chain_scanner(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0015_payouts(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0015_payouts(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0016_webhook_leases(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0016_webhook_leases(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0017_console(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0017_console(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0018_webhook_chains(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0018_webhook_chains(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0019_attempt_log_retention(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0019_attempt_log_retention(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0020_one_statement_posting(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0020_one_statement_posting(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0022_finalize_posts_credit(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0022_finalize_posts_credit(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0023_state_gauges(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0023_state_gauges(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_hooks(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_hooks(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_service(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_service(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric) TO payflow_app;
+
+--
+-- Name: TABLE accounts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.accounts TO payflow_app;
+
+--
+-- Name: COLUMN accounts.balance; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(balance) ON TABLE public.accounts TO payflow_app;
+
+--
+-- Name: COLUMN accounts.status; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(status) ON TABLE public.accounts TO payflow_app;
+
+--
+-- Name: COLUMN accounts.updated_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(updated_at) ON TABLE public.accounts TO payflow_app;
+
+--
+-- Name: COLUMN accounts.held; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(held) ON TABLE public.accounts TO payflow_app;
+
+--
+-- Name: TABLE alerts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.alerts TO payflow_app;
+
+--
+-- Name: SEQUENCE alerts_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.alerts_id_seq TO payflow_app;
+
+--
+-- Name: TABLE api_idempotency; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.api_idempotency TO payflow_app;
+
+--
+-- Name: TABLE assets; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.assets TO payflow_app;
+
+--
+-- Name: TABLE balance_events; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.balance_events TO payflow_app;
+
+--
+-- Name: SEQUENCE balance_events_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.balance_events_id_seq TO payflow_app;
+
+--
+-- Name: TABLE chain_deposit_reports; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.chain_deposit_reports TO payflow_app;
+
+--
+-- Name: SEQUENCE chain_deposit_reports_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.chain_deposit_reports_id_seq TO payflow_app;
+
+--
+-- Name: TABLE chain_deposits; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.chain_deposits TO payflow_app;
+
+--
+-- Name: TABLE chain_scanner_blocks; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.chain_scanner_blocks TO payflow_app;
+
+--
+-- Name: TABLE chain_scanner_cursors; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.chain_scanner_cursors TO payflow_app;
+
+--
+-- Name: TABLE chain_tokens; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.chain_tokens TO payflow_app;
+
+--
+-- Name: TABLE chains; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.chains TO payflow_app;
+
+--
+-- Name: TABLE charge_attempts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.charge_attempts TO payflow_app;
+
+--
+-- Name: TABLE console_sessions; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.console_sessions TO payflow_app;
+
+--
+-- Name: TABLE dead_letter_queue; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.dead_letter_queue TO payflow_app;
+
+--
+-- Name: SEQUENCE dead_letter_queue_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.dead_letter_queue_id_seq TO payflow_app;
+
+--
+-- Name: TABLE deposit_address_counters; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.deposit_address_counters TO payflow_app;
+
+--
+-- Name: TABLE deposit_addresses; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.deposit_addresses TO payflow_app;
+
+--
+-- Name: TABLE hot_wallets; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.hot_wallets TO payflow_app;
+
+--
+-- Name: TABLE job_runs; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.job_runs TO payflow_app;
+
+--
+-- Name: SEQUENCE job_runs_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.job_runs_id_seq TO payflow_app;
+
+--
+-- Name: TABLE merchants; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.merchants TO payflow_app;
+
+--
+-- Name: TABLE outbox; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.outbox TO payflow_app;
+
+--
+-- Name: SEQUENCE outbox_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.outbox_id_seq TO payflow_app;
+
+--
+-- Name: TABLE payment_events; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.payment_events TO payflow_app;
+
+--
+-- Name: COLUMN payment_events.status; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(status) ON TABLE public.payment_events TO payflow_app;
+
+--
+-- Name: COLUMN payment_events.retry_count; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(retry_count) ON TABLE public.payment_events TO payflow_app;
+
+--
+-- Name: COLUMN payment_events.last_error; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(last_error) ON TABLE public.payment_events TO payflow_app;
+
+--
+-- Name: COLUMN payment_events.updated_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(updated_at) ON TABLE public.payment_events TO payflow_app;
+
+--
+-- Name: TABLE payments; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.status; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(status) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.webhook_delivered_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(webhook_delivered_at) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.webhook_attempts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(webhook_attempts) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.processed_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(processed_at) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.webhook_dead_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(webhook_dead_at) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.payment_sweeps; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(payment_sweeps) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.payment_swept_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(payment_swept_at) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.webhook_sweeps; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(webhook_sweeps) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.webhook_swept_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(webhook_swept_at) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.webhook_lease_token; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(webhook_lease_token) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.webhook_lease_until; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(webhook_lease_until) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.webhook_chain_message; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(webhook_chain_message) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.webhook_chain_attempt; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(webhook_chain_attempt) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: COLUMN payments.webhook_next_attempt_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(webhook_next_attempt_at) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: TABLE payout_txs; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.payout_txs TO payflow_app;
+
+--
+-- Name: TABLE payouts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.payouts TO payflow_app;
+
+--
+-- Name: TABLE processed_events; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.processed_events TO payflow_app;
+
+--
+-- Name: COLUMN processed_events.outcome; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(outcome) ON TABLE public.processed_events TO payflow_app;
+
+--
+-- Name: TABLE provider_deliveries; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.provider_deliveries TO payflow_app;
+
+--
+-- Name: TABLE state_gauges; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.state_gauges TO payflow_app;
+
+--
+-- Name: TABLE unmatched_provider_events; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.unmatched_provider_events TO payflow_app;
+
+--
+-- Name: TABLE webhook_attempt_log; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.webhook_attempt_log TO payflow_app;
+
+--
+-- Name: SEQUENCE webhook_attempt_log_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.webhook_attempt_log_id_seq TO payflow_app;
+
+--
+-- Name: DEFAULT PRIVILEGES FOR SEQUENCES; Type: DEFAULT ACL; Schema: public; Owner: -
+--
+
+ALTER DEFAULT PRIVILEGES FOR ROLE payflow_owner IN SCHEMA public GRANT SELECT,USAGE ON SEQUENCES  TO payflow_app;
+
+--
+-- Name: DEFAULT PRIVILEGES FOR TABLES; Type: DEFAULT ACL; Schema: public; Owner: -
+--
+
+ALTER DEFAULT PRIVILEGES FOR ROLE payflow_owner IN SCHEMA public GRANT SELECT,INSERT,DELETE,UPDATE ON TABLES  TO payflow_app;
+
+--
+-- PostgreSQL database dump complete
+--
