@@ -10,7 +10,7 @@ run: export WEBHOOK_ALLOW_HOSTS ?= 127.0.0.1,localhost
 bench: export API_KEY ?= local-dev-api-key-change-me
 bench: export PROVIDER_WEBHOOK_SECRET ?= local-dev-provider-secret-0123456789abcdef
 
-.PHONY: install promtool run test lint bench
+.PHONY: install promtool run test lint bench schema
 install:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	@uv sync --frozen --quiet
@@ -36,6 +36,13 @@ lint: install
 	uv run ruff check payflow tests
 	uv run ruff format --check payflow tests
 	uv run mypy
+
+# The readable head schema: payflow/db/schema.sql and each package's functions.sql, from a
+# throwaway database migrated to head on this server (docs/architecture.md, "Schema and
+# functions"). Run after adding or merging migrations, and commit what it writes.
+SCHEMA_SERVER_URL ?= $(or $(PAYFLOW_TEST_PG),postgresql://postgres@127.0.0.1:5432)
+schema: install
+	uv run python -m payflow.db.schema $(SCHEMA_SERVER_URL)
 
 bench: install
 	uv run payflow migrate

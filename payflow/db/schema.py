@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Final
 
 import asyncpg
+from alembic.util import CommandError
+from sqlalchemy.exc import SQLAlchemyError
 
 from payflow.db import migrate
 from payflow.db.functions import (
@@ -157,8 +159,9 @@ def pg_dump_binary(server_major: int, explicit: str | None = None) -> str:
             if _major(version) == server_major:
                 return candidate
             if candidate in (explicit, os.environ.get("PG_DUMP")):
+                banner = (version.strip().splitlines() or ["no version"])[0]
                 raise SchemaError(
-                    f"{candidate} is {version.strip()}, the server is PostgreSQL {server_major}"
+                    f"{candidate} is {banner!r}, the server is PostgreSQL {server_major}"
                 )
     raise SchemaError(
         f"no pg_dump of PostgreSQL {server_major} found (set PG_DUMP or pass --pg-dump)"
@@ -226,7 +229,14 @@ def generate_head(server_url: str, pg_dump: str | None = None) -> HeadSchema:
         migrate.migrate_database(database_url, owner=owner, app=app)
         return read_head(database_url, {owner: OWNER_PLACEHOLDER, app: APP_PLACEHOLDER}, pg_dump)
     finally:
-        asyncio.run(_drop(server_url, migrate.database_name(database_url), (app, owner)))
+        try:
+            asyncio.run(_drop(server_url, migrate.database_name(database_url), (app, owner)))
+        except (OSError, asyncpg.PostgresError) as error:  # the first error matters more
+            print(
+                f"payflow.db.schema: could not drop {migrate.database_name(database_url)}"
+                f" and roles {owner}, {app}: {error}",
+                file=sys.stderr,
+            )
 
 
 async def _drop(server_url: str, database: str, roles: tuple[str, ...]) -> None:
@@ -337,8 +347,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         head = generate_head(server_url, args.pg_dump)
         update = update_functions(head.functions)
-    except (SchemaError, ValueError, OSError, asyncpg.PostgresError) as error:
-        print(f"payflow.db.schema: {error}", file=sys.stderr)
+    except (
+        PayflowError,
+        ValueError,
+        OSError,
+        subprocess.SubprocessError,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        CommandError,
+        SQLAlchemyError,
+    ) as error:
+        # One line: a failing migration's SQL error, an unreachable server, a bad URL.
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        print(f"payflow.db.schema: {first}", file=sys.stderr)
         return 1
     target = schema_path()
     current = target.read_text(encoding="utf-8") if target.exists() else ""

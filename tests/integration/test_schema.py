@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
 from payflow.db import functions, schema
-from tests.conftest import APP_ROLE, OWNER_ROLE
+from tests.conftest import APP_ROLE, OWNER_ROLE, SERVER_URL
 
 REGENERATE = (
     "run `make schema` (or `uv run python -m payflow.db.schema postgresql://postgres@"
@@ -137,3 +139,32 @@ async def test_the_generator_reports_nothing_to_change_at_head(migration_url: st
     assert update.files == {}, f"functions.sql files would change: {REGENERATE}"
     assert update.unowned == []
     assert update.removed == []
+
+
+async def _leftovers() -> set[str]:
+    conn = await asyncpg.connect(f"{SERVER_URL}/postgres")
+    try:
+        rows = await conn.fetch(
+            "SELECT datname AS name FROM pg_database WHERE datname LIKE 'payflow\\_schema\\_%'"
+            " UNION ALL SELECT rolname FROM pg_roles WHERE rolname LIKE 'payflow\\_schema\\_%'"
+        )
+    finally:
+        await conn.close()
+    return {row["name"] for row in rows}
+
+
+async def test_the_generator_command_agrees_with_this_test_and_cleans_up() -> None:
+    """The lead's one command, `python -m payflow.db.schema SERVER_URL --check`, on its own
+    throwaway database and roles, finds nothing to change, and leaves neither behind."""
+    before = await _leftovers()
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "payflow.db.schema", SERVER_URL, "--check"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "already match the head" in result.stdout
+    assert await _leftovers() == before
