@@ -1,5 +1,11 @@
 """The `scanner` role's loop: every configured chain, stepped while behind, polled
-once caught up, waiting (never exiting) through node and database outages."""
+once caught up, waiting (never exiting) through node and database outages.
+
+What an operator must learn is raised through the alert sink (and resolved when it
+clears): `chain.node:<chain>` (critical) while the node is another network or lacks the
+policy's tag (that chain is not walked), `chain.scanner_lag:<chain>` (warning) while
+the head lag exceeds `ETH_SCANNER_MAX_LAG_BLOCKS` whatever the cause (a failing step, a
+provider limit, a slow database)."""
 
 from __future__ import annotations
 
@@ -10,16 +16,28 @@ import asyncpg
 import structlog
 
 from payflow.chain.finality import FinalityOracle
+from payflow.chain.identity import NodeMisconfigured, alert_key
 from payflow.chain.rpc import RpcError
+from payflow.chain.watch.logs import LogsTooDense
 from payflow.chain.watch.scanner import Scanner
 from payflow.config import Settings
 from payflow.errors import RetryableError, classify
+from payflow.ops.alerts import AlertSink, LogAlertSink, Severity
 
 log = structlog.get_logger("payflow.chain.scanner")
 
 
+def lag_alert_key(chain: str) -> str:
+    """The alert raised while the scanner's head lag on `chain` is too large."""
+    return f"chain.scanner_lag:{chain}"
+
+
 async def run_scanner(
-    pool: asyncpg.Pool, settings: Settings, oracle: FinalityOracle, stop: asyncio.Event
+    pool: asyncpg.Pool,
+    settings: Settings,
+    oracle: FinalityOracle,
+    stop: asyncio.Event,
+    alerts: AlertSink | None = None,
 ) -> None:
     """Scan every configured chain until `stop`: straight on while behind, every
     `ETH_SCANNER_POLL_INTERVAL_S` once caught up. A node outage, an open breaker or a
@@ -27,13 +45,17 @@ async def run_scanner(
     nothing is missed); nothing here ends the role but `stop`."""
     scanner = Scanner(pool, settings, oracle)
     try:
-        await _loop(scanner, oracle, settings, stop)
+        await _loop(scanner, oracle, settings, stop, alerts or LogAlertSink())
     finally:
         await scanner.aclose()
 
 
 async def _loop(
-    scanner: Scanner, oracle: FinalityOracle, settings: Settings, stop: asyncio.Event
+    scanner: Scanner,
+    oracle: FinalityOracle,
+    settings: Settings,
+    stop: asyncio.Event,
+    alerts: AlertSink,
 ) -> None:
     while not stop.is_set():
         busy = False
@@ -43,7 +65,16 @@ async def _loop(
             try:
                 result = await scanner.step(chain)
                 busy = busy or not result.caught_up
-            except (RetryableError, RpcError, OSError, asyncpg.PostgresError) as error:
+                await alerts.resolve(alert_key(chain))
+            except NodeMisconfigured as error:
+                await alerts.fire(alert_key(chain), Severity.CRITICAL, str(error))
+            except (
+                RetryableError,
+                RpcError,
+                LogsTooDense,
+                OSError,
+                asyncpg.PostgresError,
+            ) as error:
                 kind = classify(error)
                 log.warning(
                     "payflow.scanner.waiting",
@@ -55,6 +86,24 @@ async def _loop(
                 log.exception(
                     "payflow.scanner.step_failed", chain=chain, error_type=type(error).__name__
                 )
+            await _lag_alert(scanner, settings, alerts, chain)
         if not busy:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=settings.eth_scanner_poll_interval_s)
+
+
+async def _lag_alert(scanner: Scanner, settings: Settings, alerts: AlertSink, chain: str) -> None:
+    """Fire or resolve `chain.scanner_lag:<chain>` from the last lag the scanner saw."""
+    lag = scanner.lag.get(chain)
+    if lag is None:
+        return
+    if lag > settings.eth_scanner_max_lag_blocks:
+        await alerts.fire(
+            lag_alert_key(chain),
+            Severity.WARNING,
+            f"the scanner of {chain} is {lag} blocks behind the node's head"
+            f" (> ETH_SCANNER_MAX_LAG_BLOCKS={settings.eth_scanner_max_lag_blocks})",
+            details={"lag_blocks": lag},
+        )
+    else:
+        await alerts.resolve(lag_alert_key(chain))
