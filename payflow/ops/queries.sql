@@ -305,5 +305,6 @@ LIMIT $1;
 -- $1 key prefixes: unresolved alerts whose key starts with one of them (the chain's
 -- node and scanner-lag alerts, which `payflow status` counts as problems)
 SELECT key, message FROM alerts
-WHERE resolved_at IS NULL AND starts_with(key, ANY ($1::text[]))
+WHERE resolved_at IS NULL
+  AND EXISTS (SELECT 1 FROM unnest($1::text[]) AS p(prefix) WHERE starts_with(key, p.prefix))
 ORDER BY key;
