@@ -10,8 +10,12 @@ Each run, per chain with an RPC configured, in batches (`CHAIN_DEPOSITS_BATCH`):
    payment event `chain:<transfer id>` (`record_and_announce`) commit together, then
    `post_event` posts it (the outbox's `ledger.event` replays harmlessly). A block
    hash that changed: the receipt elsewhere → moved; no receipt → orphaned.
-3. orphaned deposits are re-checked for `CHAIN_ORPHAN_RECHECK_S`: re-included → verified
-   at the new block (same deposit, one credit once final).
+3. orphaned deposits, and credited ones a deep reorg reversed, are re-checked for
+   `CHAIN_ORPHAN_RECHECK_S`: re-included → verified at the new block (same deposit, one
+   credit once final; a reversed one is credited again under `chain:<id>~<n>`).
+0. before all that, per chain, `identity.check_node`: a node of another network or
+   without the policy's `finalized` tag stops that chain (`stats.stopped`, the alert
+   `chain.node:<chain>`); the other chains run.
 4. confirmations chains: credited deposits within `CHAIN_REORG_WATCH_BLOCKS` of head are
    watched; a reorg that removed them → `reversal.reverse`.
 

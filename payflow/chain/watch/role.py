@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import asyncpg
 import structlog
@@ -45,7 +46,7 @@ async def run_scanner(
     nothing is missed); nothing here ends the role but `stop`."""
     scanner = Scanner(pool, settings, oracle)
     try:
-        await _loop(scanner, oracle, settings, stop, alerts or LogAlertSink())
+        await _loop(scanner, oracle, settings, stop, _Edges(alerts or LogAlertSink()))
     finally:
         await scanner.aclose()
 
@@ -55,7 +56,7 @@ async def _loop(
     oracle: FinalityOracle,
     settings: Settings,
     stop: asyncio.Event,
-    alerts: AlertSink,
+    alerts: _Edges,
 ) -> None:
     while not stop.is_set():
         busy = False
@@ -92,7 +93,31 @@ async def _loop(
                 await asyncio.wait_for(stop.wait(), timeout=settings.eth_scanner_poll_interval_s)
 
 
-async def _lag_alert(scanner: Scanner, settings: Settings, alerts: AlertSink, chain: str) -> None:
+class _Edges:
+    """The sink, told only of changes: a key is resolved once after it fired, and once
+    at the first clean step (an incident left open by a previous process), instead of a
+    resolution written every few seconds."""
+
+    def __init__(self, sink: AlertSink) -> None:
+        self.sink = sink
+        self.open: set[str] = set()
+        self.known: set[str] = set()
+
+    async def fire(
+        self, key: str, severity: Severity, message: str, *, details: Any = None
+    ) -> None:
+        self.open.add(key)
+        self.known.add(key)
+        await self.sink.fire(key, severity, message, details=details)
+
+    async def resolve(self, key: str) -> None:
+        if key in self.open or key not in self.known:
+            self.known.add(key)
+            self.open.discard(key)
+            await self.sink.resolve(key)
+
+
+async def _lag_alert(scanner: Scanner, settings: Settings, alerts: _Edges, chain: str) -> None:
     """Fire or resolve `chain.scanner_lag:<chain>` from the last lag the scanner saw."""
     lag = scanner.lag.get(chain)
     if lag is None:

@@ -5,6 +5,7 @@ to by splitting, by the scanner and by `recon --chain` alike."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,7 +18,9 @@ from payflow.chain.recon import reconcile_chain
 from payflow.chain.rpc import hex_int
 from payflow.chain.transfers import transfer_id
 from payflow.chain.watch.logs import RECHECKED, LogsTooDense, RangeNotHeld
+from payflow.chain.watch.role import run_scanner
 from payflow.config import Settings
+from tests.recording_alerts import RecordingSink
 
 from .rpc_proxy import RpcProxy, error
 from .scanning import CHAIN, USDC_ADDRESS, build_world, cursor, scanner_deposits
@@ -159,4 +162,13 @@ async def test_provider_log_limits_are_adapted_to_by_the_scanner_and_recon(
     await anvil.token_batch_transfer(world.token, [(USDC_ADDRESS, 1), (USDC_ADDRESS, 2)])
     with pytest.raises(LogsTooDense, match="alone is over the provider's limit"):
         await world.scanner.catch_up(CHAIN)
+    # the role keeps failing on that block while the head moves on: the lag alert fires
+    await anvil.mine(5)
+    sink, stop = RecordingSink(), asyncio.Event()
+    strict = world.settings.model_copy(update={"eth_scanner_max_lag_blocks": 3})
+    role = asyncio.create_task(run_scanner(pool, strict, world.oracle, stop, sink))
+    await asyncio.sleep(1.0)
+    stop.set()
+    await role
+    assert f"chain.scanner_lag:{CHAIN}" in sink.keys()
     await world.oracle.aclose()

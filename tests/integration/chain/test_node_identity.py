@@ -5,6 +5,7 @@ an alert and a `payflow status` problem; nothing is credited, walked or signed."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
@@ -23,14 +24,17 @@ from payflow.chain.recon import reconcile_chain
 from payflow.chain.recon_cli import run_chain_recon
 from payflow.chain.rpc import RpcClient
 from payflow.chain.watch.cli import scan_once
+from payflow.chain.watch.role import run_scanner
 from payflow.chain.watch.scanner import Scanner
 from payflow.ops.alerting import build_alert_sink
+from payflow.ops.alerts import Severity
 from payflow.ops.jobs import JobContext, Outcome
 from payflow.ops.scheduler import run_job
 from payflow.ops.status import collect_status
 
 from .deposit_support import (
     CHAIN,
+    RecordingSink,
     balance,
     chain_settings,
     deliver,
@@ -91,6 +95,19 @@ async def test_an_rpc_of_another_network_stops_every_chain_path_in_one_line(
         await oracle.aclose()
     assert await run_chain_recon(settings, from_block=0) is False
     assert await scan_once(settings) is False
+    # the scanner role keeps running, and says so through its alert sink
+    recording, stop = RecordingSink(), asyncio.Event()
+    oracle = FinalityOracle(settings, None)
+    try:
+        role = asyncio.create_task(run_scanner(pool, settings, oracle, stop, recording))
+        await asyncio.sleep(1.0)
+        stop.set()
+        await role
+    finally:
+        await oracle.aclose()
+    assert (f"chain.node:{CHAIN}", Severity.CRITICAL, MISMATCH) in [
+        fired[:3] for fired in recording.fired
+    ]
 
     # a payout is never signed for the network the node names
     key = SecretStr("0x" + bytes(Account.create().key).hex())
