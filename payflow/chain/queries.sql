@@ -146,14 +146,16 @@ WHERE transfer_id = $1 AND status = (SELECT $2::text);
 -- deposit_for_reversal.
 -- A deposit credited before and reversed by a reorg (past_credit_events not empty) gets
 -- back what the reversal debited: its amount minus the shortfall, which is cleared.
-UPDATE chain_deposits
+-- (RETURNING sees the new row, so the old shortfall is read through `old`.)
+UPDATE chain_deposits AS d
 SET status = 'credited', credit_event_id = $2, credited_at = now(), updated_at = now(),
     shortfall = NULL
-WHERE transfer_id = $1 AND status NOT IN ('orphaned', 'credited', 'reversed')
-  AND block_hash = $3
-RETURNING account_id, asset, trace_id,
-    amount - CASE WHEN cardinality(past_credit_events) > 0 THEN COALESCE(shortfall, 0)
-                  ELSE 0 END AS amount;
+FROM (SELECT transfer_id, shortfall FROM chain_deposits WHERE transfer_id = $1) AS old
+WHERE d.transfer_id = $1 AND old.transfer_id = d.transfer_id
+  AND d.status NOT IN ('orphaned', 'credited', 'reversed') AND d.block_hash = $3
+RETURNING d.account_id, d.asset, d.trace_id,
+    d.amount - CASE WHEN cardinality(d.past_credit_events) > 0 THEN COALESCE(old.shortfall, 0)
+                    ELSE 0 END AS amount;
 
 -- name: credit_generation
 -- $1 transfer id: how many earlier credits a reorg reversed (0 for a first credit)

@@ -17,8 +17,10 @@ from payflow.chain.recon import reconcile_chain
 from payflow.chain.transfers import transfer_id
 from payflow.config import Settings
 from payflow.db.tx import transaction
-from payflow.ingress.service import assign_address
+from payflow.ingress.service import assign_address, record_and_announce
 from payflow.ledger.accounts import create_account
+from payflow.ledger.posting import post_event
+from payflow.ledger.records import EventType, Outcome
 
 from .deposit_support import (
     CHAIN,
@@ -57,9 +59,20 @@ async def test_a_reversed_deposit_mined_again_is_credited_again_exactly_once(
         await run(pool, settings, oracle, sink)
         await anvil.mine(1)
         assert (await run(pool, settings, oracle, sink)).credited == 1
+        async with pool.acquire() as conn, transaction(conn, settings):  # 0.4 is spent
+            await record_and_announce(
+                conn,
+                event_id="wd:spent",
+                account_id=account,
+                amount="0.4",
+                event_type=EventType.WITHDRAWAL,
+                scale=18,
+                trace_id="spent",
+            )
+        assert (await post_event(pool, settings, "wd:spent")).outcome is Outcome.SUCCESS
         await anvil.reorg(3)  # deeper than N = 1: the credited transfer is gone
         assert (await run(pool, settings, oracle, sink)).reversed == 1
-        assert await balance(pool, account) == 0
+        assert await balance(pool, account) == 0  # 0.6 debited, 0.4 short, frozen
         for _ in range(2):  # still gone: it stays reversed, watched
             assert (await run(pool, settings, oracle, sink)).credited == 0
         [deposit] = await deposits(pool)
@@ -77,14 +90,16 @@ async def test_a_reversed_deposit_mined_again_is_credited_again_exactly_once(
         runs = [await run(pool, settings, oracle, sink) for _ in range(4)]
         assert sum(r.reincluded for r in runs) == 1
         assert sum(r.credited for r in runs) == 1
-        assert await balance(pool, account) == Decimal(1)
+        # the transfer exists again: the customer had 1, spent 0.4, keeps 0.6
+        assert await balance(pool, account) == Decimal("0.6")
         assert await ledger(pool, account) == [
             (f"chain:{tid}", "deposit", Decimal(1)),
-            (f"reorg:{tid}", "deposit_reversal", Decimal(-1)),
-            (f"chain:{tid}~1", "deposit", Decimal(1)),
+            ("wd:spent", "withdrawal", Decimal("-0.4")),
+            (f"reorg:{tid}", "deposit_reversal", Decimal("-0.6")),
+            (f"chain:{tid}~1", "deposit", Decimal("0.6")),
         ]
         [deposit] = await deposits(pool)
-        assert deposit["status"] == "credited"
+        assert (deposit["status"], deposit["shortfall"]) == ("credited", None)
         assert deposit["block_hash"] == receipt["blockHash"]
         assert deposit["credit_event_id"] == f"chain:{tid}~1"
         assert deposit["past_credit_events"] == [f"chain:{tid}"]
