@@ -219,9 +219,20 @@ class Settings(BaseSettings):
     eth_confirmation_policy: str = Field(
         default="finalized", pattern=r"^(finalized|confirmations:[0-9]{1,5})$"
     )
+    # The EIP-155 chain id ETH_RPC_URL's node must answer to eth_chainId (and the
+    # `chains` row of ETH_MAINNET must hold): another network stops chain work in one line.
+    eth_chain_id: int = Field(default=1, gt=0)
     rpc_timeout_s: float = Field(default=5.0, gt=0, le=120)
-    # More EVM chains by configuration: {"NAME": {"rpc_url": "...", "policy": "..."}}.
-    evm_chains: dict[str, dict[str, str]] = Field(default_factory=dict)
+    # More EVM chains by configuration:
+    # {"NAME": {"rpc_url": "...", "policy": "...", "chain_id": 137}} (chain_id required).
+    evm_chains: dict[str, dict[str, str | int]] = Field(default_factory=dict)
+    # How long a node's identity (eth_chainId) and capabilities (the policy's tag) stay
+    # checked before a long-running process (scanner) asks again.
+    chain_identity_recheck_s: float = Field(default=300.0, gt=0)
+    # A transfer is creditable only if its block's timestamp is at or after the deposit
+    # address's assignment minus this slack (block times are slot starts, clocks differ);
+    # earlier value is "before_assignment" for the scanner, the webhooks and recon alike.
+    chain_assignment_slack_s: float = Field(default=60.0, ge=0, le=86400)
     chain_breaker_failures: int = Field(default=3, ge=1)
     chain_breaker_open_s: float = Field(default=30.0, gt=0)
     chain_cache_final_ttl_s: int = Field(default=7 * 24 * 3600, ge=1)
@@ -256,6 +267,9 @@ class Settings(BaseSettings):
     eth_scanner_start_block: int | None = Field(default=None, ge=0)
     eth_scanner_keep_blocks: int = Field(default=256, ge=8, le=100000)
     eth_scanner_writers: int = Field(default=4, ge=1, le=32)  # connections observing at once
+    # Head lag (blocks between the node's head and the cursor) above which the scanner
+    # fires `chain.scanner_lag:<chain>` and `payflow status` reports a problem.
+    eth_scanner_max_lag_blocks: int = Field(default=200, ge=1)
 
     # --- api
     redis_key_prefix: str = "payflow:"

@@ -197,7 +197,8 @@ async def scanner_role(runtime: Runtime, stop: asyncio.Event) -> None:
             log.warning("payflow.scanner.no_chain", hint="set ETH_RPC_URL or EVM_CHAINS")
             await stop.wait()
             return
-        await run_scanner(runtime.pool, runtime.settings, oracle, stop)
+        alerts = build_alert_sink(runtime.settings, runtime.pool)  # node and lag alerts
+        await run_scanner(runtime.pool, runtime.settings, oracle, stop, alerts)
     finally:
         await oracle.aclose()
 

@@ -134,7 +134,9 @@ async def run_payouts_bench(settings: Settings, config: PayoutBenchConfig) -> bo
                 update={
                     "database_url": url,
                     "payout_chain": CHAIN,
-                    "evm_chains": {CHAIN: {"rpc_url": anvil.url, "policy": "finalized"}},
+                    "evm_chains": {
+                        CHAIN: {"rpc_url": anvil.url, "policy": "finalized", "chain_id": 1}
+                    },
                 }
             )
             pool = await create_pool(bench, min_size=2, max_size=config.wallets + 4)

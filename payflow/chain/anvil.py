@@ -103,8 +103,13 @@ class AnvilNode:
         state_path: str | None = None,
         extra_args: tuple[str, ...] = (),
         log_path: str | None = None,
+        chain_id: int = 1,
     ) -> None:
         self.port = port or free_port()
+        # The EIP-155 id anvil answers: 1 by default, the id of `ETH_MAINNET` (whose
+        # `chains` row and `ETH_CHAIN_ID` say 1), so payflow's identity check accepts
+        # the test node; a test of another network starts anvil with its own id.
+        self.chain_id = chain_id
         self.slots_in_an_epoch = slots_in_an_epoch
         self.automine = automine
         self.block_time_s = block_time_s
@@ -127,6 +132,8 @@ class AnvilNode:
             str(self.port),
             "--slots-in-an-epoch",
             str(self.slots_in_an_epoch),
+            "--chain-id",
+            str(self.chain_id),
             "--silent",
         ]
         if not self.automine:

@@ -1,7 +1,8 @@
 """Chain configuration as data: a name, an RPC URL and a confirmation policy per chain.
 
-`ETH_MAINNET` comes from `ETH_RPC_URL` / `ETH_CONFIRMATION_POLICY`; any other EVM chain
-is configuration only, `EVM_CHAINS` = `{"NAME": {"rpc_url": "...", "policy": "..."}}`
+`ETH_MAINNET` comes from `ETH_RPC_URL` / `ETH_CONFIRMATION_POLICY` / `ETH_CHAIN_ID`; any
+other EVM chain is configuration only,
+`EVM_CHAINS` = `{"NAME": {"rpc_url": "...", "policy": "...", "chain_id": N}}`
 (its token registry is data too: `payflow tokens add-chain`, `payflow tokens add`).
 
 A policy is `finalized` (the node's `finalized` block tag: Ethereum L1's default) or
@@ -55,11 +56,24 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class ChainConfig:
-    """One EVM chain payflow watches: its registry name, node URL and finality policy."""
+    """One EVM chain payflow watches: its registry name, node URL, finality policy and the
+    EIP-155 chain id its node must answer (`payflow.chain.identity` checks it)."""
 
     name: str
     rpc_url: str
     policy: Policy
+    chain_id: int = 1  # the EIP-155 id the node must answer to eth_chainId
+
+
+def _chain_id(name: str, value: str | int | None) -> int:
+    """`EVM_CHAINS.<name>.chain_id` as a positive int; `SettingsError` otherwise."""
+    text = str(value if value is not None else "").strip()
+    if not text.isdigit() or int(text) <= 0:
+        raise SettingsError(
+            f"setting EVM_CHAINS is invalid: {name}.chain_id must be the chain's EIP-155 id"
+            f" (a positive integer), got {value!r}"
+        )
+    return int(text)
 
 
 def chain_configs(settings: Settings) -> dict[str, ChainConfig]:
@@ -73,18 +87,20 @@ def chain_configs(settings: Settings) -> dict[str, ChainConfig]:
             policy = Policy.parse(settings.eth_confirmation_policy)
         except ValueError as error:
             raise SettingsError(f"setting ETH_CONFIRMATION_POLICY is invalid: {error}") from None
-        configs[ETH_MAINNET] = ChainConfig(ETH_MAINNET, settings.eth_rpc_url, policy)
+        configs[ETH_MAINNET] = ChainConfig(
+            ETH_MAINNET, settings.eth_rpc_url, policy, settings.eth_chain_id
+        )
     for name, entry in settings.evm_chains.items():
         if not CHAIN_NAME.fullmatch(name) or name in configs:
             raise SettingsError(f"setting EVM_CHAINS is invalid: chain name {name!r}")
-        url = entry.get("rpc_url", "")
+        url = str(entry.get("rpc_url", ""))
         try:
             check_service_url(url, ("http", "https"))
         except ValueError as error:
             raise SettingsError(f"setting EVM_CHAINS is invalid: {name}.rpc_url {error}") from None
         try:
-            policy = Policy.parse(entry.get("policy", "finalized"))
+            policy = Policy.parse(str(entry.get("policy", "finalized")))
         except ValueError as error:
             raise SettingsError(f"setting EVM_CHAINS is invalid: {name}.policy: {error}") from None
-        configs[name] = ChainConfig(name, url, policy)
+        configs[name] = ChainConfig(name, url, policy, _chain_id(name, entry.get("chain_id")))
     return configs

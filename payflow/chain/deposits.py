@@ -17,6 +17,7 @@ The caller owns the transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from enum import StrEnum
 from uuid import UUID
@@ -29,6 +30,8 @@ from payflow.money import from_base_units
 
 SQL = load_queries("payflow.chain")
 SOURCES = frozenset({"webhook", "alchemy", "scanner"})
+DEFAULT_ASSIGNMENT_SLACK_S = 60.0  # CHAIN_ASSIGNMENT_SLACK_S's default
+BEFORE_ASSIGNMENT = "before_assignment"
 
 
 class ObserveOutcome(StrEnum):
@@ -44,7 +47,7 @@ class ObserveResult:
     (always for native value and the scanner; for a webhook's token transfer once the
     node resolved its position); `report_id` the stored report's id (None if ignored);
     `reason` why an event was ignored (unknown_address, unknown_token, asset_mismatch,
-    zero_value, over_limit)."""
+    zero_value, over_limit, before_assignment)."""
 
     outcome: ObserveOutcome
     transfer_id: str | None = None
@@ -54,11 +57,25 @@ class ObserveResult:
 
 @dataclass(frozen=True, slots=True)
 class Destination:
-    """The account behind a deposit address and the asset/decimals the transfer moves."""
+    """The account behind a deposit address, the asset/decimals the transfer moves and
+    when the address was assigned to the account."""
 
     account_id: UUID
     asset: str
     decimals: int
+    assigned_at: datetime | None = None
+
+    def before_assignment(self, block_time: int | None, slack_s: float) -> bool:
+        """THE assignment rule, applied alike by the scanner, webhook verification and
+        recon: a transfer is creditable only if its block's timestamp (Unix seconds) is
+        at or after the address's assignment minus `slack_s` (block timestamps are slot
+        starts and clocks differ). Value that reached the address earlier was not sent
+        to this account (an imported address's history, a guessed derived address) and
+        is "not creditable: before assignment" everywhere. False when either time is
+        unknown."""
+        if block_time is None or self.assigned_at is None:
+            return False
+        return block_time < self.assigned_at.timestamp() - slack_s
 
 
 def claim_text(to_address: str, contract: str | None, units: int, where: str) -> str:
@@ -84,7 +101,7 @@ async def destination(
             return "unknown_token"
     if asset["asset"] != row["asset"]:
         return "asset_mismatch"
-    return Destination(row["account_id"], row["asset"], int(asset["decimals"]))
+    return Destination(row["account_id"], row["asset"], int(asset["decimals"]), row["assigned_at"])
 
 
 async def observe(
@@ -97,6 +114,7 @@ async def observe(
     position_known: bool = True,
     log_index: int | None = None,
     provider_event_id: str | None = None,
+    assignment_slack_s: float = DEFAULT_ASSIGNMENT_SLACK_S,
 ) -> ObserveResult:
     """Record one report of `transfer` (`source`: webhook, alchemy or scanner).
 
@@ -108,7 +126,10 @@ async def observe(
     webhook event) may name one claim only: reused for another, it is AMBIGUOUS.
     `seen_in_block=(number, hash)` (the scanner, which read the
     block itself) confirms the report and records the deposit verified at that block.
-    Raises `ValueError` for an unknown source; never raises on the transfer's content.
+    A transfer whose `block_time` is before the address's assignment
+    (`Destination.before_assignment`, `assignment_slack_s`) is IGNORED as
+    `before_assignment`. Raises `ValueError` for an unknown source; never raises on the
+    transfer's content.
     """
     if source not in SOURCES:
         raise ValueError(f"unknown source {source!r}")
@@ -119,6 +140,8 @@ async def observe(
     found = await destination(conn, transfer.chain, to_address, contract)
     if isinstance(found, str):
         return ObserveResult(ObserveOutcome.IGNORED, reason=found)
+    if found.before_assignment(transfer.block_time, assignment_slack_s):
+        return ObserveResult(ObserveOutcome.IGNORED, reason=BEFORE_ASSIGNMENT)
     amount: Decimal = from_base_units(transfer.units, found.decimals)
     try:
         await check_limit(conn, found.asset, LimitKind.DEPOSIT, amount)

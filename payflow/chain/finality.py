@@ -98,6 +98,8 @@ class FinalityOracle:
             for name in self.configs
         }
         self.rpc_calls = 0  # RPC calls made through `call` (for the bench and tests)
+        # chain -> monotonic deadline of its last passed node check (`chain.identity`)
+        self.node_checked: dict[str, float] = {}
 
     async def aclose(self) -> None:
         for client in self.clients.values():
@@ -194,6 +196,22 @@ class FinalityOracle:
             return number <= await self.finalized_height(chain)
         depth = self.settings.chain_reorg_watch_blocks
         return number <= await self.finalized_height(chain) - depth
+
+    async def block_time(self, chain: str, block_hash: str) -> int | None:
+        """The timestamp (Unix seconds) of the block `block_hash`; None when the node
+        does not know that block. A hash's timestamp never changes: cached long."""
+        key = self._key(chain, "time", block_hash.lower())
+        cached = await self._cached(key)
+        if cached is not _MISSING:
+            return None if cached is None else int(cached)
+
+        async def ask(rpc: RpcClient) -> Any:
+            return await rpc.call("eth_getBlockByHash", block_hash, False)
+
+        block = await self.call(chain, ask)
+        found = None if block is None else hex_int(block.get("timestamp"))
+        await self._store(key, found, final=found is not None)
+        return found
 
     async def is_final(self, chain: str, number: int, block_hash: str) -> bool | None:
         """True when block `number` is final and its hash is `block_hash`; False when the

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from payflow.chain.config import chain_configs
 from payflow.chain.finality import FinalityOracle
+from payflow.chain.identity import NodeMisconfigured
+from payflow.chain.identity import alert_key as node_alert_key
 from payflow.chain.lifecycle import process_deposits
 from payflow.chain.recon import reconcile_chain
 from payflow.errors import ChainUnavailable
@@ -16,7 +18,9 @@ from payflow.ops.jobs import JobContext, JobResult, Outcome
 
 
 async def chain_deposits_job(ctx: JobContext) -> JobResult:
-    """Verify reports, credit final deposits, orphan the dropped ones, reverse deep reorgs."""
+    """Verify reports, credit final deposits, orphan the dropped ones, reverse deep reorgs.
+    A chain whose node failed its check (`chain.node:<chain>` fired) makes the run an
+    ALERT whose summary carries the line; the other chains run."""
     configs = chain_configs(ctx.settings)
     if not configs:
         return JobResult(Outcome.OK, "no chain RPC configured: deposits wait")
@@ -25,7 +29,7 @@ async def chain_deposits_job(ctx: JobContext) -> JobResult:
         stats = await process_deposits(ctx.pool, ctx.settings, oracle, ctx.alerts)
     finally:
         await oracle.aclose()
-    return JobResult(Outcome.OK, stats.summary())
+    return JobResult(Outcome.ALERT if stats.stopped else Outcome.OK, stats.summary())
 
 
 async def recon_chain_job(ctx: JobContext) -> JobResult:
@@ -42,6 +46,11 @@ async def recon_chain_job(ctx: JobContext) -> JobResult:
                 report = await reconcile_chain(ctx.pool, ctx.settings, oracle, chain)
             except ChainUnavailable as error:
                 summaries.append(f"chain={chain} unavailable: {error}")
+                dirty = True
+                continue
+            except NodeMisconfigured as error:
+                summaries.append(f"STOPPED {error}")
+                await ctx.alerts.fire(node_alert_key(chain), Severity.CRITICAL, str(error))
                 dirty = True
                 continue
             summaries.append(report.summary())

@@ -10,8 +10,12 @@ Each run, per chain with an RPC configured, in batches (`CHAIN_DEPOSITS_BATCH`):
    payment event `chain:<transfer id>` (`record_and_announce`) commit together, then
    `post_event` posts it (the outbox's `ledger.event` replays harmlessly). A block
    hash that changed: the receipt elsewhere → moved; no receipt → orphaned.
-3. orphaned deposits are re-checked for `CHAIN_ORPHAN_RECHECK_S`: re-included → verified
-   at the new block (same deposit, one credit once final).
+3. orphaned deposits, and credited ones a deep reorg reversed, are re-checked for
+   `CHAIN_ORPHAN_RECHECK_S`: re-included → verified at the new block (same deposit, one
+   credit once final; a reversed one is credited again under `chain:<id>~<n>`).
+0. before all that, per chain, `identity.check_node`: a node of another network or
+   without the policy's `finalized` tag stops that chain (`stats.stopped`, the alert
+   `chain.node:<chain>`); the other chains run.
 4. confirmations chains: credited deposits within `CHAIN_REORG_WATCH_BLOCKS` of head are
    watched; a reorg that removed them → `reversal.reverse`.
 
@@ -29,8 +33,10 @@ import asyncpg
 import structlog
 
 from payflow.chain.config import PolicyKind
-from payflow.chain.deposits import SQL, destination, record_verified
+from payflow.chain.deposits import BEFORE_ASSIGNMENT, SQL, destination, record_verified
 from payflow.chain.finality import FinalityOracle
+from payflow.chain.identity import NodeMisconfigured, check_node
+from payflow.chain.identity import alert_key as node_alert_key
 from payflow.chain.reversal import reverse
 from payflow.chain.transfers import Transfer
 from payflow.chain.verify import Missing, Truth, verify_claim
@@ -43,7 +49,7 @@ from payflow.ledger.accounts import asset_scale
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType
 from payflow.money import format_amount
-from payflow.ops.alerts import AlertSink
+from payflow.ops.alerts import AlertSink, Severity
 
 log = structlog.get_logger("payflow.chain.lifecycle")
 MAX_BACKOFF_S = 300.0
@@ -59,20 +65,26 @@ class LifecycleStats:
     orphaned: int = 0
     moved: int = 0
     reversed: int = 0
+    reincluded: int = 0
     waiting: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)  # one line per misconfigured chain
 
     def summary(self) -> str:
         text = (
             f"confirmed={self.confirmed} refuted={self.refuted} credited={self.credited} "
             f"orphaned={self.orphaned} moved={self.moved} reversed={self.reversed}"
         )
-        return text + (f" waiting={','.join(self.waiting)}" if self.waiting else "")
+        if self.reincluded:
+            text += f" reincluded={self.reincluded}"
+        text += f" waiting={','.join(self.waiting)}" if self.waiting else ""
+        return text + "".join(f"; STOPPED {line}" for line in self.stopped)
 
 
-def credit_event_id(tid: str) -> str:
+def credit_event_id(tid: str, generation: int = 0) -> str:
     """The payment event of a deposit's credit: `chain:<transfer id>` (no provider
-    namespace starts with `chain:`)."""
-    return f"chain:{tid}"
+    namespace starts with `chain:`); `chain:<transfer id>~<n>` for the n-th credit
+    again of a transfer a deep reorg removed (reversed) and the chain gave back."""
+    return f"chain:{tid}" if generation == 0 else f"chain:{tid}~{generation}"
 
 
 def _backoff(settings: Settings, checks: int) -> float:
@@ -85,6 +97,17 @@ async def process_deposits(
     """One pass of the lifecycle over every configured chain; see the module docstring."""
     stats = LifecycleStats()
     for chain, config in oracle.configs.items():
+        try:
+            await check_node(pool, oracle, chain)
+        except NodeMisconfigured as error:
+            stats.stopped.append(str(error))
+            await alerts.fire(node_alert_key(chain), Severity.CRITICAL, str(error))
+            continue
+        except ChainUnavailable as error:
+            stats.waiting.append(chain)
+            log.warning("payflow.chain.waiting", chain=chain, error=str(error))
+            continue
+        await alerts.resolve(node_alert_key(chain))
         try:
             await _reports(pool, settings, oracle, chain, stats)
             await _deposits(pool, settings, oracle, chain, stats)
@@ -116,10 +139,15 @@ async def _reports(
             position=row["position"],
             log_index=row["log_index"],
         )
+        block_time = None
+        if isinstance(found, Truth):  # read before the transaction opens
+            block_time = await oracle.block_time(chain, found.block_hash)
         async with pool.acquire() as conn, transaction(conn, settings):
             if isinstance(found, Truth):
-                await _confirm(conn, row, found)
-                stats.confirmed += 1
+                if await _confirm(conn, settings, row, found, block_time):
+                    stats.confirmed += 1
+                else:
+                    stats.refuted += 1
             elif isinstance(found, Missing) and row["age_s"] < settings.chain_report_grace_s:
                 await conn.execute(
                     SQL["reschedule_report"], row["id"], _backoff(settings, row["checks"])
@@ -137,7 +165,16 @@ async def _reports(
                 )
 
 
-async def _confirm(conn: Connection, row: asyncpg.Record, truth: Truth) -> None:
+async def _confirm(
+    conn: Connection,
+    settings: Settings,
+    row: asyncpg.Record,
+    truth: Truth,
+    block_time: int | None,
+) -> bool:
+    """Record the deposit the node showed for report `row`; False when the report is
+    refuted instead (the address or token is not ours any more, or the transfer came
+    before the address was assigned: the assignment rule, as the scanner and recon)."""
     transfer = Transfer(
         row["chain"],
         row["tx_hash"],
@@ -151,7 +188,13 @@ async def _confirm(conn: Connection, row: asyncpg.Record, truth: Truth) -> None:
     found = await destination(conn, transfer.chain, transfer.to_address, transfer.contract)
     if isinstance(found, str):  # the address or token was unregistered meanwhile
         await conn.execute(SQL["refute_report"], row["id"], f"not ours any more: {found}")
-        return
+        return False
+    if found.before_assignment(block_time, settings.chain_assignment_slack_s):
+        reason = f"not creditable: {BEFORE_ASSIGNMENT} (block {truth.block_number} is older"
+        reason += " than the deposit address's assignment)"
+        await conn.execute(SQL["refute_report"], row["id"], reason)
+        log.warning("payflow.chain.report_refuted", report_id=row["id"], reason=reason)
+        return False
     tid = transfer.id
     await record_verified(
         conn,
@@ -163,6 +206,7 @@ async def _confirm(conn: Connection, row: asyncpg.Record, truth: Truth) -> None:
         trace_id=row["trace_id"],
     )
     await conn.execute(SQL["confirm_report"], row["id"], tid)
+    return True
 
 
 async def _deposits(
@@ -197,7 +241,13 @@ async def _deposits(
                 continue
         where = await _where_now(oracle, row)
         async with pool.acquire() as conn, transaction(conn, settings):
-            if where is not None:
+            if where is not None and row["status"] == "reversed":
+                # The transfer a deep reorg removed is back: verified at its new block,
+                # credited again (under the next event id) once that block is final.
+                await conn.execute(SQL["reinclude_reversed"], row["transfer_id"], *where)
+                stats.reincluded += 1
+                log.warning("payflow.chain.reincluded", transfer_id=row["transfer_id"])
+            elif where is not None:
                 await conn.execute(SQL["move_block"], row["transfer_id"], row["status"], *where)
                 stats.moved += 1
             elif row["status"] == "verified":
@@ -210,7 +260,7 @@ async def _deposits(
                 await conn.execute(
                     SQL["reschedule_deposit"],
                     row["transfer_id"],
-                    "orphaned",
+                    row["status"],  # orphaned or reversed: still gone
                     _backoff(settings, row["checks"]),
                 )
 
@@ -234,11 +284,15 @@ async def credit(pool: asyncpg.Pool, settings: Settings, row: Any) -> bool:
     compare-and-set to credited + the payment event and its outbox row in one
     transaction, then `post_event` (idempotent). False when something else moved it."""
     tid = row["transfer_id"]
-    event_id = credit_event_id(tid)
     async with pool.acquire() as conn, transaction(conn, settings):
+        generation = await conn.fetchval(SQL["credit_generation"], tid)
+        event_id = credit_event_id(tid, int(generation or 0))
         marked = await conn.fetchrow(SQL["mark_credited"], tid, event_id, row["block_hash"])
         if marked is None:
             return False
+        if marked["amount"] <= 0:  # a re-credit of a reversal that debited nothing
+            log.info("payflow.chain.credited", transfer_id=tid, event_id=None)
+            return True
         await record_and_announce(
             conn,
             event_id=event_id,

@@ -1,6 +1,7 @@
 -- name: address_account
 -- $1 chain, $2 lower-case address: the account behind a deposit address, with its asset
-SELECT d.account_id, a.asset
+-- and when the address was assigned (the assignment rule, payflow.chain.deposits)
+SELECT d.account_id, a.asset, d.created_at AS assigned_at
 FROM deposit_addresses d JOIN accounts a ON a.id = d.account_id
 WHERE d.chain = $1 AND d.address = $2;
 
@@ -104,15 +105,27 @@ ON CONFLICT (transfer_id) DO UPDATE SET
 RETURNING status;
 
 -- name: due_deposits
--- $1 chains with an RPC, $2 batch size, $3 orphan recheck horizon in seconds
+-- $1 chains with an RPC, $2 batch size, $3 orphan recheck horizon in seconds. Orphaned
+-- deposits and credited ones a reorg reversed are watched for re-inclusion alike.
 SELECT transfer_id, chain, tx_hash, position, to_address, contract, units, account_id,
        asset, amount, status, block_number, block_hash, checks, trace_id
 FROM chain_deposits
-WHERE status IN ('verified', 'orphaned') AND next_check_at <= now()
+WHERE status IN ('verified', 'orphaned', 'reversed') AND next_check_at <= now()
   AND chain = ANY($1::text[])
   AND (status = 'verified' OR updated_at > now() - make_interval(secs => $3))
 ORDER BY next_check_at
 LIMIT $2;
+
+-- name: reinclude_reversed
+-- $1 transfer id, $2 new block number, $3 new block hash: a reversed deposit whose
+-- transfer the chain holds again is verified there; its credit event moves to
+-- past_credit_events (the next credit gets the next event id). Returns the transfer id.
+UPDATE chain_deposits
+SET status = 'verified', block_number = $2, block_hash = $3,
+    past_credit_events = past_credit_events || credit_event_id, credit_event_id = NULL,
+    reversal_event_id = NULL, checks = 0, next_check_at = now(), updated_at = now()
+WHERE transfer_id = $1 AND status = (SELECT 'reversed'::text)
+RETURNING transfer_id;
 
 -- name: reschedule_deposit
 -- $1 transfer id, $2 expected status, $3 seconds until the next check. The status is read
@@ -131,11 +144,22 @@ WHERE transfer_id = $1 AND status = (SELECT $2::text);
 -- deposit (chain_deposits_due, chain_deposits_pending) instead of the key. So in
 -- mark_orphaned, and for 'credited' (chain_deposits_credited) in mark_reversed and
 -- deposit_for_reversal.
-UPDATE chain_deposits
-SET status = 'credited', credit_event_id = $2, credited_at = now(), updated_at = now()
-WHERE transfer_id = $1 AND status NOT IN ('orphaned', 'credited', 'reversed')
-  AND block_hash = $3
-RETURNING account_id, asset, amount, trace_id;
+-- A deposit credited before and reversed by a reorg (past_credit_events not empty) gets
+-- back what the reversal debited: its amount minus the shortfall, which is cleared.
+-- (RETURNING sees the new row, so the old shortfall is read through `old`.)
+UPDATE chain_deposits AS d
+SET status = 'credited', credit_event_id = $2, credited_at = now(), updated_at = now(),
+    shortfall = NULL
+FROM (SELECT transfer_id, shortfall FROM chain_deposits WHERE transfer_id = $1) AS old
+WHERE d.transfer_id = $1 AND old.transfer_id = d.transfer_id
+  AND d.status NOT IN ('orphaned', 'credited', 'reversed') AND d.block_hash = $3
+RETURNING d.account_id, d.asset, d.trace_id,
+    d.amount - CASE WHEN cardinality(d.past_credit_events) > 0 THEN COALESCE(old.shortfall, 0)
+                    ELSE 0 END AS amount;
+
+-- name: credit_generation
+-- $1 transfer id: how many earlier credits a reorg reversed (0 for a first credit)
+SELECT cardinality(past_credit_events) FROM chain_deposits WHERE transfer_id = $1;
 
 -- name: mark_orphaned
 -- $1 transfer id, $2 seconds until the next check (re-inclusion). Only a verified deposit
@@ -215,21 +239,27 @@ FROM chain_deposits
 WHERE chain = $1 AND status = 'credited' AND block_number BETWEEN $2 AND $3;
 
 -- name: credited_ids
--- $1 transfer ids: those credited (or reversed after a credit)
+-- $1 transfer ids: those credited now (a reversed deposit is NOT: its credit was taken
+-- back, so a final transfer behind it is uncredited)
 SELECT transfer_id FROM chain_deposits
-WHERE transfer_id = ANY($1::text[]) AND status IN ('credited', 'reversed');
+WHERE transfer_id = ANY($1::text[]) AND status = 'credited';
 
 -- name: deposit_for_reversal
 -- $1 transfer id: a credited deposit's account, asset, amount and trace (null otherwise);
 -- credited written as in mark_credited
-SELECT account_id, asset, amount, trace_id FROM chain_deposits
+SELECT account_id, asset, amount, trace_id,
+       cardinality(past_credit_events) AS generation FROM chain_deposits
 WHERE transfer_id = $1 AND status NOT IN ('verified', 'orphaned', 'reversed');
 
 -- name: deposit_events_without_credit
 -- $1 event id prefix `chain:<chain>:`: confirmed deposit events of the chain that no
--- credited (or reversed) deposit accounts for
+-- deposit accounts for: neither its current credit (credited, or reversed with its
+-- compensating debit) nor an earlier credit a reorg reversed (past_credit_events)
 SELECT e.event_id FROM payment_events e
 WHERE starts_with(e.event_id, $1) AND e.event_type = 'deposit' AND e.status = 'confirmed'
   AND NOT EXISTS (SELECT 1 FROM chain_deposits d
                   WHERE d.credit_event_id = e.event_id AND d.status IN ('credited', 'reversed'))
+  AND NOT EXISTS (SELECT 1 FROM chain_deposits d
+                  WHERE d.transfer_id = split_part(substr(e.event_id, 7), '~', 1)
+                    AND e.event_id = ANY (d.past_credit_events))
 ORDER BY e.event_id;

@@ -25,16 +25,15 @@ from typing import Any
 
 import asyncpg
 
-from payflow.chain.deposits import SQL, destination
+from payflow.chain.deposits import BEFORE_ASSIGNMENT, SQL, destination
 from payflow.chain.finality import FinalityOracle
-from payflow.chain.rpc import RpcClient, hex_int
-from payflow.chain.transfers import NATIVE_POSITION, TRANSFER_TOPIC, transfer_id
+from payflow.chain.identity import check_node
+from payflow.chain.watch.blocks import read_range
+from payflow.chain.watch.logs import SpanMemory
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.ledger.limits import LimitExceeded, LimitKind, check_limit
 from payflow.money import from_base_units
-
-BODY_BATCH = 50
 
 
 @dataclass(slots=True)
@@ -73,13 +72,10 @@ class FinalTransfer:
     to_address: str
     contract: str | None  # None: native value
     units: int
+    block_time: int | None = None
 
 
-def _padded(address: str) -> str:
-    return "0x" + "0" * 24 + address[2:]
-
-
-async def _token_transfers(
+async def _final_transfers(
     oracle: FinalityOracle,
     settings: Settings,
     chain: str,
@@ -87,67 +83,36 @@ async def _token_transfers(
     tokens: list[str],
     ours: list[str],
 ) -> dict[str, FinalTransfer]:
-    """{transfer id: transfer} of registered-token Transfers to our addresses."""
+    """{transfer id: transfer} of the final range `span`, read exactly as the scanner
+    reads (`blocks.read_range`: bodies for native value, registered-token logs with
+    "nothing there" verified against each header's bloom, split on a provider's limit),
+    in spans of `RECON_CHAIN_BLOCK_SPAN` blocks."""
     found: dict[str, FinalTransfer] = {}
-    if not tokens or not ours:
+    if not ours:
         return found
-    step, batch = settings.recon_chain_block_span, settings.recon_chain_address_batch
+    memory = SpanMemory()
+
+    async def call(fn: Any) -> Any:
+        return await oracle.call(chain, fn)
+
+    step = settings.recon_chain_block_span
     for start in range(span[0], span[1] + 1, step):
         end = min(start + step - 1, span[1])
-        for first in range(0, len(ours), batch):
-            wanted = [TRANSFER_TOPIC, None, [_padded(a) for a in ours[first : first + batch]]]
-
-            async def logs(
-                rpc: RpcClient, s: int = start, e: int = end, t: list[Any] = wanted
-            ) -> list[Any]:
-                return await rpc.get_logs(s, e, address=tokens, topics=t)
-
-            for entry in await oracle.call(chain, logs):
-                if entry.get("removed"):
-                    continue
-                tx_hash = str(entry["transactionHash"]).lower()
-                receipt = await oracle.receipt(chain, tx_hash)
-                if receipt is None:
-                    continue
-                index = hex_int(entry.get("logIndex"))
-                position = next(
-                    (i for i, log in enumerate(receipt["logs"]) if log.get("logIndex") == index),
-                    None,
-                )
-                if position is not None:
-                    found[transfer_id(chain, tx_hash, position)] = FinalTransfer(
-                        str(entry["blockHash"]).lower(),
-                        "0x" + str(entry["topics"][2])[-40:].lower(),
-                        str(entry["address"]).lower(),
-                        hex_int(entry.get("data")) or 0,
-                    )
-    return found
-
-
-async def _native_transfers(
-    oracle: FinalityOracle, chain: str, span: tuple[int, int], ours: set[str]
-) -> dict[str, FinalTransfer]:
-    """{transfer id: transfer} of successful native transfers to our addresses."""
-    found: dict[str, FinalTransfer] = {}
-    numbers = list(range(span[0], span[1] + 1))
-    for first in range(0, len(numbers), BODY_BATCH):
-        chunk = numbers[first : first + BODY_BATCH]
-
-        async def bodies(rpc: RpcClient, part: list[int] = chunk) -> list[Any]:
-            return await rpc.batch([("eth_getBlockByNumber", [hex(n), True]) for n in part])
-
-        for block in await oracle.call(chain, bodies):
-            if block is None:
-                continue
-            for tx in block.get("transactions", []):
-                to = (tx.get("to") or "").lower()
-                if to in ours and (hex_int(tx.get("value")) or 0) > 0:
-                    receipt = await oracle.receipt(chain, str(tx["hash"]))
-                    if receipt is not None and receipt.get("status") == "0x1":
-                        tid = transfer_id(chain, str(tx["hash"]), NATIVE_POSITION)
-                        found[tid] = FinalTransfer(
-                            str(block["hash"]).lower(), to, None, hex_int(tx.get("value")) or 0
-                        )
+        read = await read_range(
+            call,
+            chain,
+            start,
+            end,
+            addresses=frozenset(ours),
+            tokens=tokens,
+            address_batch=settings.recon_chain_address_batch,
+            memory=memory,
+        )
+        for t in read.transfers:
+            assert t.block_hash is not None
+            found[t.id] = FinalTransfer(
+                t.block_hash, t.to_address, t.contract, t.units, t.block_time
+            )
     return found
 
 
@@ -160,7 +125,9 @@ async def reconcile_chain(
     from_block: int | None = None,
 ) -> ChainReconReport:
     """Compare the final blocks `from_block`..finalized with payflow's credits.
-    Raises `ChainUnavailable` while the node cannot be asked."""
+    Raises `ChainUnavailable` while the node cannot be asked, `NodeMisconfigured` when
+    it is another network or lacks the policy's tag, `RetryableError`s of the read."""
+    await check_node(pool, oracle, chain)
     to_block = await oracle.finalized_height(chain)
     start = (
         from_block if from_block is not None else to_block - settings.recon_chain_window_blocks + 1
@@ -173,15 +140,14 @@ async def reconcile_chain(
         ours = [r["address"] for r in await conn.fetch(SQL["our_addresses"], chain)]
         tokens = [r["contract"] for r in await conn.fetch(SQL["chain_tokens"], chain)]
     evm = [a for a in ours if a.startswith("0x") and len(a) == 42]
-    final = await _token_transfers(oracle, settings, chain, (start, to_block), tokens, evm)
-    final.update(await _native_transfers(oracle, chain, (start, to_block), set(evm)))
+    final = await _final_transfers(oracle, settings, chain, (start, to_block), tokens, evm)
     report.transfers_seen = len(final)
     async with pool.acquire() as conn:
         credited = {r["transfer_id"] for r in await conn.fetch(SQL["credited_ids"], list(final))}
         in_range = await conn.fetch(SQL["credited_in_range"], chain, start, to_block)
         orphan_events = await conn.fetch(SQL["deposit_events_without_credit"], f"chain:{chain}:")
         for tid in sorted(set(final) - credited):
-            reason = await _never_credited(conn, chain, final[tid])
+            reason = await _never_credited(conn, settings, chain, final[tid])
             if reason is None:
                 report.uncredited.append(tid)
             else:
@@ -199,15 +165,19 @@ def _hash_of(final: dict[str, FinalTransfer], tid: str) -> str | None:
     return None if found is None else found.block_hash
 
 
-async def _never_credited(conn: Connection, chain: str, transfer: FinalTransfer) -> str | None:
+async def _never_credited(
+    conn: Connection, settings: Settings, chain: str, transfer: FinalTransfer
+) -> str | None:
     """Why payflow's rules would never credit `transfer` (the scanner's and the
-    lifecycle's: `deposits.destination`, a zero value, the deposit limit), or None when
-    it should have been credited."""
+    lifecycle's: `deposits.destination`, a zero value, the assignment rule, the deposit
+    limit), or None when it should have been credited."""
     if transfer.units <= 0:
         return "zero_value"
     found = await destination(conn, chain, transfer.to_address, transfer.contract)
     if isinstance(found, str):
         return found
+    if found.before_assignment(transfer.block_time, settings.chain_assignment_slack_s):
+        return BEFORE_ASSIGNMENT
     try:
         await check_limit(
             conn, found.asset, LimitKind.DEPOSIT, from_base_units(transfer.units, found.decimals)

@@ -7,6 +7,7 @@ from rich.console import Console
 
 from payflow.chain.config import chain_configs
 from payflow.chain.finality import FinalityOracle
+from payflow.chain.identity import NodeMisconfigured
 from payflow.chain.recon import reconcile_chain
 from payflow.config import Settings
 from payflow.db.pool import tool_pool
@@ -37,11 +38,17 @@ async def run_chain_recon(settings: Settings, *, from_block: int | None) -> bool
                     console.print(f"recon chain={chain} unavailable: {error}")
                     clean = False
                     continue
+                except NodeMisconfigured as error:
+                    console.print(f"recon chain={chain} stopped: {error}")
+                    clean = False
+                    continue
                 console.print(f"recon {report.summary()}")
                 for tid in report.uncredited[:SHOWN]:
                     console.print(f"  uncredited final transfer: {tid}")
                 for item in report.credit_without_transfer[:SHOWN]:
                     console.print(f"  credit without a final transfer: {item}")
+                for item in report.not_creditable[:SHOWN]:
+                    console.print(f"  not creditable (listed, not a mismatch): {item}")
                 clean = clean and report.clean
     finally:
         await oracle.aclose()

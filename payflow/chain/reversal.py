@@ -32,9 +32,11 @@ from payflow.ops.alerts import AlertSink, Severity
 log = structlog.get_logger("payflow.chain.reversal")
 
 
-def reversal_event_id(tid: str) -> str:
-    """The idempotency key / event id of a deposit's compensating debit."""
-    return f"reorg:{tid}"
+def reversal_event_id(tid: str, generation: int = 0) -> str:
+    """The idempotency key / event id of a deposit's compensating debit: `reorg:<tid>`,
+    then `reorg:<tid>~<n>` for the reversal of its n-th re-credit (a transfer a reorg
+    removed, the chain gave back, and a deeper reorg removed again)."""
+    return f"reorg:{tid}" if generation == 0 else f"reorg:{tid}~{generation}"
 
 
 async def reverse(pool: asyncpg.Pool, settings: Settings, alerts: AlertSink, tid: str) -> bool:
@@ -42,11 +44,11 @@ async def reverse(pool: asyncpg.Pool, settings: Settings, alerts: AlertSink, tid
 
     Invariant: at most one reversal per deposit (status CAS + the event id), the
     balance stays >= 0, and every unit not debited is recorded as the shortfall."""
-    event_id = reversal_event_id(tid)
     async with pool.acquire() as conn, transaction(conn, settings):
         deposit = await conn.fetchrow(SQL["deposit_for_reversal"], tid)
         if deposit is None:
             return False
+        event_id = reversal_event_id(tid, int(deposit["generation"]))
         account = await conn.fetchrow(SQL["lock_account"], deposit["account_id"])
         assert account is not None
         amount: Decimal = deposit["amount"]

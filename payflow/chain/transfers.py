@@ -35,7 +35,9 @@ class Transfer:
 
     `to_address` and `contract` are lower-case hex; `contract` is None for native value.
     `units` is the amount in the asset's base units (wei, or the token's smallest unit).
-    `block_number`/`block_hash` are where the reporter saw it (None when it did not say).
+    `block_number`/`block_hash` are where the reporter saw it (None when it did not say);
+    `block_time` the block's timestamp in Unix seconds when the node's header was read
+    (the assignment rule, `payflow.chain.assignment`, compares it).
     """
 
     chain: str
@@ -46,6 +48,7 @@ class Transfer:
     units: int
     block_number: int | None = None
     block_hash: str | None = None
+    block_time: int | None = None
 
     @property
     def id(self) -> str:

@@ -37,11 +37,18 @@ def tokens_add_chain(
     chain: Annotated[str, typer.Argument(help="Chain, e.g. BASE_MAINNET")],
     asset: Annotated[str, typer.Argument(help="Native asset code in assets, e.g. ETH")],
     decimals: Annotated[int, typer.Argument(help="Native decimals (<= asset scale)")],
+    chain_id: Annotated[
+        int | None,
+        typer.Option(
+            "--chain-id",
+            help="The network's EIP-155 chain id its node must answer (eth_chainId)",
+        ),
+    ] = None,
 ) -> None:
     """Register a chain and its native asset (more EVM chains are data, not code)."""
     from payflow.ingress.registry import add_chain_cli
 
-    row = _run(add_chain_cli(_settings(), chain, asset, decimals))
+    row = _run(add_chain_cli(_settings(), chain, asset, decimals, chain_id))
     _print_token(row)
     console.print("registered" if row.created else "already registered")
 

@@ -49,16 +49,22 @@ INSERT INTO provider_deliveries (body_sha256, body) VALUES ($1, $2)
 ON CONFLICT (body_sha256) DO NOTHING;
 
 -- name: add_chain
--- $1 chain, $2 native asset code, $3 native decimals: the stored row (existing or new)
+-- $1 chain, $2 native asset code, $3 native decimals, $4 EIP-155 chain id or null: the
+-- stored row (existing or new), with its recorded chain id
 WITH added AS (
-    INSERT INTO chains (chain, native_asset, native_decimals) VALUES ($1, $2, $3)
+    INSERT INTO chains (chain, native_asset, native_decimals, chain_id) VALUES ($1, $2, $3, $4)
     ON CONFLICT (chain) DO NOTHING
-    RETURNING chain, native_asset, native_decimals, true AS created
+    RETURNING chain, native_asset, native_decimals, chain_id, true AS created
 )
 SELECT * FROM added
 UNION ALL
-SELECT chain, native_asset, native_decimals, false FROM chains WHERE chain = $1
+SELECT chain, native_asset, native_decimals, chain_id, false FROM chains WHERE chain = $1
 LIMIT 1;
+
+-- name: record_chain_id
+-- $1 chain, $2 EIP-155 chain id: recorded on a chain registered without one (never
+-- changed once recorded: another id is a conflict). Returns the chain when recorded.
+UPDATE chains SET chain_id = $2 WHERE chain = $1 AND chain_id IS NULL RETURNING chain;
 
 -- name: add_token
 -- $1 chain, $2 lower-case contract, $3 asset code, $4 decimals: the stored row

@@ -103,20 +103,33 @@ async def _checked_decimals(conn: asyncpg.Connection, asset: str, decimals: int)
 
 
 async def add_chain(
-    conn: asyncpg.Connection, chain: str, native_asset: str, native_decimals: int
+    conn: asyncpg.Connection,
+    chain: str,
+    native_asset: str,
+    native_decimals: int,
+    chain_id: int | None = None,
 ) -> TokenRow:
-    """Register a chain and its native asset. Idempotent for the same values; `Conflict`
-    when the chain is registered with another asset or decimals; `BadInput` otherwise."""
+    """Register a chain, its native asset and (optionally) its EIP-155 `chain_id`, which
+    the chain's node must answer (`payflow.chain.identity`). Idempotent for the same
+    values; a chain id is recorded on a chain registered without one; `Conflict` when the
+    chain is registered with another asset, decimals or chain id; `BadInput` otherwise."""
     if CHAIN.fullmatch(chain) is None:
         raise BadInput("chain must match ^[A-Z0-9_]{2,40}$")
+    if chain_id is not None and chain_id <= 0:
+        raise BadInput("chain id must be a positive integer (the network's EIP-155 id)")
     await _checked_decimals(conn, native_asset, native_decimals)
-    row = await conn.fetchrow(SQL["add_chain"], chain, native_asset, native_decimals)
+    row = await conn.fetchrow(SQL["add_chain"], chain, native_asset, native_decimals, chain_id)
     assert row is not None
     stored = TokenRow(chain, None, row["native_asset"], row["native_decimals"], row["created"])
     if (stored.asset, stored.decimals) != (native_asset, native_decimals):
         raise Conflict(
             f"chain {chain} is registered with {stored.asset} ({stored.decimals} decimals)"
         )
+    recorded = row["chain_id"]
+    if chain_id is not None and recorded is None:
+        await conn.execute(SQL["record_chain_id"], chain, chain_id)
+    elif chain_id is not None and recorded != chain_id:
+        raise Conflict(f"chain {chain} is registered with chain id {recorded}")
     return stored
 
 
@@ -161,10 +174,12 @@ async def _tool_connection(
         yield cast(asyncpg.Connection, proxy)  # the proxy forwards every Connection method
 
 
-async def add_chain_cli(settings: Settings, chain: str, asset: str, decimals: int) -> TokenRow:
+async def add_chain_cli(
+    settings: Settings, chain: str, asset: str, decimals: int, chain_id: int | None = None
+) -> TokenRow:
     """`payflow tokens add-chain`: `add_chain` in its own transaction."""
     async with _tool_connection(settings, operator=True) as conn, transaction(conn, settings):
-        return await add_chain(conn, chain, asset, decimals)
+        return await add_chain(conn, chain, asset, decimals, chain_id)
 
 
 async def add_token_cli(

@@ -300,3 +300,11 @@ SELECT key, severity, message, first_seen, last_seen, count FROM alerts
 WHERE resolved_at IS NULL
 ORDER BY (severity = 'critical') DESC, last_seen DESC
 LIMIT $1;
+
+-- name: open_alerts_with_prefix
+-- $1 key prefixes: unresolved alerts whose key starts with one of them (the chain's
+-- node and scanner-lag alerts, which `payflow status` counts as problems)
+SELECT key, message FROM alerts
+WHERE resolved_at IS NULL
+  AND EXISTS (SELECT 1 FROM unnest($1::text[]) AS p(prefix) WHERE starts_with(key, p.prefix))
+ORDER BY key;

@@ -28,6 +28,10 @@ from payflow.ops.scheduler import JOBS
 SQL = load_queries("payflow.ops")
 
 RECON_JOBS: tuple[tuple[str, str], ...] = (("hot", "recon_hot"), ("full", "recon_full"))
+# The chain's jobs whose last run failing (or alerting) is a problem while a chain is
+# configured, and the alert key prefixes that are problems while open.
+CHAIN_JOBS: tuple[str, ...] = ("chain_deposits", "recon_chain")
+CHAIN_ALERT_PREFIXES: tuple[str, ...] = ("chain.node:", "chain.scanner_lag:")
 ALERTS_SHOWN = 20
 STALE_SLACK_S = 60.0
 
@@ -60,6 +64,9 @@ class Status:
     alerts: list[dict[str, Any]] | None  # None: no `alerts` table yet
     # each configured chain's RPC circuit breaker: closed | open | half_open | unknown
     breakers: dict[str, str] = field(default_factory=dict)
+    # one line per chain problem: a chain job's last run failed or alerted, an open
+    # node alert (another network, a missing `finalized` tag), an open scanner lag alert
+    chain: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -131,7 +138,25 @@ def judge(status: Status, settings: Settings) -> list[str]:
         for chain, state in status.breakers.items()
         if state in ("open", "half_open")
     )
+    problems.extend(status.chain)
     return problems
+
+
+async def _chain(conn: Connection, settings: Settings) -> list[str]:
+    """The chain's problems (see `Status.chain`); none when no chain is configured."""
+    from payflow.chain.config import chain_configs
+
+    if not chain_configs(settings):
+        return []
+    found = []
+    for job in CHAIN_JOBS:
+        row = await conn.fetchrow(SQL["last_finished_job_run"], job)
+        if row is not None and row["outcome"] in (Outcome.FAILED, Outcome.ALERT):
+            found.append(f"chain job {job}: last run {row['outcome']} ({row['summary']})")
+    if await conn.fetchval(SQL["alerts_table"]):
+        rows = await conn.fetch(SQL["open_alerts_with_prefix"], list(CHAIN_ALERT_PREFIXES))
+        found.extend(f"{r['key']}: {r['message']}" for r in rows)
+    return found
 
 
 async def _breakers(settings: Settings) -> dict[str, str]:
@@ -168,6 +193,7 @@ async def collect_status(pool: asyncpg.Pool, settings: Settings) -> Status:
         dlq_unresolved = int(await conn.fetchval(SQL["dead_letters_unresolved"]))
         outbox = await conn.fetchrow(SQL["outbox_lag"])
         alerts = await _alerts(conn)
+        chain = await _chain(conn, settings)
     assert outbox is not None  # an aggregate always returns one row
     stuck, _examples = await stuck_claim_count(ctx)
     zombies = await zombie_counts(ctx)
@@ -187,6 +213,7 @@ async def collect_status(pool: asyncpg.Pool, settings: Settings) -> Status:
         queues=queues,
         alerts=alerts,
         breakers=await _breakers(settings),
+        chain=chain,
     )
     status.problems = judge(status, settings)
     return status
@@ -231,6 +258,8 @@ def render(status: Status, console: Console) -> None:
         row(f"queue {q.name}", shown, q.messages is None)
     for chain, state in status.breakers.items():
         row(f"rpc breaker {chain}", state, state in ("open", "half_open"))
+    for line in status.chain:
+        row("chain", line, True)
     console.print(table)
     if status.alerts is not None:
         for alert in status.alerts:

@@ -11,6 +11,7 @@ import sys
 import asyncpg
 import pytest
 
+from payflow.chain.identity import NodeMisconfigured, expected_chain_id
 from payflow.config import Settings
 from payflow.db import migrate
 from payflow.db.tx import transaction
@@ -72,6 +73,23 @@ async def test_more_chains_are_data(owner_pool: asyncpg.Pool, settings: Settings
             await add_chain(conn, "BASE_MAINNET", "ETH", 9)
         with pytest.raises(BadInput):
             await add_chain(conn, "base", "ETH", 18)
+        # the network's chain id: recorded once, the same again is idempotent
+        await add_chain(conn, "BASE_MAINNET", "ETH", 18, 8453)
+        await add_chain(conn, "BASE_MAINNET", "ETH", 18, 8453)
+        with pytest.raises(Conflict, match="registered with chain id 8453"):
+            await add_chain(conn, "BASE_MAINNET", "ETH", 18, 1)
+    stored = await owner_pool.fetchval("SELECT chain_id FROM chains WHERE chain = 'BASE_MAINNET'")
+    assert stored == 8453
+    # a setting naming another network than the table stops the chain, in one line
+    other = settings.model_copy(
+        update={"evm_chains": {"BASE_MAINNET": {"rpc_url": "http://127.0.0.1:1", "chain_id": 1}}}
+    )
+    with pytest.raises(NodeMisconfigured) as stopped:
+        await expected_chain_id(owner_pool, other, "BASE_MAINNET")
+    assert str(stopped.value).startswith(
+        "chain BASE_MAINNET: EVM_CHAINS.BASE_MAINNET.chain_id is 1 but the chains table"
+        " records chain id 8453"
+    )
     registry = await _registry(owner_pool)
     assert ("BASE_MAINNET", None, "ETH", 18) in registry
     assert ("BASE_MAINNET", "0x833589fcd6edb6e08f4c7c32d4f71b54bda02913", "USDC", 6) in registry

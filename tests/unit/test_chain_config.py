@@ -22,7 +22,11 @@ def test_no_rpc_means_no_chain_and_more_chains_are_configuration() -> None:
     settings = load_settings(
         eth_rpc_url="http://127.0.0.1:8545",
         evm_chains={
-            "BASE_MAINNET": {"rpc_url": "https://base.example", "policy": "confirmations:20"}
+            "BASE_MAINNET": {
+                "rpc_url": "https://base.example",
+                "policy": "confirmations:20",
+                "chain_id": 8453,
+            }
         },
     )
     assert chain_configs(settings) == {
@@ -30,7 +34,7 @@ def test_no_rpc_means_no_chain_and_more_chains_are_configuration() -> None:
             "ETH_MAINNET", "http://127.0.0.1:8545", Policy(PolicyKind.FINALIZED)
         ),
         "BASE_MAINNET": ChainConfig(
-            "BASE_MAINNET", "https://base.example", Policy(PolicyKind.CONFIRMATIONS, 20)
+            "BASE_MAINNET", "https://base.example", Policy(PolicyKind.CONFIRMATIONS, 20), 8453
         ),
     }
 
@@ -40,10 +44,15 @@ def test_no_rpc_means_no_chain_and_more_chains_are_configuration() -> None:
     [
         {"lower": {"rpc_url": "http://x"}},
         {"OTHER": {"rpc_url": "ftp://x"}},
-        {"OTHER": {"rpc_url": "http://x", "policy": "safe"}},
+        {"OTHER": {"rpc_url": "http://x", "policy": "safe", "chain_id": 5}},
+        {"OTHER": {"rpc_url": "http://x"}},  # no chain id: which network is it?
+        {"OTHER": {"rpc_url": "http://x", "chain_id": "0"}},
+        {"OTHER": {"rpc_url": "http://x", "chain_id": "polygon"}},
     ],
 )
-def test_a_malformed_chain_entry_names_the_setting(chains: dict[str, dict[str, str]]) -> None:
+def test_a_malformed_chain_entry_names_the_setting(
+    chains: dict[str, dict[str, str | int]],
+) -> None:
     with pytest.raises(SettingsError, match="EVM_CHAINS"):
         chain_configs(load_settings(evm_chains=chains))
 

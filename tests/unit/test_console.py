@@ -100,7 +100,7 @@ def test_chain_policies_come_from_settings_and_a_chain_without_rpc_has_none() ->
         **base,
         eth_rpc_url="http://127.0.0.1:8545",
         eth_confirmation_policy="confirmations:12",
-        evm_chains={"BASE": {"rpc_url": "http://127.0.0.1:8546"}},
+        evm_chains={"BASE": {"rpc_url": "http://127.0.0.1:8546", "chain_id": 8453}},
     )
     assert policies(configured) == {"ETH_MAINNET": "confirmations:12", "BASE": "finalized"}
 

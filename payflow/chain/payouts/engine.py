@@ -17,6 +17,7 @@ import asyncpg
 import structlog
 
 from payflow.chain.finality import FinalityOracle
+from payflow.chain.identity import check_signing_chain
 from payflow.chain.payouts.broadcast import Broadcast, broadcast
 from payflow.chain.payouts.funds import WalletFunds, load_funds, need_of
 from payflow.chain.payouts.holds import SQL
@@ -62,9 +63,12 @@ class PayoutEngine:
         self._next_wallet = 0
 
     async def chain_id(self) -> int:
-        """`eth_chainId`, asked once."""
+        """`eth_chainId`, asked once, and checked against the chain's expected id before
+        anything is signed with it (`NodeMisconfigured`: another network, nothing signed)."""
         if self._chain_id is None:
-            self._chain_id = hex_int(await self.rpc.call("eth_chainId"))
+            answered = hex_int(await self.rpc.call("eth_chainId"))
+            await check_signing_chain(self.pool, self.settings, self.chain, answered or 0)
+            self._chain_id = answered
         assert self._chain_id is not None
         return self._chain_id
 

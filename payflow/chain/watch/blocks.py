@@ -3,14 +3,19 @@ logs to our deposit addresses, each with its position inside its transaction.
 
 No database here. `read_range` asks the node, through `call` (the chain's breaker in
 the service, a bare client in the benchmark), for:
-1. the blocks `start..end` with full transactions, in one JSON-RPC batch; consecutive
-   blocks must chain by parent hash (else the node reorged while we read);
+1. the blocks `start..end` with full transactions, in JSON-RPC batches of `BODY_BATCH`;
+   consecutive blocks must chain by parent hash (else the node reorged while we read);
 2. `eth_getLogs` over the whole range for the REGISTERED token contracts, topic0
-   `Transfer`, topic2 one of our addresses (addresses in batches of `address_batch`);
+   `Transfer`, topic2 one of our addresses (addresses in batches of `address_batch`),
+   checked by `payflow.chain.watch.logs`: batched with the header of `end` (the answering
+   node must hold the range), split on a provider's range or result limit, and every
+   block whose `logsBloom` may hold one of our transfers but got no log is asked again
+   by its hash (an empty answer is verified, not assumed);
 3. the receipts of just the transactions that matched (one batch): a native transfer
    counts only when its receipt succeeded, and a log's position is its index among the
    receipt's logs (found by its block-level `logIndex`), which survives re-inclusion.
-Cost: 1 + ceil(addresses / address_batch) + (1 if anything matched) calls per range.
+Cost: ceil(blocks / BODY_BATCH) + ceil(addresses / address_batch) (+ splits) + (1 if a
+bloom matched without a log) + (1 if anything matched) calls per range.
 
 Every log and receipt must name the block hash read in step 1; otherwise the chain
 moved under us and `RangeMoved` (retryable) makes the caller read again.
@@ -24,11 +29,19 @@ from typing import Any, TypeVar
 
 from payflow.chain.rpc import RpcClient, hex_int, to_hex
 from payflow.chain.transfers import NATIVE_POSITION, TRANSFER_TOPIC, Transfer, topic_address
+from payflow.chain.watch.logs import (
+    RECHECKED,
+    SpanMemory,
+    logs_by_hash,
+    logs_in_range,
+    may_hold_transfer,
+)
 from payflow.errors import RetryableError
 
 T = TypeVar("T")
 Call = Callable[[Callable[[RpcClient], Awaitable[T]]], Awaitable[T]]
 RECEIPT_BATCH = 200
+BODY_BATCH = 50  # full blocks per JSON-RPC batch
 
 
 class RangeMoved(RetryableError):
@@ -37,11 +50,14 @@ class RangeMoved(RetryableError):
 
 @dataclass(frozen=True, slots=True)
 class Header:
-    """A block's number, hash and parent hash (lower-case hex)."""
+    """A block's number, hash and parent hash (lower-case hex), its timestamp (Unix
+    seconds) and its `logsBloom` (hex, "" when the node sent none)."""
 
     number: int
     hash: str
     parent_hash: str
+    time: int = 0
+    bloom: str = ""
 
 
 @dataclass(slots=True)
@@ -59,7 +75,13 @@ def header_of(block: dict[str, Any]) -> Header:
     number = hex_int(block.get("number"))
     if number is None:
         raise RangeMoved("the node returned a pending block")
-    return Header(number, str(block["hash"]).lower(), str(block["parentHash"]).lower())
+    return Header(
+        number,
+        str(block["hash"]).lower(),
+        str(block["parentHash"]).lower(),
+        hex_int(block.get("timestamp")) or 0,
+        str(block.get("logsBloom") or ""),
+    )
 
 
 def address_topic(address: str) -> str:
@@ -89,14 +111,20 @@ async def read_range(
     addresses: frozenset[str],
     tokens: Sequence[str],
     address_batch: int = 500,
+    memory: SpanMemory | None = None,
 ) -> RangeRead:
     """Blocks `start..end` (inclusive) and the transfers in them to `addresses`.
 
-    `addresses` and `tokens` are lower-case. Raises `RangeMoved` when the chain changed
-    during the read, `RpcUnavailable`/`ChainUnavailable`/`RpcError` from `call`.
+    `addresses` and `tokens` are lower-case; `memory` keeps the log span a provider
+    accepted (one per chain and reader). Raises `RangeMoved` when the chain changed
+    during the read, `RangeNotHeld` when the answering node lacks the range (both
+    retryable), `LogsTooDense`, `RpcUnavailable`/`ChainUnavailable`/`RpcError` from `call`.
     """
-    blocks = await read_headers(call, list(range(start, end + 1)), full=True)
-    read = RangeRead(headers=[], rpc_calls=1)
+    numbers = list(range(start, end + 1))
+    blocks: list[dict[str, Any] | None] = []
+    for i in range(0, len(numbers), BODY_BATCH):
+        blocks += await read_headers(call, numbers[i : i + BODY_BATCH], full=True)
+    read = RangeRead(headers=[], rpc_calls=(len(numbers) + BODY_BATCH - 1) // BODY_BATCH)
     by_number: dict[int, Header] = {}
     native: list[tuple[dict[str, Any], Header]] = []
     for block in blocks:
@@ -111,18 +139,7 @@ async def read_range(
             to = (tx.get("to") or "").lower()
             if to in addresses and (hex_int(tx.get("value")) or 0) > 0:
                 native.append((tx, header))
-    logs: list[dict[str, Any]] = []
-    if tokens and addresses:
-        ordered = sorted(addresses)
-        for i in range(0, len(ordered), address_batch):
-            filters: list[Any] = [
-                TRANSFER_TOPIC,
-                None,
-                [address_topic(a) for a in ordered[i : i + address_batch]],
-            ]
-            found: list[dict[str, Any]] = await call(_logs_query(start, end, tokens, filters))
-            read.rpc_calls += 1
-            logs.extend(log for log in found if not log.get("removed"))
+    logs = await _token_logs(call, chain, read, tokens, addresses, address_batch, memory)
     wanted = {str(tx["hash"]).lower() for tx, _ in native} | {
         str(log["transactionHash"]).lower() for log in logs
     }
@@ -141,6 +158,7 @@ async def read_range(
                 hex_int(tx["value"]) or 0,
                 header.number,
                 header.hash,
+                header.time,
             )
         )
     for log in logs:
@@ -167,10 +185,65 @@ async def read_range(
                 units,
                 at.number,
                 at.hash,
+                at.time,
             )
         )
     read.transfers.sort(key=lambda t: (t.block_number or 0, t.tx_hash, t.position))
     return read
+
+
+async def _token_logs(
+    call: Call[Any],
+    chain: str,
+    read: RangeRead,
+    tokens: Sequence[str],
+    addresses: frozenset[str],
+    address_batch: int,
+    memory: SpanMemory | None,
+) -> list[dict[str, Any]]:
+    """The registered tokens' `Transfer` logs to `addresses` in the range `read` holds,
+    with "nothing there" verified block by block against the headers' blooms."""
+    if not tokens or not addresses:
+        return []
+    start, end = read.headers[0].number, read.headers[-1].number
+    ordered = sorted(addresses)
+    logs: list[dict[str, Any]] = []
+    batches = [ordered[i : i + address_batch] for i in range(0, len(ordered), address_batch)]
+    for batch in batches:
+        filters: list[Any] = [TRANSFER_TOPIC, None, [address_topic(a) for a in batch]]
+        found, calls = await logs_in_range(
+            call,
+            chain,
+            start,
+            end,
+            read.headers[-1].hash,
+            tokens=tokens,
+            topics=filters,
+            memory=memory,
+        )
+        read.rpc_calls += calls
+        logs.extend(log for log in found if not log.get("removed"))
+    with_logs = {hex_int(log.get("blockNumber")) for log in logs}
+    every_topic = [address_topic(a) for a in ordered]
+    suspects = [
+        h
+        for h in read.headers
+        if h.number not in with_logs
+        and may_hold_transfer(h.bloom, tokens, TRANSFER_TOPIC, every_topic)
+    ]
+    if not suspects:
+        return logs
+    for batch in batches:
+        filters = [TRANSFER_TOPIC, None, [address_topic(a) for a in batch]]
+        answers = await logs_by_hash(
+            call, [h.hash for h in suspects], tokens=tokens, topics=filters
+        )
+        read.rpc_calls += 1
+        for answer in answers:
+            missed = [log for log in answer if not log.get("removed")]
+            RECHECKED.labels(chain, "found" if missed else "none").inc()
+            logs.extend(missed)
+    return logs
 
 
 async def _receipts(call: Call[Any], hashes: list[str], read: RangeRead) -> dict[str, Any]:
@@ -182,15 +255,6 @@ async def _receipts(call: Call[Any], hashes: list[str], read: RangeRead) -> dict
         read.rpc_calls += 1
         found.update(zip(chunk, answers, strict=True))
     return found
-
-
-def _logs_query(
-    start: int, end: int, tokens: Sequence[str], topics: list[Any]
-) -> Callable[[RpcClient], Awaitable[list[dict[str, Any]]]]:
-    async def query(rpc: RpcClient) -> list[dict[str, Any]]:
-        return await rpc.get_logs(start, end, address=list(tokens), topics=topics)
-
-    return query
 
 
 def _batch_query(calls: list[tuple[str, list[Any]]]) -> Callable[[RpcClient], Awaitable[list[Any]]]:

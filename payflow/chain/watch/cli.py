@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from payflow.chain.finality import FinalityOracle
+from payflow.chain.identity import NodeMisconfigured
 from payflow.chain.watch.scanner import Scanner
 from payflow.config import Settings
 from payflow.db.pool import create_pool
@@ -13,7 +14,8 @@ from payflow.observability import configure_logging
 
 
 async def scan_once(settings: Settings) -> bool:
-    """Catch every chain up once; False (exit 1) when no chain is configured."""
+    """Catch every chain up once; False (exit 1) when no chain is configured or a
+    chain's node failed its check (one line saying what to change)."""
     configure_logging(settings)
     out = Console(soft_wrap=True)
     oracle = FinalityOracle(settings, None)
@@ -23,8 +25,14 @@ async def scan_once(settings: Settings) -> bool:
     pool = await create_pool(settings, min_size=1, max_size=2)
     try:
         scanner = Scanner(pool, settings, oracle)
+        ok = True
         for chain in oracle.configs:
-            results = await scanner.catch_up(chain)
+            try:
+                results = await scanner.catch_up(chain)
+            except NodeMisconfigured as error:
+                out.print(f"payflow: {error}", style="red", markup=False, highlight=False)
+                ok = False
+                continue
             walked = sum(r.walked for r in results)
             found = sum(r.transfers for r in results)
             reorgs = sum(1 for r in results if r.reorg_depth is not None)
@@ -36,4 +44,4 @@ async def scan_once(settings: Settings) -> bool:
     finally:
         await pool.close()
         await oracle.aclose()
-    return True
+    return ok

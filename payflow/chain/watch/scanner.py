@@ -45,6 +45,7 @@ from prometheus_client import Counter, Gauge
 
 from payflow.chain.deposits import ObserveOutcome, destination, observe, record_verified
 from payflow.chain.finality import FinalityOracle
+from payflow.chain.identity import check_node
 from payflow.chain.transfers import Transfer
 from payflow.chain.watch.blocks import (
     Header,
@@ -54,6 +55,7 @@ from payflow.chain.watch.blocks import (
     read_headers,
     read_range,
 )
+from payflow.chain.watch.logs import SpanMemory
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
@@ -141,6 +143,8 @@ class Scanner:
         self.settings = settings
         self.oracle = oracle
         self._ahead: dict[str, tuple[int, int, asyncio.Task[tuple[Watched, RangeRead]]]] = {}
+        self._spans: dict[str, SpanMemory] = {}  # eth_getLogs span each provider accepts
+        self.lag: dict[str, int] = {}  # chain -> blocks between the node's head and the cursor
 
     async def aclose(self) -> None:
         for _, _, task in self._ahead.values():
@@ -193,6 +197,7 @@ class Scanner:
             addresses=watched.addresses,
             tokens=watched.tokens,
             address_batch=self.settings.eth_scanner_address_batch,
+            memory=self._spans.setdefault(chain, SpanMemory()),
         )
         return watched, read
 
@@ -204,14 +209,17 @@ class Scanner:
 
     async def step(self, chain: str) -> StepResult:
         """One step on `chain` (see the module docstring). Raises `RetryableError`s
-        (node down, breaker open, chain moved under the read, database busy)."""
+        (node down, breaker open, chain moved under the read, database busy), and
+        `NodeMisconfigured` when the node is another network or lacks the policy's tag
+        (nothing is walked then)."""
+        await check_node(self.pool, self.oracle, chain)
         call = self._call(chain)
         head: int = await call(lambda rpc: rpc.block_number())
         target = head - self.settings.eth_scanner_lag_blocks
         cursor = await self._cursor(chain, target)
         if cursor is None:
             return StepResult(chain, head, -1, caught_up=True)
-        HEAD_LAG.labels(chain).set(max(head - cursor.number, 0))
+        self._lag(chain, head, cursor.number)
         if cursor.number >= target:
             [block] = await read_headers(call, [cursor.number])
             if block is not None and header_of(block).hash == cursor.hash:
@@ -247,7 +255,7 @@ class Scanner:
         write_s = time.perf_counter() - started
         BLOCKS.labels(chain).inc(len(read.headers))
         TRANSFERS.labels(chain).inc(len(read.transfers))
-        HEAD_LAG.labels(chain).set(max(head - end, 0))
+        self._lag(chain, head, end)
         return StepResult(
             chain,
             head,
@@ -258,6 +266,10 @@ class Scanner:
             read_s=read_s,
             write_s=write_s,
         )
+
+    def _lag(self, chain: str, head: int, cursor: int) -> None:
+        self.lag[chain] = max(head - cursor, 0)
+        HEAD_LAG.labels(chain).set(self.lag[chain])
 
     async def _report_all(self, transfers: list[Transfer]) -> int:
         """Observe `transfers` on up to `ETH_SCANNER_WRITERS` connections at once, one
@@ -279,7 +291,12 @@ class Scanner:
         assert transfer.block_number is not None and transfer.block_hash is not None
         block = (transfer.block_number, transfer.block_hash)
         result = await observe(
-            conn, transfer, source="scanner", trace_id=new_trace_id(), seen_in_block=block
+            conn,
+            transfer,
+            source="scanner",
+            trace_id=new_trace_id(),
+            seen_in_block=block,
+            assignment_slack_s=self.settings.chain_assignment_slack_s,
         )
         if result.outcome is ObserveOutcome.DUPLICATE and result.transfer_id is not None:
             # Reported before, maybe from a block a reorg replaced: the node shows it
@@ -369,7 +386,7 @@ class Scanner:
             await conn.execute(SQL["drop_blocks_above"], chain, fork.number)
         depth = cursor.number - fork.number
         REORGS.labels(chain).inc()
-        HEAD_LAG.labels(chain).set(max(head - fork.number, 0))
+        self._lag(chain, head, fork.number)
         log.warning(
             "payflow.scanner.reorg",
             chain=chain,

@@ -60,7 +60,9 @@ def payout_settings(
     return settings.model_copy(
         update={
             "payout_chain": anvil_chain,
-            "evm_chains": {anvil_chain: {"rpc_url": anvil.url, "policy": "finalized"}},
+            "evm_chains": {
+                anvil_chain: {"rpc_url": anvil.url, "policy": "finalized", "chain_id": 1}
+            },
             "eth_hot_wallet_key": SecretStr(hot_key),
             "payout_stuck_after_s": 3600.0,
         }
