@@ -13,8 +13,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from payflow.chaos.cluster import ClusterError
 from payflow.errors import ToolMissing
+from payflow_lab.chaos.cluster import ClusterError
 
 T = TypeVar("T")
 
@@ -72,8 +72,8 @@ def _run(
     log_dir: Path,
     keep: bool,
 ) -> bool:
-    from payflow.chaos.run import ChaosConfig, run_chaos
-    from payflow.chaos.soak import SoakConfig, run_soak
+    from payflow_lab.chaos.run import ChaosConfig, run_chaos
+    from payflow_lab.chaos.soak import SoakConfig, run_soak
 
     if soak is not None:
         soak_config = SoakConfig(seconds=soak, seed=seed, log_dir=log_dir)

@@ -29,7 +29,6 @@ from playwright.async_api import Browser, Page, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
 from payflow.api.auth import create_merchant
-from payflow.bench.sink import WebhookSink
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ingress.signature import sign
@@ -37,7 +36,8 @@ from payflow.ledger.accounts import create_account
 from payflow.ops.alerting.store import AlertStore
 from payflow.ops.alerts import Severity
 from payflow.ops.dlq import record_dead_letter
-from payflow.ports import free_port
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.ports import free_port
 from tests.conftest import redis_prefix
 from tests.integration.console.chain_world import SCRIPT, ChainWorld, seed_chain
 from tests.integration.pipeline.conftest import wait_until

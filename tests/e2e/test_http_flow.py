@@ -27,8 +27,6 @@ import orjson
 import pytest
 
 from payflow.api.auth import create_merchant
-from payflow.bench.http_submit import DepositAddress, HttpSubmitter
-from payflow.bench.sink import WebhookSink
 from payflow.config import Settings
 from payflow.ingress.registry import USDC_ETH_MAINNET
 from payflow.ingress.service import assign_address
@@ -36,9 +34,11 @@ from payflow.ingress.signature import sign
 from payflow.ledger.accounts import create_account
 from payflow.ledger.recon import reconcile
 from payflow.payments.finalize import credit_event_id
-from payflow.ports import free_port
 from payflow.webhooks.sender import webhook_id
 from payflow.webhooks.signing import verify
+from payflow_lab.bench.http_submit import DepositAddress, HttpSubmitter
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.ports import free_port
 from tests.conftest import redis_prefix
 from tests.integration.pipeline.conftest import wait_until
 

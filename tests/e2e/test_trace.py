@@ -24,11 +24,11 @@ import httpx
 import pytest
 
 from payflow.api.auth import create_merchant
-from payflow.bench.sink import WebhookSink
 from payflow.config import Settings
 from payflow.payments.finalize import credit_event_id
-from payflow.ports import free_port
 from payflow.webhooks.sender import webhook_id
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.ports import free_port
 from tests.e2e.test_http_flow import LIMIT_S, ROOT, _env
 from tests.integration.pipeline.conftest import wait_until
 

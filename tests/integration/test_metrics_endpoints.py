@@ -21,8 +21,6 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from payflow.api.app import create_app
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.broker.consumer import Consumer, Route
 from payflow.broker.messages import Envelope
 from payflow.broker.publisher import publish
@@ -31,7 +29,9 @@ from payflow.config import Settings
 from payflow.errors import BadInput, InsufficientFunds, PayflowError, RetryableError
 from payflow.ledger.posting import post_event
 from payflow.metrics import DLQ_UNRESOLVED, REGISTRY, StateRefresher
-from payflow.ports import free_port
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
+from payflow_lab.ports import free_port
 from tests.integration.api.conftest import (  # noqa: F401 - fixtures
     API_KEY,
     api_settings,

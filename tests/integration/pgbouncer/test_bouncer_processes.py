@@ -16,11 +16,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import START_LIMIT_S, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]

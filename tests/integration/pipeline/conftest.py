@@ -20,11 +20,11 @@ import pytest
 from redis.asyncio import Redis
 
 from payflow.api.auth import create_merchant
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings, load_settings
 from payflow.payments.gateway import Gateway
 from payflow.roles import WORKER_QUEUES, run_roles
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.conftest import OWNER_ROLE, REDIS_PREFIX
 
 RABBIT_USER = "guest"

@@ -28,9 +28,9 @@ import psutil
 
 from payflow.api.auth import SQL as API_SQL
 from payflow.api.auth import hash_api_key
-from payflow.bench.common import percentile, setup_url
 from payflow.config import Settings
 from payflow.db import migrate
+from payflow_lab.bench.common import percentile, setup_url
 
 from .loadgen import ClientJob, ClientResult, Endpoint, run_client
 

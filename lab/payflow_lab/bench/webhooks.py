@@ -27,14 +27,14 @@ from rich.console import Console
 
 from payflow.api.auth import create_merchant
 from payflow.api.db import connection
-from payflow.bench.common import bench_database, result_line, setup_url
-from payflow.bench.httpx_shards import ShardedTransport, shard_count
-from payflow.bench.sink import SinkProcess
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.observability import configure_logging
 from payflow.webhooks.sender import WebhookSender, build_http_client
+from payflow_lab.bench.common import bench_database, result_line, setup_url
+from payflow_lab.bench.httpx_shards import ShardedTransport, shard_count
+from payflow_lab.bench.sink import SinkProcess
 
 ROUNDS = 5  # sends of one webhook at most (a retry tier's job, compressed)
 TIMEOUT_S = 30.0  # of every POST here: a loaded machine must not turn into failures
