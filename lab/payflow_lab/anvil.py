@@ -4,7 +4,7 @@
 `AnvilNode.start()` runs anvil on a free port with `--slots-in-an-epoch 1`, so the
 `finalized` block is two blocks behind `latest`. The helpers drive it the way tests
 need: mine, reorg, send native value from the default unlocked accounts, deploy and use
-the `TestToken` ERC-20 (source and compiled bytecode in `payflow/chain/contracts/`).
+the `TestToken` ERC-20 (source and compiled bytecode in `payflow_lab/contracts/`).
 
 Not used by the service itself: production talks to a real node through `RpcClient`.
 """

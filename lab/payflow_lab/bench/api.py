@@ -2,7 +2,7 @@
 
 The API runs as `payflow api` (uvicorn workers as configured) against a separate
 `<database>_bench` database that is pre-filled and VACUUM ANALYZEd. Load comes from
-separate processes (`payflow.bench.loadgen`). For each endpoint and concurrency the
+separate processes (`payflow_lab.bench.loadgen`). For each endpoint and concurrency the
 last line is machine-readable:
 `endpoint=… concurrency=… rps=… p50_ms=… p99_ms=… errors=… rss_mb=…`.
 """

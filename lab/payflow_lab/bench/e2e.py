@@ -10,7 +10,7 @@ lifecycle's credit events, since a provider webhook only reports a deposit (issu
 in two phases, one at a fixed rate and one at full speed, and receives the webhooks.
 
 Latencies use the database's clock, so a starved driver cannot skew them; what each
-one means, and the exactly-once verdict, are in `payflow.bench.e2e_measure`.
+one means, and the exactly-once verdict, are in `payflow_lab.bench.e2e_measure`.
 """
 
 from __future__ import annotations

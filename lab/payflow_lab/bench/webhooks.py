@@ -6,7 +6,7 @@ short transaction, sign, SSRF-check and POST with no transaction open, record in
 short transaction), driven straight from this process for N final payments on a filled,
 VACUUM ANALYZEd `payments` table; the broker is left out (`bench e2e` has it). The bare
 loop POSTs the same body N times with the same concurrency (`WEBHOOK_MAX_IN_FLIGHT`) over
-httpx's best pool layout for many connections (`payflow.bench.httpx_shards`) and does
+httpx's best pool layout for many connections (`payflow_lab.bench.httpx_shards`) and does
 nothing else. The receiver is
 `WebhookSink` in its own process, so its CPU is not this process's.
 """
