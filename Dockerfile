@@ -16,6 +16,9 @@ COPY pyproject.toml uv.lock README.md ./
 RUN uv sync --frozen --no-dev --no-install-project
 
 COPY alembic.ini ./
+# The service only: the benchmark and chaos harness (lab/, payflow_lab) is a dev-group
+# workspace member, neither copied nor installed (--no-dev); `payflow bench` and
+# `payflow chaos` say in one line that they need the dev install.
 COPY payflow ./payflow
 RUN uv sync --frozen --no-dev
 

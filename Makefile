@@ -33,8 +33,8 @@ test: install promtool anvil chromium
 	uv run pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
-	uv run ruff check payflow tests
-	uv run ruff format --check payflow tests
+	uv run ruff check payflow lab tests
+	uv run ruff format --check payflow lab tests
 	uv run mypy
 
 # The readable head schema: payflow/db/schema.sql and each package's functions.sql, from a
@@ -67,7 +67,7 @@ pgbouncer:
 
 # anvil (a local Ethereum node for the chain tests and `payflow bench chain`): the npm
 # package @foundry-rs/anvil, pinned; its binary ships in a platform package of the npm
-# registry. Installed under .tools/ (found by payflow/chain/anvil.py) when missing.
+# registry. Installed under .tools/ (found by lab/payflow_lab/anvil.py) when missing.
 ANVIL_VERSION := 1.7.1
 .PHONY: anvil chromium
 anvil:

@@ -7,9 +7,13 @@ from typing import Annotated
 import typer
 
 from payflow.commands.common import _run, _settings, console
+from payflow.commands.lab import require_lab
 from payflow.config import SettingsError, exit_on_settings_error
 
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print figures and ratios.")
+bench_app = typer.Typer(
+    no_args_is_help=True,
+    help="Benchmarks that print figures and ratios (dev install: payflow_lab).",
+)
 
 
 @bench_app.command("ledger")
@@ -23,7 +27,8 @@ def bench_ledger(
     seed: Annotated[int, typer.Option(help="Workload seed")] = 7,
 ) -> None:
     """Post through the real posting path and compare with a plain-SQL ceiling."""
-    from payflow.bench.ledger import LedgerBenchConfig, run_ledger_bench
+    require_lab("payflow bench ledger")
+    from payflow_lab.bench.ledger import LedgerBenchConfig, run_ledger_bench
 
     if mode not in ("spread", "hot"):
         console.print("payflow: --mode must be spread or hot", style="red")
@@ -46,7 +51,8 @@ def bench_chain(
 ) -> None:
     """Scanner vs a bare block walk, cold/warm verification, RPC calls per credit
     (against an anvil it starts itself; `make anvil`)."""
-    from payflow.bench.chain import ChainBenchConfig, run_chain_bench
+    require_lab("payflow bench chain")
+    from payflow_lab.bench.chain import ChainBenchConfig, run_chain_bench
 
     if addresses % 2:
         console.print("payflow: --addresses must be even (ETH and USDC alternate)", style="red")
@@ -63,7 +69,8 @@ def bench_payouts(
 ) -> None:
     """Payouts/s hold->broadcast on anvil: one hot wallet, several, and a bare
     sign+send loop of as many transactions (the ceiling)."""
-    from payflow.bench.payouts import PayoutBenchConfig, run_payouts_bench
+    require_lab("payflow bench payouts")
+    from payflow_lab.bench.payouts import PayoutBenchConfig, run_payouts_bench
 
     ok = _run(run_payouts_bench(_settings(), PayoutBenchConfig(payouts, wallets)))
     if not ok:
@@ -104,7 +111,8 @@ def bench_e2e(
     import tempfile
     from pathlib import Path
 
-    from payflow.bench.e2e import E2EConfig, run_e2e_bench
+    require_lab("payflow bench e2e")
+    from payflow_lab.bench.e2e import E2EConfig, run_e2e_bench
 
     try:
         low, _, high = gateway_delay.partition("-")
@@ -142,7 +150,8 @@ def bench_webhooks(
 ) -> None:
     """Webhook deliveries/s of the sender and of a bare httpx loop, receiver delay 0 and
     `--delay`, side by side; the ratios go on the last line."""
-    from payflow.bench.webhooks import WebhooksBenchConfig, run_webhooks_bench
+    require_lab("payflow bench webhooks")
+    from payflow_lab.bench.webhooks import WebhooksBenchConfig, run_webhooks_bench
 
     ok = _run(run_webhooks_bench(_settings(), WebhooksBenchConfig(webhooks, delay, prefill)))
     if not ok:
@@ -163,7 +172,8 @@ def bench_api(
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port for the API under test")] = 8765,
 ) -> None:
     """Drive POST /api/v1/payments and the signed provider endpoint; print figures."""
-    from payflow.bench.api import ApiBenchConfig, run_api_bench
+    require_lab("payflow bench api")
+    from payflow_lab.bench.api import ApiBenchConfig, run_api_bench
 
     config = ApiBenchConfig(
         seconds=seconds,
@@ -191,7 +201,8 @@ def bench_console(
     inserts: Annotated[int, typer.Option(min=1, help="Payments per timed INSERT batch")] = 5_000,
 ) -> None:
     """The console's reads on filled tables with and without migration 0017's indexes."""
-    from payflow.bench.console import ConsoleBenchConfig, run_console_bench
+    require_lab("payflow bench console")
+    from payflow_lab.bench.console import ConsoleBenchConfig, run_console_bench
 
     ok = _run(run_console_bench(_settings(), ConsoleBenchConfig(payments, rounds, inserts)))
     if not ok:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from payflow.chaos.cluster import ClusterError
+from payflow.commands.lab import require_lab
 from payflow.errors import ToolMissing
 
 T = TypeVar("T")
@@ -48,6 +48,9 @@ def chaos(
 ) -> None:
     """Run payflow as real processes on private PostgreSQL, RabbitMQ and Redis under a
     seeded load and seeded faults; exit 1 unless exactly-once held. Last line key=value."""
+    require_lab("payflow chaos")
+    from payflow_lab.chaos.cluster import ClusterError
+
     console = Console(soft_wrap=True, highlight=False)
     try:
         ok = _run(console, events, seed, load_s, concurrency, drain_limit_s, soak, log_dir, keep)
@@ -72,8 +75,8 @@ def _run(
     log_dir: Path,
     keep: bool,
 ) -> bool:
-    from payflow.chaos.run import ChaosConfig, run_chaos
-    from payflow.chaos.soak import SoakConfig, run_soak
+    from payflow_lab.chaos.run import ChaosConfig, run_chaos
+    from payflow_lab.chaos.soak import SoakConfig, run_soak
 
     if soak is not None:
         soak_config = SoakConfig(seconds=soak, seed=seed, log_dir=log_dir)

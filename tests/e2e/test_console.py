@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from playwright.async_api import Browser, Page, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
 from payflow.api.auth import create_merchant
-from payflow.bench.sink import WebhookSink
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ingress.signature import sign
@@ -37,7 +35,9 @@ from payflow.ledger.accounts import create_account
 from payflow.ops.alerting.store import AlertStore
 from payflow.ops.alerts import Severity
 from payflow.ops.dlq import record_dead_letter
-from payflow.ports import free_port
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.ports import free_port
+from payflow_lab.supervisor import spawn_payflow
 from tests.conftest import redis_prefix
 from tests.integration.console.chain_world import SCRIPT, ChainWorld, seed_chain
 from tests.integration.pipeline.conftest import wait_until
@@ -91,17 +91,6 @@ async def keys(pool: asyncpg.Pool) -> Keys:
     return Keys(admin, shop, shop_id, other)
 
 
-def _spawn_up(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    with log_path.open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "payflow", "up"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-
 @pytest.fixture
 async def console(pipe_settings: Settings, keys: Keys, tmp_path: Path) -> AsyncIterator[Console]:
     port = free_port()
@@ -128,7 +117,7 @@ async def console(pipe_settings: Settings, keys: Keys, tmp_path: Path) -> AsyncI
         CONSOLE_SIGNIN_MAX_FAILURES=str(MAX_FAILURES),
     )
     log_path = tmp_path / "up.log"
-    process = _spawn_up(env, log_path)
+    process = spawn_payflow(["up"], env, log_path, cwd=ROOT)
     screens = tmp_path / "console-screens"
     screens.mkdir()
     running = Console(process, f"http://127.0.0.1:{port}", log_path, screens)

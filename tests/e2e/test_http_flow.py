@@ -13,7 +13,6 @@ import asyncio
 import hashlib
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -27,8 +26,6 @@ import orjson
 import pytest
 
 from payflow.api.auth import create_merchant
-from payflow.bench.http_submit import DepositAddress, HttpSubmitter
-from payflow.bench.sink import WebhookSink
 from payflow.config import Settings
 from payflow.ingress.registry import USDC_ETH_MAINNET
 from payflow.ingress.service import assign_address
@@ -36,9 +33,12 @@ from payflow.ingress.signature import sign
 from payflow.ledger.accounts import create_account
 from payflow.ledger.recon import reconcile
 from payflow.payments.finalize import credit_event_id
-from payflow.ports import free_port
 from payflow.webhooks.sender import webhook_id
 from payflow.webhooks.signing import verify
+from payflow_lab.bench.http_submit import DepositAddress, HttpSubmitter
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.ports import free_port
+from payflow_lab.supervisor import spawn_payflow
 from tests.conftest import redis_prefix
 from tests.integration.pipeline.conftest import wait_until
 
@@ -93,17 +93,6 @@ def _env(settings: Settings, port: int) -> dict[str, str]:
     return env
 
 
-def _spawn_up(env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
-    with log_path.open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "payflow", "up"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-
 @pytest.fixture
 async def tenant(pool: asyncpg.Pool) -> Tenant:
     """A merchant (API key + webhook secret, shown once) and an operator key."""
@@ -118,7 +107,7 @@ async def up(pipe_settings: Settings, tenant: Tenant, tmp_path: Path) -> AsyncIt
     """`payflow up` on a free port, healthy (GET /health with the merchant's key)."""
     port = free_port()
     log_path = tmp_path / "up.log"
-    process = _spawn_up(_env(pipe_settings, port), log_path)
+    process = spawn_payflow(["up"], _env(pipe_settings, port), log_path, cwd=ROOT)
     client = httpx.AsyncClient(
         base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": tenant.api_key}, timeout=10
     )

@@ -8,8 +8,6 @@ from decimal import Decimal
 import asyncpg
 import orjson
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account
@@ -17,6 +15,8 @@ from payflow.ledger.recon import reconcile
 from payflow.payments.finalize import credit_event_id
 from payflow.webhooks.sender import webhook_id
 from payflow.webhooks.signing import verify
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import wait_until
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -24,11 +22,12 @@ import httpx
 import pytest
 
 from payflow.api.auth import create_merchant
-from payflow.bench.sink import WebhookSink
 from payflow.config import Settings
 from payflow.payments.finalize import credit_event_id
-from payflow.ports import free_port
 from payflow.webhooks.sender import webhook_id
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.ports import free_port
+from payflow_lab.supervisor import spawn_payflow
 from tests.e2e.test_http_flow import LIMIT_S, ROOT, _env
 from tests.integration.pipeline.conftest import wait_until
 
@@ -44,14 +43,7 @@ class Process:
     def __init__(self, name: str, args: list[str], env: dict[str, str], tmp: Path) -> None:
         self.name = name
         self.log_path = tmp / f"{name}.log"
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "payflow", *args],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        self.process = spawn_payflow(args, env, self.log_path, cwd=ROOT)
 
     def text(self) -> str:
         return self.log_path.read_text(errors="replace")

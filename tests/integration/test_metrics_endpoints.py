@@ -8,7 +8,6 @@ import asyncio
 import os
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -21,8 +20,6 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from payflow.api.app import create_app
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.broker.consumer import Consumer, Route
 from payflow.broker.messages import Envelope
 from payflow.broker.publisher import publish
@@ -31,7 +28,10 @@ from payflow.config import Settings
 from payflow.errors import BadInput, InsufficientFunds, PayflowError, RetryableError
 from payflow.ledger.posting import post_event
 from payflow.metrics import DLQ_UNRESOLVED, REGISTRY, StateRefresher
-from payflow.ports import free_port
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
+from payflow_lab.ports import free_port
+from payflow_lab.supervisor import spawn_payflow, stop_process
 from tests.integration.api.conftest import (  # noqa: F401 - fixtures
     API_KEY,
     api_settings,
@@ -79,24 +79,7 @@ def spawn_worker(settings: Settings, port: int, log_path: Path) -> subprocess.Po
         DB_POOL_MIN="1",
         DB_POOL_MAX="4",
     )
-    with log_path.open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "payflow", "worker", "--queues", "ledger"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    return spawn_payflow(["worker", "--queues", "ledger"], env, log_path, cwd=ROOT)
 
 
 async def _account(owner_pool: asyncpg.Pool) -> uuid.UUID:
@@ -194,7 +177,7 @@ async def test_worker_serves_state_gauges_and_counts_its_posting(
 
         await wait_until(ready, what="the ready message in the queue gauge")
     finally:
-        stop(proc)
+        stop_process(proc)
 
 
 async def test_a_port_in_use_is_one_log_line_and_the_worker_keeps_running(
@@ -224,7 +207,7 @@ async def test_a_port_in_use_is_one_log_line_and_the_worker_keeps_running(
 
             await wait_until(confirmed, what="the worker to post without its metrics server")
         finally:
-            stop(proc)
+            stop_process(proc)
     lines = [line for line in log_path.read_text().splitlines() if "bind_failed" in line]
     assert len(lines) == 1, lines
     assert str(port) in lines[0]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from payflow.bench.rawhttp import RawHttpClient
-from payflow.bench.sink import WebhookSink
+from payflow_lab.bench.rawhttp import RawHttpClient
+from payflow_lab.bench.sink import WebhookSink
 
 
 async def test_keep_alive_reuses_one_connection() -> None:

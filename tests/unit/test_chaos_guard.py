@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from payflow.chaos.cluster import ClusterError, Guard
+from payflow_lab.chaos.cluster import ClusterError, Guard
 
 
 def test_closing_waits_for_a_start_in_progress_then_refuses_new_starts() -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from payflow.chaos.faults import MAJOR, make_schedule
-from payflow.chaos.load import MUST_FAIL_WITHDRAWAL, make_plan, sender_spend_eth
-from payflow.chaos.soak import growth_pct
-from payflow.chaos.system import SENDER_BALANCE_ETH
+from payflow_lab.chaos.faults import MAJOR, make_schedule
+from payflow_lab.chaos.load import MUST_FAIL_WITHDRAWAL, make_plan, sender_spend_eth
+from payflow_lab.chaos.soak import growth_pct
+from payflow_lab.chaos.system import SENDER_BALANCE_ETH
 
 
 def test_plan_is_seeded_and_mixes_every_operation() -> None:

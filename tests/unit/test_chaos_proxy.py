@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from payflow.chaos.proxy import ProxyThread
+from payflow_lab.chaos.proxy import ProxyThread
 
 
 async def _echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

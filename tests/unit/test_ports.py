@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from payflow.ports import free_port
+from payflow_lab.ports import free_port
 
 
 def test_free_port_is_below_the_ephemeral_range_and_binds() -> None:

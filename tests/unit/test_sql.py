@@ -12,6 +12,7 @@ from payflow.db.queries import load_queries, parse_queries
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "payflow"
+LAB = ROOT / "lab" / "payflow_lab"
 LOADED = re.compile(r"^(\w+)\s*=\s*load_queries\(\"(payflow[\w.]*)\"\)", re.MULTILINE)
 IMPORTED = re.compile(r"^from (payflow[\w.]*) import [^\n]*?\bSQL\b(?: as (\w+))?", re.MULTILINE)
 
@@ -21,7 +22,10 @@ def _module_name(path: Path) -> str:
 
 
 def _sources() -> dict[str, str]:
-    return {_module_name(p): p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py")}
+    """Every module of payflow and of its harness, payflow_lab (lab/): the harness posts
+    through payflow's own named queries too (e.g. the benchmarks' direct submitter)."""
+    files = [*PACKAGE.rglob("*.py"), *LAB.rglob("*.py")]
+    return {_module_name(p): p.read_text(encoding="utf-8") for p in files}
 
 
 def _bindings(sources: dict[str, str]) -> dict[str, dict[str, str]]:

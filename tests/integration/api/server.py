@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import httpx
 
 from payflow.config import Settings
-from payflow.ports import free_port
+from payflow_lab.ports import free_port
 
 SERVE = [sys.executable, "-c", "from payflow.cli import main; main()", "api"]
 

@@ -13,13 +13,13 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from payflow.chain.anvil import AnvilNode
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.lifecycle import process_deposits
 from payflow.chain.transfers import transfer_id
 from payflow.chain.watch.scanner import Scanner
 from payflow.config import Settings
 from payflow.ops.alerts import LogAlertSink
+from payflow_lab.anvil import AnvilNode
 
 from .alchemy import eth_activity, token_activity, webhook
 from .ingress_support import ETH_ADDRESS, USDC_ADDRESS, balance, deliver, generic, rows

@@ -19,9 +19,9 @@ from eth_utils.address import to_checksum_address
 from fastapi import FastAPI
 
 from payflow.api.app import create_app
-from payflow.chain.anvil import DEFAULT_ACCOUNTS, DEFAULT_MNEMONIC
 from payflow.chain.watch.derivation import XpubInvalid, derive_address
 from payflow.config import Settings
+from payflow_lab.anvil import DEFAULT_ACCOUNTS, DEFAULT_MNEMONIC
 
 from .conftest import API_KEY
 from .derive_worker import allocate_after_barrier

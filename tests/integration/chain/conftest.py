@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from payflow.chain.anvil import AnvilNode
+from payflow_lab.anvil import AnvilNode
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import orjson
 import pytest
 from redis.asyncio import Redis
 
-from payflow.chain.anvil import AnvilNode
 from payflow.chain.deposits import pending_incoming
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.lifecycle import LifecycleStats, process_deposits
@@ -25,6 +24,7 @@ from payflow.db.tx import transaction
 from payflow.ingress.payloads import parse_payload
 from payflow.ingress.service import Delivery, Landing, assign_address, land_event
 from payflow.ledger.accounts import create_account
+from payflow_lab.anvil import AnvilNode
 from tests.conftest import OWNER_ROLE, redis_prefix
 from tests.recording_alerts import RecordingSink
 

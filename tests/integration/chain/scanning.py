@@ -9,10 +9,10 @@ from uuid import UUID
 import asyncpg
 
 from payflow.api.auth import create_merchant
-from payflow.chain.anvil import DEFAULT_ACCOUNTS, AnvilNode
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.watch.scanner import Scanner
 from payflow.config import Settings
+from payflow_lab.anvil import DEFAULT_ACCOUNTS, AnvilNode
 
 CHAIN = "ETH_MAINNET"
 ETH_ADDRESS = DEFAULT_ACCOUNTS[5]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from payflow.chain.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
 from payflow.chain.rpc import hex_int
 from payflow.chain.transfers import TRANSFER_TOPIC, topic_address
+from payflow_lab.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
 
 
 async def test_finalized_trails_latest_by_two_blocks(anvil: AnvilNode) -> None:

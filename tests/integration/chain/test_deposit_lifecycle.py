@@ -9,7 +9,6 @@ from decimal import Decimal
 
 import asyncpg
 
-from payflow.chain.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
 from payflow.chain.deposits import observe
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.rpc import hex_int
@@ -18,6 +17,7 @@ from payflow.chain.verify import Truth, verify_claim
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ingress.service import IngressResult
+from payflow_lab.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
 from tests.integration.api.alchemy import token_activity, webhook
 
 from .deposit_support import (  # noqa: F401 (fixtures)

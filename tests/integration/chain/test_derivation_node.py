@@ -6,8 +6,8 @@ from __future__ import annotations
 from bip32 import BIP32  # type: ignore[import-untyped]
 from eth_account.hdaccount import seed_from_mnemonic
 
-from payflow.chain.anvil import DEFAULT_ACCOUNTS, DEFAULT_MNEMONIC, AnvilNode
 from payflow.chain.watch.derivation import derive_address
+from payflow_lab.anvil import DEFAULT_ACCOUNTS, DEFAULT_MNEMONIC, AnvilNode
 
 
 async def test_derived_addresses_equal_the_nodes_accounts(anvil: AnvilNode) -> None:

@@ -10,13 +10,13 @@ import asyncpg
 import pytest
 from structlog.testing import capture_logs
 
-from payflow.chain.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.transfers import transfer_id
 from payflow.chain.watch.cli import scan_once
 from payflow.chain.watch.role import run_scanner
 from payflow.chain.watch.scanner import REORGS
 from payflow.config import Settings
+from payflow_lab.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
 
 from .scan_worker import catch_up_after_barrier
 from .scanning import (

@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
-from payflow.chain.anvil import DEFAULT_ACCOUNTS, AnvilNode
 from payflow.config import Settings
 from payflow.errors import BadInput
 from payflow.ingress.registry import add_token_cli
+from payflow_lab.anvil import DEFAULT_ACCOUNTS, AnvilNode
 
 from .deposit_support import CHAIN, settings  # noqa: F401 (fixtures)
 

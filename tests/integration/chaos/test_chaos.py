@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from payflow.chain.anvil import AnvilNotInstalled, find_anvil
-from payflow.chaos.faults import MAJOR
-from payflow.chaos.run import ChaosConfig, run_chaos
+from payflow_lab.anvil import AnvilNotInstalled, find_anvil
+from payflow_lab.chaos.faults import MAJOR
+from payflow_lab.chaos.run import ChaosConfig, run_chaos
 
 
 def _no_anvil() -> bool:

@@ -12,10 +12,10 @@ import asyncpg
 from redis.asyncio import Redis
 
 from payflow.api.auth import create_merchant
-from payflow.chaos.load import Op, Plan
-from payflow.chaos.verdict import judge
 from payflow.config import Settings
 from payflow.payments.gateway import EmulatedGateway
+from payflow_lab.chaos.load import Op, Plan
+from payflow_lab.chaos.verdict import judge
 
 
 async def test_verdict_counts_what_the_database_contradicts(

@@ -15,7 +15,6 @@ import pytest
 from redis.asyncio import Redis
 
 from payflow.api.auth import create_merchant
-from payflow.bench.submit import DirectSubmitter
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
 from payflow.db.tx import transaction
@@ -23,6 +22,7 @@ from payflow.ledger.accounts import create_account, record_event
 from payflow.ledger.records import EventType
 from payflow.ledger.states import EventStatus, transition
 from payflow.ops.alerts import Severity
+from payflow_lab.bench.submit import DirectSubmitter
 
 
 def closed_port() -> int:

@@ -7,7 +7,6 @@ from decimal import Decimal
 import asyncpg
 
 from payflow.api.auth import create_merchant
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.ledger.posting import post_event, posting_key
 from payflow.ledger.records import EventType
@@ -15,6 +14,7 @@ from payflow.metrics import REGISTRY
 from payflow.ops.alerts import Severity
 from payflow.ops.jobs import JobContext, JobResult, Outcome
 from payflow.ops.scheduler import run_job
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.ledger.helpers import balance, new_account, new_event
 from tests.integration.ops.conftest import RecordingSink
 

@@ -13,7 +13,6 @@ import pytest
 from eth_account import Account
 from pydantic import SecretStr
 
-from payflow.chain.anvil import AnvilNode
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.chain.payouts.holds import place_payout
@@ -22,6 +21,7 @@ from payflow.chain.rpc import RpcClient
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account
+from payflow_lab.anvil import AnvilNode
 from tests.recording_alerts import RecordingSink
 
 CHAIN = "ANVIL"

@@ -12,9 +12,9 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from payflow.chain.anvil import AnvilNode
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.config import Settings
+from payflow_lab.anvil import AnvilNode
 from tests.conftest import redis_prefix
 from tests.integration.api.server import running_api
 from tests.integration.payouts.conftest import WEI, fresh_address, settle_all

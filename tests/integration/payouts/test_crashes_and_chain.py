@@ -12,10 +12,10 @@ from decimal import Decimal
 import asyncpg
 import pytest
 
-from payflow.chain.anvil import AnvilNode
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.chain.payouts.wallet import wallet_status
 from payflow.config import Settings
+from payflow_lab.anvil import AnvilNode
 from tests.integration.payouts.conftest import (
     WEI,
     fresh_address,

@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import asyncpg
 
-from payflow.chain.anvil import AnvilNode
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.config import Settings
+from payflow_lab.anvil import AnvilNode
 from tests.integration.payouts.conftest import (
     CHAIN,
     WEI,

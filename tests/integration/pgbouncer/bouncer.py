@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from payflow.ports import free_port
+from payflow_lab.ports import free_port
 
 # Few server connections per (database, user): more clients than servers, so every
 # test really shares server connections between transactions.

@@ -13,8 +13,6 @@ import asyncpg
 import httpx
 import orjson
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account, record_event
@@ -23,6 +21,8 @@ from payflow.ledger.records import EventType
 from payflow.ledger.states import EventStatus, transition
 from payflow.ops.recovery import recover_stale_events
 from payflow.ops.sweeps import sweep_pending_payments
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import wait_until
 
 LEDGER_QUEUE = "payflow.ledger"

@@ -8,7 +8,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -16,11 +15,12 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
+from payflow_lab.supervisor import spawn_payflow
 from tests.integration.pipeline.conftest import START_LIMIT_S, wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -47,14 +47,7 @@ def _spawn(settings: Settings, role: str, log_path: Path) -> subprocess.Popen[by
         DB_POOL_MIN="1",
         DB_POOL_MAX="4",
     )
-    with log_path.open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "payflow", role],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    return spawn_payflow([role], env, log_path, cwd=ROOT)
 
 
 async def test_relay_and_worker_processes_configured_for_pgbouncer(

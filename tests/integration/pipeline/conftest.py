@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -20,11 +19,12 @@ import pytest
 from redis.asyncio import Redis
 
 from payflow.api.auth import create_merchant
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings, load_settings
 from payflow.payments.gateway import Gateway
 from payflow.roles import WORKER_QUEUES, run_roles
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
+from payflow_lab.supervisor import spawn_payflow
 from tests.conftest import OWNER_ROLE, REDIS_PREFIX
 
 RABBIT_USER = "guest"
@@ -50,14 +50,7 @@ def spawn_role(
         "DB_POOL_MIN": "1",
         "DB_POOL_MAX": "4",
     }
-    with log_path.open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "payflow", *args],
-            cwd=ROOT,
-            env={**os.environ, **base, **env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    return spawn_payflow(args, {**os.environ, **base, **env}, log_path, cwd=ROOT)
 
 
 def rabbitmqctl(*args: str) -> str:

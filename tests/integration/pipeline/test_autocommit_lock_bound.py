@@ -14,7 +14,6 @@ from decimal import Decimal
 import asyncpg
 import pytest
 
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds, transaction
@@ -24,6 +23,7 @@ from payflow.payments.finalize import finalize_answered
 from payflow.payments.gateway import ChargeResult
 from payflow.payments.processor import load_payment
 from payflow.payments.service import NewPayment, create_payment
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.test_held_credit import _merchant_with_account, _pending
 
 SQL = load_queries("payflow.payments")

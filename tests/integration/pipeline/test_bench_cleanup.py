@@ -11,9 +11,9 @@ import aiormq
 import pytest
 from redis.asyncio import Redis
 
-from payflow.bench.services import cleanup_broker, cleanup_redis
 from payflow.broker.topology import WORK_QUEUES, declare_topology, declared_names
 from payflow.config import Settings
+from payflow_lab.bench.services import cleanup_broker, cleanup_redis
 
 
 async def _exists(settings: Settings, queue: str) -> bool:

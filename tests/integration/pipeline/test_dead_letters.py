@@ -7,12 +7,12 @@ import uuid
 import aio_pika
 import asyncpg
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.errors import RetryableError
 from payflow.outbox.writer import enqueue
 from payflow.payments.gateway import ChargeRequest, ChargeResult
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import queue_depth, wait_until
 
 

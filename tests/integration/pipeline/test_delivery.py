@@ -12,8 +12,6 @@ import aio_pika
 import asyncpg
 import pytest
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.broker.connection import confirm_channel, connect
 from payflow.broker.topology import declare_topology
 from payflow.config import Settings
@@ -23,6 +21,8 @@ from payflow.ledger.recon import reconcile
 from payflow.ledger.records import EventType
 from payflow.outbox.relay import relay_once, run_relay
 from payflow.outbox.writer import enqueue
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import wait_until
 
 N = 15

@@ -10,11 +10,11 @@ import asyncpg
 import pytest
 
 from payflow.api.auth import create_merchant
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.payments.finalize import FAILED, SUCCEEDED, credit_event_id, finalize
 from payflow.payments.processor import load_payment
+from payflow_lab.bench.submit import DirectSubmitter
 
 
 async def _payment(pool: asyncpg.Pool, settings: Settings, merchant: uuid.UUID, url: str | None):

@@ -11,11 +11,11 @@ from decimal import Decimal
 import asyncpg
 import pytest
 
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account
 from payflow.payments.gateway import ChargeRequest, ChargeResult
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import wait_until
 
 HELD = 200  # payments waiting on the gateway at once; far above prefetch 16 and pool 8

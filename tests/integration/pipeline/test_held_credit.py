@@ -13,7 +13,6 @@ import pytest
 from redis.asyncio import Redis
 
 from payflow.api.auth import create_merchant
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ledger.posting import post_event, post_held_credit
@@ -26,6 +25,7 @@ from payflow.payments.finalize import (
 )
 from payflow.payments.processor import PaymentProcessor, load_payment
 from payflow.roles import default_gateway
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.ledger.helpers import open_at_balance_max
 from tests.integration.pipeline.charges.workers import payment_created
 

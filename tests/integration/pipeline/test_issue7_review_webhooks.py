@@ -14,9 +14,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.fake_dns import FAIL, FakeDns
 from tests.integration.pipeline.conftest import wait_until
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import asyncpg
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import rabbitmqctl, spawn_role, wait_until
 
 

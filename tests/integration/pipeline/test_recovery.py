@@ -10,8 +10,6 @@ import asyncpg
 import pytest
 from structlog.testing import capture_logs
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.errors import Conflict
@@ -21,6 +19,8 @@ from payflow.ledger.states import EventStatus, transition
 from payflow.ops.dlq import list_dead_letters, record_dead_letter, replay_dead_letter
 from payflow.ops.recovery import job_lock, recover_stale_events
 from payflow.outbox.maintenance import alert_stale_outbox, cleanup_outbox
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import wait_until
 
 

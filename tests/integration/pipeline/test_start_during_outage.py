@@ -14,11 +14,11 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import httpx
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
-from payflow.chaos.proxy import ProxyThread
 from payflow.config import Settings
-from payflow.ports import free_port
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
+from payflow_lab.chaos.proxy import ProxyThread
+from payflow_lab.ports import free_port
 from tests.integration.pipeline.conftest import START_LIMIT_S, spawn_role, wait_until
 
 

@@ -19,8 +19,6 @@ from decimal import Decimal
 import asyncpg
 import pytest
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import StatementBounds
 from payflow.errors import RetryableError, classify
@@ -30,6 +28,8 @@ from payflow.payments.finalize import credit_event_id, finalize_answered
 from payflow.payments.gateway import ChargeResult
 from payflow.payments.service import NewPayment, create_payment
 from payflow.webhooks.sender import WebhookSender, build_http_client
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.test_held_credit import _merchant_with_account
 from tests.integration.pipeline.test_webhook_leases import _envelope, _final_payment
 

@@ -8,13 +8,13 @@ from decimal import Decimal
 
 import asyncpg
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ops.dlq import replay_dead_letter
 from payflow.ops.recovery import job_lock
 from payflow.ops.sweeps import sweep_pending_payments, sweep_undelivered_webhooks
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import queue_depth, rabbitmqctl, wait_until
 
 LONG_AGO = "now() - interval '1 day'"

@@ -10,12 +10,12 @@ import uuid
 import asyncpg
 import structlog
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.payments.finalize import SUCCEEDED, finalize
 from payflow.payments.processor import load_payment
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import wait_until
 
 OUTBOUND = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-01")

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import asyncpg
 
-from payflow.bench.sink import WebhookSink
 from payflow.broker.topology import TOPIC_WEBHOOK_DELIVER
 from payflow.config import Settings
 from payflow.db.tx import transaction
@@ -27,6 +26,7 @@ from payflow.webhooks.chains import (
     dead_letter_webhook,
     duplicate_reason,
 )
+from payflow_lab.bench.sink import WebhookSink
 from tests.integration.pipeline.conftest import spawn_role, wait_until
 
 LONG_AGO = "now() - interval '1 day'"

@@ -15,8 +15,6 @@ import pytest
 from prometheus_client import REGISTRY
 from redis.asyncio import Redis
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
@@ -24,6 +22,8 @@ from payflow.payments.processor import PaymentProcessor
 from payflow.roles import default_gateway
 from payflow.webhooks.direct import DirectSends
 from payflow.webhooks.sender import WebhookSender, build_http_client, webhook_id
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.charges.workers import payment_created
 from tests.integration.pipeline.conftest import wait_until
 from tests.integration.pipeline.test_held_credit import _merchant_with_account

@@ -9,8 +9,8 @@ import uuid
 import asyncpg
 import pytest
 
-from payflow.bench.submit import DirectSubmitter
 from payflow.db.queries import load_queries
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.test_webhook_leases import _final_payment
 
 SQL = load_queries("payflow.payments")

@@ -13,14 +13,14 @@ import uuid
 import asyncpg
 import pytest
 
-from payflow.bench.sink import SinkProcess, WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.broker.messages import Envelope
 from payflow.broker.topology import TOPIC_WEBHOOK_DELIVER
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.outbox.writer import enqueue
 from payflow.webhooks.sender import WebhookSender, build_http_client, dead_letter_webhook
+from payflow_lab.bench.sink import SinkProcess, WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import wait_until
 
 SLOW_S = 2.0

@@ -19,10 +19,10 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.errors import WebhookTransportError
 from payflow.webhooks.client import build_http_client
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.fake_dns import FakeDns
 from tests.integration.pipeline.conftest import wait_until
 from tests.integration.pipeline.http_requests import read_request

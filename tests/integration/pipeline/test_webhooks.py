@@ -6,9 +6,9 @@ import uuid
 
 import asyncpg
 
-from payflow.bench.sink import Received, WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
+from payflow_lab.bench.sink import Received, WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import queue_depth, wait_until
 
 

@@ -7,11 +7,11 @@ import uuid
 import asyncpg
 
 from payflow.api.auth import create_merchant
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.payments.charges import Claim, claim_charge
 from payflow.payments.finalize import credit_event_id
+from payflow_lab.bench.submit import DirectSubmitter
 
 UNREACHABLE_REDIS = "redis://127.0.0.1:1/0"  # nothing listens there: the gateway is down
 

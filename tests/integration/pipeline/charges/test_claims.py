@@ -16,14 +16,14 @@ import asyncpg
 import pytest
 from redis.asyncio import Redis
 
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.errors import RetryableError
 from payflow.payments.charges import ChargeInProgress
 from payflow.payments.finalize import SUCCEEDED, credit_event_id
 from payflow.payments.gateway import ChargeRequest, EmulatedGateway
 from payflow.payments.processor import PaymentProcessor
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.charges.support import (
     UNREACHABLE_REDIS,
     announced_jobs,

@@ -10,13 +10,13 @@ from decimal import Decimal
 import asyncpg
 import pytest
 
-from payflow.bench.submit import DirectSubmitter
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.errors import IdCollision
 from payflow.payments.finalize import SUCCEEDED, credit_event_id, finalize
 from payflow.payments.gateway import EmulatedGateway
 from payflow.payments.processor import PaymentProcessor, load_payment
+from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.charges.support import (
     announced_jobs,
     attempt_states,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from redis.asyncio import Redis
 
 from payflow.broker.topology import declared_names
 from payflow.config import Settings
+from payflow_lab.supervisor import spawn_payflow
 
 HEALTH_LIMIT_S = 60.0
 
@@ -87,16 +87,8 @@ class Service:
         self.names: list[str] = []
         self._procs: list[subprocess.Popen[bytes]] = []
         for index, args in enumerate(commands):
-            log = (log_dir / f"{args[0]}-{index}.log").open("wb")
             self.names.append(args[0])
-            self._procs.append(
-                subprocess.Popen(  # noqa: S603 - our own interpreter and fixed arguments
-                    [sys.executable, "-m", "payflow", *args],
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+            self._procs.append(spawn_payflow(args, env, log_dir / f"{args[0]}-{index}.log"))
         self.peak_rss_mb: dict[int, float] = {p.pid: 0.0 for p in self._procs}
         self.cpu_s: dict[int, float] = {p.pid: 0.0 for p in self._procs}
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import asyncpg
 from rich.console import Console
 
-from payflow.bench.common import result_line
-from payflow.chaos.faults import FaultRunner, make_schedule
-from payflow.chaos.load import Client, Plan, make_plan
-from payflow.chaos.system import System, system
-from payflow.chaos.verdict import Verdict, judge, open_work
+from payflow_lab.bench.common import result_line
+from payflow_lab.chaos.faults import FaultRunner, make_schedule
+from payflow_lab.chaos.load import Client, Plan, make_plan
+from payflow_lab.chaos.system import System, system
+from payflow_lab.chaos.verdict import Verdict, judge, open_work
 
 RESOLVE_LIMIT_S = 120.0
 DRAIN_STUCK_S = 120.0  # the drain gives up when nothing moved for this long

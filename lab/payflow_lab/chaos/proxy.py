@@ -20,7 +20,7 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from payflow.ports import free_port
+from payflow_lab.ports import free_port
 
 CHUNK = 65536
 T = TypeVar("T")

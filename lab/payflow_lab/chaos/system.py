@@ -28,15 +28,15 @@ import structlog
 from redis.asyncio import Redis
 
 from payflow.api.auth import create_merchant
-from payflow.chain.anvil import AnvilNode, find_anvil
-from payflow.chaos.cluster import Cluster
-from payflow.chaos.load import Client, Target
-from payflow.chaos.procs import ROLES, Endpoints, Supervisor, chaos_env
-from payflow.chaos.proxy import ProxyThread
-from payflow.chaos.receiver import Receiver
 from payflow.ingress.service import assign_address
 from payflow.payments.gateway import EmulatedGateway
-from payflow.ports import free_port
+from payflow_lab.anvil import AnvilNode, find_anvil
+from payflow_lab.chaos.cluster import Cluster
+from payflow_lab.chaos.load import Client, Target
+from payflow_lab.chaos.procs import ROLES, Endpoints, Supervisor, chaos_env
+from payflow_lab.chaos.proxy import ProxyThread
+from payflow_lab.chaos.receiver import Receiver
+from payflow_lab.ports import free_port
 
 log = structlog.get_logger("payflow.chaos")
 

@@ -16,17 +16,17 @@ import asyncpg
 import psutil
 from rich.console import Console
 
-from payflow.bench.common import percentile
-from payflow.bench.history import HISTORY_AMOUNT
-from payflow.bench.http_submit import HttpSubmitter
-from payflow.bench.services import Service
-from payflow.bench.sink import WebhookSink
 from payflow.config import Settings
 from payflow.ledger.recon import reconcile
 from payflow.money import multiply
+from payflow_lab.bench.common import percentile
+from payflow_lab.bench.history import HISTORY_AMOUNT
+from payflow_lab.bench.http_submit import HttpSubmitter
+from payflow_lab.bench.services import Service
+from payflow_lab.bench.sink import WebhookSink
 
 if TYPE_CHECKING:
-    from payflow.bench.e2e import E2EConfig
+    from payflow_lab.bench.e2e import E2EConfig
 
 
 @dataclass(frozen=True, slots=True)

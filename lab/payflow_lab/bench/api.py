@@ -2,7 +2,7 @@
 
 The API runs as `payflow api` (uvicorn workers as configured) against a separate
 `<database>_bench` database that is pre-filled and VACUUM ANALYZEd. Load comes from
-separate processes (`payflow.bench.loadgen`). For each endpoint and concurrency the
+separate processes (`payflow_lab.bench.loadgen`). For each endpoint and concurrency the
 last line is machine-readable:
 `endpoint=… concurrency=… rps=… p50_ms=… p99_ms=… errors=… rss_mb=…`.
 """
@@ -28,9 +28,9 @@ import psutil
 
 from payflow.api.auth import SQL as API_SQL
 from payflow.api.auth import hash_api_key
-from payflow.bench.common import percentile, setup_url
 from payflow.config import Settings
 from payflow.db import migrate
+from payflow_lab.bench.common import percentile, setup_url
 
 from .loadgen import ClientJob, ClientResult, Endpoint, run_client
 

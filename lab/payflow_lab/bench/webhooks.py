@@ -6,7 +6,7 @@ short transaction, sign, SSRF-check and POST with no transaction open, record in
 short transaction), driven straight from this process for N final payments on a filled,
 VACUUM ANALYZEd `payments` table; the broker is left out (`bench e2e` has it). The bare
 loop POSTs the same body N times with the same concurrency (`WEBHOOK_MAX_IN_FLIGHT`) over
-httpx's best pool layout for many connections (`payflow.bench.httpx_shards`) and does
+httpx's best pool layout for many connections (`payflow_lab.bench.httpx_shards`) and does
 nothing else. The receiver is
 `WebhookSink` in its own process, so its CPU is not this process's.
 """
@@ -27,14 +27,14 @@ from rich.console import Console
 
 from payflow.api.auth import create_merchant
 from payflow.api.db import connection
-from payflow.bench.common import bench_database, result_line, setup_url
-from payflow.bench.httpx_shards import ShardedTransport, shard_count
-from payflow.bench.sink import SinkProcess
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.observability import configure_logging
 from payflow.webhooks.sender import WebhookSender, build_http_client
+from payflow_lab.bench.common import bench_database, result_line, setup_url
+from payflow_lab.bench.httpx_shards import ShardedTransport, shard_count
+from payflow_lab.bench.sink import SinkProcess
 
 ROUNDS = 5  # sends of one webhook at most (a retry tier's job, compressed)
 TIMEOUT_S = 30.0  # of every POST here: a loaded machine must not turn into failures

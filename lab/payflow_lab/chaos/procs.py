@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+from payflow_lab.supervisor import spawn_payflow, stop_processes
 
 ROLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api", ("api",)),
@@ -119,14 +120,8 @@ class Supervisor:
         self.procs = {name: Proc(name, args) for name, args in roles}
 
     def _spawn(self, proc: Proc) -> None:
-        log = (self._log_dir / f"{proc.name}.log").open("ab")
-        proc.popen = subprocess.Popen(  # noqa: S603 - our interpreter, fixed arguments
-            [sys.executable, "-m", "payflow", *proc.args],
-            env=self._env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
+        log_path = self._log_dir / f"{proc.name}.log"
+        proc.popen = spawn_payflow(proc.args, self._env, log_path, append=True)
         proc.starts += 1
         proc.paused_until = None
 
@@ -170,12 +165,4 @@ class Supervisor:
     def stop_all(self, grace_s: float = 15.0) -> None:
         """SIGTERM every child, SIGKILL what is left after `grace_s`."""
         running = [p.popen for p in self.procs.values() if p.popen and p.popen.poll() is None]
-        for popen in running:
-            popen.terminate()
-        deadline = time.monotonic() + grace_s
-        for popen in running:
-            try:
-                popen.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                popen.kill()
-                popen.wait(timeout=10)
+        stop_processes(running, grace_s)

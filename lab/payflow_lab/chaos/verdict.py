@@ -30,10 +30,10 @@ from redis.asyncio import Redis
 
 from payflow.chain.lifecycle import credit_event_id
 from payflow.chain.transfers import NATIVE_POSITION, transfer_id
-from payflow.chaos.faults import Window
-from payflow.chaos.load import Op, Plan
 from payflow.money import EXACT
 from payflow.payments.gateway import EmulatedGateway
+from payflow_lab.chaos.faults import Window
+from payflow_lab.chaos.load import Op, Plan
 
 DEPOSIT_CHAIN = "ETH_MAINNET"
 DLQ_SLACK_S = 60.0  # retry tiers (7 s), leases, sweeps and the fallback drain after a fault

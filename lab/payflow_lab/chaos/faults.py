@@ -22,9 +22,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from payflow.chaos.cluster import Cluster
-from payflow.chaos.procs import Supervisor
-from payflow.chaos.proxy import ProxyThread
+from payflow_lab.chaos.cluster import Cluster
+from payflow_lab.chaos.procs import Supervisor
+from payflow_lab.chaos.proxy import ProxyThread
 
 CYCLE_S = 45.0
 RESTART_ALLOWANCE_S = 5.0  # a killed process needs about this long to serve again

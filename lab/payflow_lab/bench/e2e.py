@@ -10,7 +10,7 @@ lifecycle's credit events, since a provider webhook only reports a deposit (issu
 in two phases, one at a fixed rate and one at full speed, and receives the webhooks.
 
 Latencies use the database's clock, so a starved driver cannot skew them; what each
-one means, and the exactly-once verdict, are in `payflow.bench.e2e_measure`.
+one means, and the exactly-once verdict, are in `payflow_lab.bench.e2e_measure`.
 """
 
 from __future__ import annotations
@@ -29,11 +29,17 @@ from rich.console import Console
 
 from payflow.api.auth import create_merchant
 from payflow.api.db import connection
-from payflow.bench.common import bench_database, result_line, setup_url
-from payflow.bench.e2e_measure import exactly_once, measure_phase, report, report_full_cpu
-from payflow.bench.history import fill_history
-from payflow.bench.http_submit import DepositAddress, HttpSubmitter
-from payflow.bench.services import (
+from payflow.config import Settings
+from payflow.db.pool import create_pool
+from payflow.db.tx import transaction
+from payflow.ingress.registry import USDC_ETH_MAINNET as USDC_CONTRACT
+from payflow.ingress.service import assign_address
+from payflow.ledger.accounts import create_account
+from payflow_lab.bench.common import bench_database, result_line, setup_url
+from payflow_lab.bench.e2e_measure import exactly_once, measure_phase, report, report_full_cpu
+from payflow_lab.bench.history import fill_history
+from payflow_lab.bench.http_submit import DepositAddress, HttpSubmitter
+from payflow_lab.bench.services import (
     Service,
     ServiceSpec,
     cleanup_broker,
@@ -42,15 +48,9 @@ from payflow.bench.services import (
     cpu_snapshot,
     service_env,
 )
-from payflow.bench.sink import WebhookSink
-from payflow.bench.submit import DirectSubmitter, Submitter
-from payflow.config import Settings
-from payflow.db.pool import create_pool
-from payflow.db.tx import transaction
-from payflow.ingress.registry import USDC_ETH_MAINNET as USDC_CONTRACT
-from payflow.ingress.service import assign_address
-from payflow.ledger.accounts import create_account
-from payflow.ports import free_port
+from payflow_lab.bench.sink import WebhookSink
+from payflow_lab.bench.submit import DirectSubmitter, Submitter
+from payflow_lab.ports import free_port
 
 COMPLETION_LIMIT_S = 300.0
 SUBMIT_CONCURRENCY = 32

@@ -26,11 +26,11 @@ from pathlib import Path
 import asyncpg
 from rich.console import Console
 
-from payflow.bench.common import percentile, result_line
-from payflow.chaos.load import Client, Plan, make_plan
-from payflow.chaos.run import _cancel, _drain, _tick
-from payflow.chaos.system import System, system
-from payflow.chaos.verdict import judge
+from payflow_lab.bench.common import percentile, result_line
+from payflow_lab.chaos.load import Client, Plan, make_plan
+from payflow_lab.chaos.run import _cancel, _drain, _tick
+from payflow_lab.chaos.system import System, system
+from payflow_lab.chaos.verdict import judge
 
 BOUNDED = ("outbox", "processed_events", "api_idempotency")
 GROWTH_TARGET_PCT = 10.0

@@ -27,8 +27,6 @@ from redis.asyncio import Redis
 from rich.console import Console
 
 from payflow.api.auth import create_merchant
-from payflow.bench.common import bench_database, result_line, setup_url
-from payflow.chain.anvil import DEFAULT_ACCOUNTS, AnvilNode, encode_call
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.lifecycle import process_deposits
 from payflow.chain.rpc import RPC_REQUESTS, RpcClient, to_hex
@@ -40,6 +38,8 @@ from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.observability import configure_logging
 from payflow.ops.alerts import LogAlertSink
+from payflow_lab.anvil import DEFAULT_ACCOUNTS, AnvilNode, encode_call
+from payflow_lab.bench.common import bench_database, result_line, setup_url
 
 CHAIN = "ETH_MAINNET"
 

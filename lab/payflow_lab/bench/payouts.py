@@ -21,8 +21,6 @@ import asyncpg
 from eth_account import Account
 from pydantic import SecretStr
 
-from payflow.bench.common import bench_database, result_line, setup_url
-from payflow.chain.anvil import AnvilNode
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.chain.payouts.holds import place_payout
 from payflow.chain.payouts.plan import TickReport
@@ -31,6 +29,8 @@ from payflow.chain.rpc import RpcClient
 from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.db.tx import transaction
+from payflow_lab.anvil import AnvilNode
+from payflow_lab.bench.common import bench_database, result_line, setup_url
 
 CHAIN = "BENCH_ANVIL"
 WEI = 10**18

@@ -22,8 +22,8 @@ from uuid import UUID
 
 import orjson
 
-from payflow.bench.rawhttp import RawHttpClient
 from payflow.ingress.signature import sign
+from payflow_lab.bench.rawhttp import RawHttpClient
 
 RETRYABLE = frozenset({429, 503})
 MAX_RETRIES = 5

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from payflow.ports import free_port
+from payflow_lab.ports import free_port
 
 PG_BIN = Path(os.environ.get("CHAOS_PG_BIN", "/usr/lib/postgresql/15/bin"))
 RABBIT_BIN = Path(os.environ.get("CHAOS_RABBIT_BIN", "/usr/lib/rabbitmq/bin"))

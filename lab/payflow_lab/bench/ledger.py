@@ -22,13 +22,6 @@ import asyncpg
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from payflow.bench.common import (
-    bench_database,
-    peak_rss_mb,
-    percentile,
-    result_line,
-    setup_url,
-)
 from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.ledger.posting import post_event
@@ -36,6 +29,13 @@ from payflow.ledger.recon import reconcile
 from payflow.ledger.records import EventType, Outcome
 from payflow.money import from_base_units
 from payflow.retry import RetryPolicy, RetryStats
+from payflow_lab.bench.common import (
+    bench_database,
+    peak_rss_mb,
+    percentile,
+    result_line,
+    setup_url,
+)
 
 SPREAD_ACCOUNTS = 10_000
 HISTORY_PER_ACCOUNT = 5

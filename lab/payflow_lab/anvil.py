@@ -4,7 +4,7 @@
 `AnvilNode.start()` runs anvil on a free port with `--slots-in-an-epoch 1`, so the
 `finalized` block is two blocks behind `latest`. The helpers drive it the way tests
 need: mine, reorg, send native value from the default unlocked accounts, deploy and use
-the `TestToken` ERC-20 (source and compiled bytecode in `payflow/chain/contracts/`).
+the `TestToken` ERC-20 (source and compiled bytecode in `payflow_lab/contracts/`).
 
 Not used by the service itself: production talks to a real node through `RpcClient`.
 """
@@ -31,7 +31,7 @@ from eth_utils.address import to_checksum_address
 
 from payflow.chain.rpc import RpcClient, hex_int, to_hex
 from payflow.errors import ToolMissing
-from payflow.ports import free_port
+from payflow_lab.ports import free_port
 
 ANVIL_VERSION = "1.7.1"
 # anvil's default mnemonic: accounts 0..9 are unlocked and hold 10,000 ETH each.
@@ -76,7 +76,7 @@ def find_anvil() -> str:
 @cache
 def token_artifact() -> dict[str, Any]:
     """The compiled `TestToken` (abi, bytecode, compiler, source digest)."""
-    text = resources.files("payflow.chain.contracts").joinpath("TestToken.json").read_text()
+    text = resources.files("payflow_lab.contracts").joinpath("TestToken.json").read_text()
     artifact: dict[str, Any] = json.loads(text)
     return artifact
 

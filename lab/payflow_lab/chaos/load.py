@@ -34,11 +34,11 @@ from uuid import UUID
 import httpx
 import orjson
 
-from payflow.chain.anvil import DEFAULT_ACCOUNTS, AnvilNode
 from payflow.chain.rpc import RpcError, RpcUnavailable
-from payflow.chaos.receiver import MODES, Receiver
 from payflow.ingress.signature import sign
 from payflow.money import to_base_units
+from payflow_lab.anvil import DEFAULT_ACCOUNTS, AnvilNode
+from payflow_lab.chaos.receiver import MODES, Receiver
 
 RETRY = frozenset({409, 429, 500, 502, 503, 504})
 INLINE_ATTEMPTS = 4

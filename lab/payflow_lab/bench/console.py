@@ -23,10 +23,10 @@ import asyncpg
 from rich.console import Console
 from rich.table import Table
 
-from payflow.bench.common import bench_database, result_line, setup_url
 from payflow.config import Settings
 from payflow.console import chart
 from payflow.db.queries import load_queries
+from payflow_lab.bench.common import bench_database, result_line, setup_url
 
 SQL = load_queries("payflow.console")
 CONSOLE_INDEXES = (
