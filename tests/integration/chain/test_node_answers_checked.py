@@ -12,7 +12,6 @@ from typing import Any
 import asyncpg
 import pytest
 
-from payflow.chain.anvil import DEFAULT_ACCOUNTS, AnvilNode
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.recon import reconcile_chain
 from payflow.chain.rpc import hex_int
@@ -20,6 +19,7 @@ from payflow.chain.transfers import transfer_id
 from payflow.chain.watch.logs import RECHECKED, LogsTooDense, RangeNotHeld
 from payflow.chain.watch.role import run_scanner
 from payflow.config import Settings
+from payflow_lab.anvil import DEFAULT_ACCOUNTS, AnvilNode
 from tests.recording_alerts import RecordingSink
 
 from .rpc_proxy import RpcProxy, error

@@ -15,7 +15,6 @@ import pytest
 from eth_account import Account
 from pydantic import SecretStr
 
-from payflow.chain.anvil import WEI_PER_ETH, AnvilNode
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import NODE_PROBLEM, NodeMisconfigured
 from payflow.chain.payouts.engine import PayoutEngine
@@ -31,6 +30,7 @@ from payflow.ops.alerts import Severity
 from payflow.ops.jobs import JobContext, Outcome
 from payflow.ops.scheduler import run_job
 from payflow.ops.status import collect_status
+from payflow_lab.anvil import WEI_PER_ETH, AnvilNode
 
 from .deposit_support import (
     CHAIN,

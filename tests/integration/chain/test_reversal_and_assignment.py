@@ -11,7 +11,6 @@ from decimal import Decimal
 import asyncpg
 from redis.asyncio import Redis
 
-from payflow.chain.anvil import WEI_PER_ETH, AnvilNode
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.recon import reconcile_chain
 from payflow.chain.transfers import transfer_id
@@ -21,6 +20,7 @@ from payflow.ingress.service import assign_address, record_and_announce
 from payflow.ledger.accounts import create_account
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType, Outcome
+from payflow_lab.anvil import WEI_PER_ETH, AnvilNode
 
 from .deposit_support import (
     CHAIN,
