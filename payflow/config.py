@@ -244,10 +244,9 @@ class Settings(BaseSettings):
     metrics_refresh_timeout_s: float = Field(default=2.0, gt=0)
 
     # --- chain scanner and derived deposit addresses (issue 8, docs/chain.md)
-    # Account-level xpub of m/44'/60'/0'; deposit address i is child 0/i. Public only.
-    eth_deposit_xpub: str | None = Field(
-        default=None, pattern=r"^[xt]pub[1-9A-HJ-NP-Za-km-z]{100,112}$"
-    )
+    # Account-level xpub of m/44'/60'/a' (depth 3); deposit address i is child 0/i, i.e.
+    # m/44'/60'/a'/0/i. Public only; checked whole at start-up (`_deposit_xpub_account_level`).
+    eth_deposit_xpub: str | None = None
     eth_scanner_lag_blocks: int = Field(default=3, ge=0, le=10000)
     eth_scanner_poll_interval_s: float = Field(default=2.0, gt=0)
     eth_scanner_batch_blocks: int = Field(default=50, ge=1, le=2000)
@@ -348,6 +347,20 @@ class Settings(BaseSettings):
     def _split_csv(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("eth_deposit_xpub")
+    @classmethod
+    def _deposit_xpub_account_level(cls, value: str | None) -> str | None:
+        """The account-level extended PUBLIC key (depth 3, m/44'/60'/a'), checked whole
+        at start-up (`payflow.chain.watch.derivation.account_key`): a key of another level
+        would derive addresses the owner's wallet never scans. The one-line reason never
+        echoes the key."""
+        if value is None:
+            return None
+        from payflow.chain.watch.derivation import account_key
+
+        account_key(value)  # XpubInvalid is a ValueError: pydantic reports its message
         return value
 
     @field_validator("fiat_currencies")
