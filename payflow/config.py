@@ -112,6 +112,17 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     api_workers: int = Field(default=1, ge=1)
+    # A request's head must arrive within this many seconds of the connection's start (of
+    # its first byte on a keep-alive connection), however slowly it trickles; else 408 and
+    # the connection is closed (slowloris; payflow/api/connections.py).
+    api_header_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    # A request's body must arrive within this many seconds of its head; else the
+    # connection is closed.
+    api_body_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    # Open connections per API process; 0: the open-file limit (raised to the hard limit at
+    # start) less 128 for pools and logs. At the cap a new connection evicts the one that
+    # has waited longest for its request head, else it gets 503.
+    api_max_connections: int = Field(default=0, ge=0)
     # NoDecode: comma-separated env values go to `_split_csv`, not the JSON decoder.
     fiat_currencies: Annotated[tuple[str, ...], NoDecode] = ("RUB", "USD", "EUR")
     idempotency_retention_hours: int = Field(default=24, ge=1)
