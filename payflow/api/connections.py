@@ -98,16 +98,29 @@ class ConnectionLimits:
 
 class _RateLimitedLog:
     """Counts what was done to slow connections; logs one warning with the counts at
-    most every LOG_EVERY_S seconds (a flood writes a line, not a line per connection)."""
+    most every LOG_EVERY_S seconds (a flood writes a line, not a line per connection);
+    counts held back are written when that time is up, so the end of a burst is logged
+    too."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.last = 0.0
+        self.pending: asyncio.TimerHandle | None = None
+        self.state = (0, 0)  # open connections, cap: as of the last note
 
     def note(self, what: str, open_connections: int, cap: int) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
-        now = time.monotonic()
-        if now - self.last >= LOG_EVERY_S:
+        self.state = (open_connections, cap)
+        wait = self.last + LOG_EVERY_S - time.monotonic()
+        if wait <= 0:
+            self.flush()
+        elif self.pending is None:
+            self.pending = asyncio.get_running_loop().call_later(wait, self.flush)
+
+    def flush(self) -> None:
+        self.pending = None
+        if self.counts:
+            open_connections, cap = self.state
             log.warning(
                 "payflow.api.slow_connections",
                 open_connections=open_connections,
@@ -115,7 +128,7 @@ class _RateLimitedLog:
                 **self.counts,
             )
             self.counts = {}
-            self.last = now
+            self.last = time.monotonic()
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
