@@ -112,6 +112,17 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     api_workers: int = Field(default=1, ge=1)
+    # A request's head must arrive within this many seconds of the connection's start (of
+    # its first byte on a keep-alive connection), however slowly it trickles; else 408 and
+    # the connection is closed (slowloris; payflow/api/connections.py).
+    api_header_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    # A request's body must arrive within this many seconds of its head; else the
+    # connection is closed.
+    api_body_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    # Open connections per API process; 0: the open-file limit (raised to the hard limit at
+    # start) less 128 for pools and logs. At the cap a new connection evicts the one that
+    # has waited longest for its request head, else it gets 503.
+    api_max_connections: int = Field(default=0, ge=0)
     # NoDecode: comma-separated env values go to `_split_csv`, not the JSON decoder.
     fiat_currencies: Annotated[tuple[str, ...], NoDecode] = ("RUB", "USD", "EUR")
     idempotency_retention_hours: int = Field(default=24, ge=1)
@@ -255,10 +266,9 @@ class Settings(BaseSettings):
     metrics_refresh_timeout_s: float = Field(default=2.0, gt=0)
 
     # --- chain scanner and derived deposit addresses (issue 8, docs/chain.md)
-    # Account-level xpub of m/44'/60'/0'; deposit address i is child 0/i. Public only.
-    eth_deposit_xpub: str | None = Field(
-        default=None, pattern=r"^[xt]pub[1-9A-HJ-NP-Za-km-z]{100,112}$"
-    )
+    # Account-level xpub of m/44'/60'/a' (depth 3); deposit address i is child 0/i, i.e.
+    # m/44'/60'/a'/0/i. Public only; checked whole at start-up (`_deposit_xpub_account_level`).
+    eth_deposit_xpub: str | None = None
     eth_scanner_lag_blocks: int = Field(default=3, ge=0, le=10000)
     eth_scanner_poll_interval_s: float = Field(default=2.0, gt=0)
     eth_scanner_batch_blocks: int = Field(default=50, ge=1, le=2000)
@@ -362,6 +372,20 @@ class Settings(BaseSettings):
     def _split_csv(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("eth_deposit_xpub")
+    @classmethod
+    def _deposit_xpub_account_level(cls, value: str | None) -> str | None:
+        """The account-level extended PUBLIC key (depth 3, m/44'/60'/a'), checked whole
+        at start-up (`payflow.chain.watch.derivation.account_key`): a key of another level
+        would derive addresses the owner's wallet never scans. The one-line reason never
+        echoes the key."""
+        if value is None:
+            return None
+        from payflow.chain.watch.derivation import account_key
+
+        account_key(value)  # XpubInvalid is a ValueError: pydantic reports its message
         return value
 
     @field_validator("fiat_currencies")

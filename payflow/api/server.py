@@ -20,6 +20,7 @@ from payflow.db.tx import transaction
 from payflow.ingress.signature import require_secret
 
 from .auth import create_merchant
+from .connections import PROTOCOL, ConnectionLimits, GuardedHttpToolsProtocol, raise_open_file_limit
 from .db import connection
 
 APP_FACTORY = "payflow.api.app:create_app"
@@ -73,6 +74,10 @@ def serve(settings: Settings, *, host: str | None, port: int | None, workers: in
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         print(f"payflow: the database refused the API: {first}", file=sys.stderr)
         raise SystemExit(1) from None
+    # Slow clients (slowloris) meet read deadlines and a connection cap below the
+    # open-file limit, raised to the hard limit first (worker processes inherit it).
+    raise_open_file_limit()
+    GuardedHttpToolsProtocol.configure(ConnectionLimits.of(settings))
     count = workers or settings.api_workers
     if count > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="payflow-metrics-")
@@ -83,7 +88,7 @@ def serve(settings: Settings, *, host: str | None, port: int | None, workers: in
         port=port or settings.api_port,
         workers=count,
         loop="uvloop",
-        http="httptools",
+        http=PROTOCOL,
         access_log=False,
         log_level="warning",
         proxy_headers=False,
@@ -104,13 +109,15 @@ def in_process_server(settings: Settings) -> uvicorn.Server:
     A missing or short provider secret raises `SettingsError` before anything starts.
     """
     require_secret(settings)
+    raise_open_file_limit()
+    GuardedHttpToolsProtocol.configure(ConnectionLimits.of(settings))
     config = uvicorn.Config(
         APP_FACTORY,
         factory=True,
         host=settings.api_host,
         port=settings.api_port,
         loop="none",
-        http="httptools",
+        http=PROTOCOL,
         access_log=False,
         log_level="warning",
         proxy_headers=False,

@@ -289,10 +289,13 @@ SELECT id FROM accounts WHERE merchant_id = $1 AND asset = $2 AND settlement;
 -- $1 payment id, $2 delivered?, $3 lease token of the send, $4 seconds until the chain's
 -- retry comes back from its tier (NULL: no retry follows, the message dead-letters or is
 -- redelivered as is), $5 the attempt the chain sends next. Counts the attempt; a delivered
--- time is never overwritten, nor set on a dead-lettered webhook (a 2xx recorded late,
--- after a chain gave up: delivered or dead-lettered, never both); ends the send's lease and records when the owning chain is
--- expected back (only this send's: a lease another send took over after this one's
--- expired, and that send's chain, are left alone); $6 the HTTP status answered (null: no
+-- time is never overwritten. A 2xx is never dropped, even recorded after the send lost its
+-- lease (a paused process): on a webhook a chain dead-lettered meanwhile it sets the
+-- delivered time and clears `webhook_dead_at` (delivered or dead-lettered, never both;
+-- `was_dead` comes back true, and the sender resolves the open dead letter as delivered
+-- late). Ends the send's lease and records when the owning chain is expected back (only
+-- this send's: a lease another send took over after this one's expired, and that send's
+-- chain, are left alone; a late failure changes nothing but the count and the log); $6 the HTTP status answered (null: no
 -- answer), $7 the error text (null for a 2xx), $8 lock_timeout (ms) for this statement's
 -- implicit transaction (set before the row lock). The same statement appends the attempt's
 -- row to `webhook_attempt_log` (payflow.webhooks.attempts), numbered by the new count,
@@ -304,13 +307,20 @@ SELECT id FROM accounts WHERE merchant_id = $1 AND asset = $2 AND settlement;
 -- then meets this record).
 WITH bound AS MATERIALIZED (
     SELECT pg_catalog.set_config('lock_timeout', $8::integer::text, true)
+), job AS MATERIALIZED (
+    -- The row as it is once locked (after any wait): whether a chain dead-lettered it.
+    SELECT p.id, p.webhook_delivered_at IS NULL AND p.webhook_dead_at IS NOT NULL AS dead
+    FROM payments p, bound WHERE p.id = $1 FOR UPDATE OF p
 ), counted AS (
     UPDATE payments
     SET webhook_attempts = webhook_attempts + 1,
         webhook_delivered_at = CASE
-            WHEN $2::boolean AND webhook_delivered_at IS NULL AND webhook_dead_at IS NULL
-            THEN clock_timestamp()
+            WHEN $2::boolean AND webhook_delivered_at IS NULL THEN clock_timestamp()
             ELSE webhook_delivered_at
+        END,
+        webhook_dead_at = CASE
+            WHEN $2::boolean AND webhook_delivered_at IS NULL THEN NULL
+            ELSE webhook_dead_at
         END,
         webhook_chain_attempt = CASE
             WHEN webhook_lease_token = $3 AND $4::float8 IS NOT NULL
@@ -328,9 +338,9 @@ WITH bound AS MATERIALIZED (
         webhook_lease_until = CASE
             WHEN webhook_lease_token = $3 THEN NULL ELSE webhook_lease_until
         END
-    FROM bound
-    WHERE payments.id = $1
-    RETURNING payments.id, webhook_attempts, webhook_delivered_at
+    FROM job
+    WHERE payments.id = job.id
+    RETURNING payments.id, webhook_attempts, webhook_delivered_at, $2::boolean AND job.dead AS was_dead
 ), logged AS (
     INSERT INTO webhook_attempt_log (payment_id, attempt, http_status, error)
     SELECT id, webhook_attempts, $6, $7 FROM counted
@@ -351,7 +361,7 @@ WITH bound AS MATERIALIZED (
     SELECT pg_notify('payflow_outbox', '') FROM due WHERE coalesce($4::float8, 0) <= 0
 )
 -- A cross join: the planner keeps it, so `wake` runs (a left join to it would be removed).
-SELECT webhook_attempts, webhook_delivered_at
+SELECT webhook_attempts, webhook_delivered_at, was_dead
 FROM counted CROSS JOIN (SELECT count(*) FROM wake) AS woken;
 
 -- name: release_webhook_lease
@@ -462,6 +472,18 @@ JOIN merchants m ON m.id = p.merchant_id
 JOIN assets a ON a.code = p.currency
 WHERE p.id = $1
 FOR UPDATE OF p;
+
+-- name: resolve_late_webhook_dead_letters
+-- $1 payment id (as the DLQ's subject text), $2 who recorded the delivery (the send's lease
+-- token), $3 the HTTP status answered. A 2xx recorded after the webhook was dead-lettered
+-- (record_webhook_attempt's was_dead): its open dead letters are resolved as delivered
+-- late, found through dead_letter_queue_unresolved_idx as resolve_payment_dead_letters.
+UPDATE dead_letter_queue
+SET resolved_at = now(), resolved_by = 'webhook sender ' || $2,
+    resolution = 'delivered late: the merchant answered HTTP ' || $3::integer
+                 || ' after the webhook was dead-lettered'
+WHERE resolved_at IS NULL AND source = 'webhook' AND subject_id = $1
+RETURNING id;
 
 -- name: resolve_payment_dead_letters
 -- $1 payment id (as the DLQ's subject text), $2 operator, $3 resolution. A payment's open

@@ -25,6 +25,11 @@ the other finds it owned: chains merge, they never run side by side.
 Dead-lettering (`dead_letter_webhook`) writes the DLQ row only when it makes the job's
 transition to dead under the payment's row lock (`mark_webhook_dead` returns a row only
 then): one dead letter per dead webhook, until a manual replay hands it back.
+
+A dead letter does not stop a send already under way: a send paused past its lease (a GC
+pause, a frozen container) may POST or record after the chain gave up. Its 2xx still
+counts: the record makes the webhook delivered (no longer dead) and
+`resolve_delivered_late` resolves the open dead letter as "delivered late".
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import structlog
 
 from payflow.db import Connection
 from payflow.db.queries import load_queries
+from payflow.db.tx import StatementBounds
 from payflow.errors import NotFound
 from payflow.ops.dlq import record_dead_letter
 from payflow.ops.sweeps import mark_webhook_dead
@@ -132,3 +138,35 @@ async def dead_letter_webhook(
         attempt=attempts,
         fallback=fallback,
     )
+
+
+async def resolve_delivered_late(
+    pool: asyncpg.Pool,
+    payment_id: UUID,
+    token: str,
+    http_status: int | None,
+    bounds: StatementBounds,
+) -> list[int]:
+    """A 2xx (`http_status`) recorded after a chain dead-lettered the webhook: resolve its
+    open dead letters as "delivered late", by the send named `token` (its lease token, in
+    `resolved_by`). One autocommitted statement after the record; returns the ids
+    resolved. Never raises: if it cannot be written (a crash, PostgreSQL gone), the dead
+    letter stays open on a delivered webhook, and its replay finds the webhook delivered
+    and sends nothing."""
+    try:
+        async with pool.acquire() as conn:
+            rows = await conn.fetch(
+                SQL["resolve_late_webhook_dead_letters"],
+                str(payment_id),
+                token,
+                http_status,
+                timeout=bounds.timeout_s,
+            )
+    except Exception as exc:  # the delivery is recorded; the open dead letter is harmless
+        log.warning(
+            "payflow.webhooks.delivered_late_unresolved", error=f"{type(exc).__name__}: {exc}"
+        )
+        return []
+    resolved = [int(row["id"]) for row in rows]
+    log.warning("payflow.webhooks.delivered_late", http_status=http_status, dead_letters=resolved)
+    return resolved

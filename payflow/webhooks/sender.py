@@ -58,7 +58,7 @@ from payflow.observability import bind_stored_trace, outbound_traceparent
 from payflow.ops.dlq_fallback import DlqFallback
 from payflow.payments.processor import payment_id_of
 from payflow.webhooks.attempts import attempt_outcome
-from payflow.webhooks.chains import dead_letter_webhook, duplicate_reason
+from payflow.webhooks.chains import dead_letter_webhook, duplicate_reason, resolve_delivered_late
 from payflow.webhooks.client import WebhookClient, build_http_client
 from payflow.webhooks.signing import signature_headers
 from payflow.webhooks.ssrf import UnsafeWebhookUrl, resolve_webhook_url
@@ -136,7 +136,8 @@ class WebhookSender:
         it is acked, logged (`payflow.webhooks.duplicate_dropped`) and counted
         (`payflow_webhook_attempts_total{result="duplicate"}`).
 
-        Invariant: `webhook_delivered_at` is set once, by the first 2xx; every POST
+        Invariant: `webhook_delivered_at` is set once, by the first 2xx recorded (even
+        one recorded late, after a dead letter: it resolves the dead letter); every POST
         attempt is counted in `webhook_attempts`; a POST happens only under this send's
         lease, so two deliveries of one job never POST in parallel; one chain (a message
         id and its retries) drives the job at a time.
@@ -285,7 +286,10 @@ class WebhookSender:
         the attempt and log it, set `webhook_delivered_at` on a 2xx, end the lease named
         `token` and note when the job is expected back (`retry_after_s` from now; None:
         no retry follows). `held_job` (a direct send's) is deleted on a delivery and made
-        due in `retry_after_s` on a failure. Returns the payment's attempt count."""
+        due in `retry_after_s` on a failure. A 2xx is recorded even after the lease was
+        lost: on a webhook a chain dead-lettered meanwhile it is delivered late and the
+        open dead letter resolved so (`chains.resolve_delivered_late`); a late failure changes
+        nothing another send or chain owns. Returns the payment's attempt count."""
         logged_status, error = attempt_outcome(http_status, failure)
         async with self._pool.acquire() as conn:
             counted = await conn.fetchrow(
@@ -304,6 +308,8 @@ class WebhookSender:
         assert counted is not None  # payments are never deleted
         attempts = int(counted["webhook_attempts"])
         WEBHOOK_ATTEMPTS.labels("failed" if failure is not None else "delivered").inc()
+        if counted["was_dead"]:  # a 2xx after a chain dead-lettered it: delivered late
+            await resolve_delivered_late(self._pool, payment_id, token, http_status, self._bounds)
         if failure is not None:
             log.warning(
                 "payflow.webhooks.attempt_failed",

@@ -114,13 +114,13 @@ async def add_derived_address(
                             derive_key=key,
                         )
                 except XpubInvalid as error:
-                    raise _unconfigured(str(error)) from None
+                    raise _unconfigured(f"ETH_DEPOSIT_XPUB {error}") from None
                 answer: dict[str, Any] = {
                     "chain": derived.chain,
                     "address": derived.address,
                     "checksum_address": derived.checksum,
                     "account_id": str(derived.account_id),
-                    "derivation_path": f"m/44'/60'/0'/0/{derived.index}",
+                    "derivation_path": derived.path,
                 }
                 await store(
                     conn, merchant.id, DERIVE_SCOPE, key, req_hash, StoredResponse(201, answer)

@@ -1,9 +1,13 @@
 """Deposit addresses derived from a watch-only extended public key (issue 8, point 5).
 
-`ETH_DEPOSIT_XPUB` is the ACCOUNT-level xpub of m/44'/60'/0' (BIP-32/BIP-44); address i
-is its non-hardened child 0/i, i.e. m/44'/60'/0'/0/i, the path wallets (and anvil's
-default mnemonic) use. Only public derivation happens here: a private extended key is
-refused, so no private key ever sits on the server.
+`ETH_DEPOSIT_XPUB` is the ACCOUNT-level xpub of m/44'/60'/a' (BIP-32/BIP-44, depth 3, a
+hardened index); address i is its non-hardened child 0/i, i.e. m/44'/60'/a'/0/i, the
+path wallets (and anvil's default mnemonic, a = 0) use. The key is checked whole when the
+settings load (`account_key`): base58check of 78 bytes, the version bytes of an xpub or a
+tpub (a private key's are refused, never echoed), depth 3 with a hardened index (a key of
+another level, such as the change level m/44'/60'/a'/0 some wallets export, would derive
+addresses the owner's wallet never scans), a public key on secp256k1. Only public
+derivation happens here, so no private key ever sits on the server.
 
 The index is kept in PostgreSQL (`deposit_address_counters`, one row per chain) and
 allocated in the transaction that inserts the address: concurrent requests serialise
@@ -17,6 +21,7 @@ from functools import lru_cache
 from uuid import UUID
 
 from bip32 import BIP32  # type: ignore[import-untyped]  # no stubs, no py.typed
+from bip32.base58 import b58decode_check  # type: ignore[import-untyped]  # the same package
 from eth_keys.datatypes import PublicKey
 
 from payflow.db import Connection
@@ -24,39 +29,107 @@ from payflow.db.queries import load_queries
 
 SQL = load_queries("payflow.chain.watch")
 MAX_INDEX = 2**31 - 1  # non-hardened children only
+HARDENED = 2**31
+ACCOUNT_DEPTH = 3  # m/44'/60'/a'
+# BIP-32 version bytes: the public ones accepted (mainnet xpub, testnet tpub: the same key
+# material, Ethereum addresses do not depend on it), the private ones refused by name.
+PUBLIC_VERSIONS = {0x0488B21E: "xpub", 0x043587CF: "tpub"}
+PRIVATE_VERSIONS = {0x0488ADE4: "xprv", 0x04358394: "tprv"}
+_LEVELS = {
+    0: "the master key m",
+    1: "the purpose level m/44'",
+    2: "the coin level m/44'/60'",
+    4: "the change level m/44'/60'/a'/0",
+    5: "an address key m/44'/60'/a'/0/i",
+}
+EXPECTED = (
+    "payflow derives m/44'/60'/a'/0/i from the account-level key at depth 3 "
+    "(m/44'/60'/a', the xpub wallets export per account)"
+)
 
 
 class XpubInvalid(ValueError):
-    """The configured key is not a usable extended PUBLIC key (never echoes the key)."""
+    """The configured key is not a usable account-level extended PUBLIC key; the message
+    (one line, never the key) completes "ETH_DEPOSIT_XPUB …"."""
 
 
 @dataclass(frozen=True, slots=True)
 class DerivedAddress:
-    """A derived deposit address: `address` lower-case (as stored), `checksum` EIP-55."""
+    """A derived deposit address: `address` lower-case (as stored), `checksum` EIP-55,
+    `path` its BIP-44 path from the account key's own account number."""
 
     chain: str
     address: str
     checksum: str
     account_id: UUID
     index: int
+    path: str  # m/44'/60'/a'/0/index
+
+
+@dataclass(frozen=True, slots=True)
+class AccountKey:
+    """A checked account-level extended public key: `account` is a of m/44'/60'/a',
+    `kind` its version ("xpub" or "tpub")."""
+
+    node: BIP32
+    account: int
+    kind: str
+
+    def path(self, index: int) -> str:
+        """The BIP-44 path of derived address `index`: m/44'/60'/a'/0/index."""
+        return f"m/44'/60'/{self.account}'/0/{index}"
 
 
 @lru_cache(maxsize=8)
-def _node(xpub: str) -> BIP32:
+def account_key(xpub: str) -> AccountKey:
+    """Parse and check `xpub` as the account-level extended public key payflow derives from.
+
+    Raises `XpubInvalid` with one line (never the key itself) for: text that is not the
+    base58check of 78 bytes, a private key (xprv/tprv), other version bytes (ypub, zpub,
+    another coin's), a depth other than 3 (naming the level it is at), a depth-3 key
+    whose index is not hardened, a public key that is not a secp256k1 point.
+    """
+    try:
+        raw: bytes = b58decode_check(xpub.encode("ascii"))
+    except (ValueError, UnicodeEncodeError):
+        raise XpubInvalid(
+            "is not a BIP-32 extended public key (base58check with a valid checksum)"
+        ) from None
+    if len(raw) != 78:
+        raise XpubInvalid(f"is not a BIP-32 extended key ({len(raw)} bytes, not 78)")
+    version = int.from_bytes(raw[:4], "big")
+    if version in PRIVATE_VERSIONS:
+        raise XpubInvalid(
+            f"is an extended PRIVATE key ({PRIVATE_VERSIONS[version]}); give the watch-only"
+            " account xpub: no private key belongs on the server"
+        )
+    if version not in PUBLIC_VERSIONS:
+        raise XpubInvalid(
+            f"has version bytes 0x{version:08x}, not those of an xpub (0x0488b21e) or a tpub"
+            " (0x043587cf)"
+        )
+    depth, index = raw[4], int.from_bytes(raw[9:13], "big")
+    if depth != ACCOUNT_DEPTH:
+        level = _LEVELS.get(depth, "no BIP-44 level")
+        raise XpubInvalid(f"is a key at depth {depth} ({level}); {EXPECTED}")
+    if index < HARDENED:
+        raise XpubInvalid(
+            f"is a depth-3 key of the non-hardened child {index}; the account level"
+            f" m/44'/60'/a' is hardened: {EXPECTED}"
+        )
     try:
         node = BIP32.from_xpub(xpub)
     except Exception:  # bip32 raises ValueError or its own ParsingError
-        raise XpubInvalid("ETH_DEPOSIT_XPUB is not a valid extended public key") from None
+        raise XpubInvalid("carries a public key that is not a point on secp256k1") from None
     if node.privkey is not None:  # pragma: no cover - from_xpub never loads a private key
-        raise XpubInvalid("ETH_DEPOSIT_XPUB must be a public key")
-    return node
+        raise XpubInvalid("must be a public key")
+    return AccountKey(node, index - HARDENED, PUBLIC_VERSIONS[version])
 
 
 def validate_xpub(xpub: str) -> None:
-    """Raise `XpubInvalid` unless `xpub` parses as an extended public key."""
-    if xpub.startswith(("xprv", "tprv")):
-        raise XpubInvalid("ETH_DEPOSIT_XPUB must be an extended PUBLIC key (xpub), not xprv")
-    _node(xpub)
+    """Raise `XpubInvalid` unless `xpub` is an account-level extended public key
+    (`account_key`)."""
+    account_key(xpub)
 
 
 def derive_address(xpub: str, index: int) -> str:
@@ -66,8 +139,7 @@ def derive_address(xpub: str, index: int) -> str:
     """
     if not 0 <= index <= MAX_INDEX:
         raise ValueError("derivation index must be in 0..2^31-1")
-    validate_xpub(xpub)
-    pubkey = _node(xpub).get_pubkey_from_path(f"m/0/{index}")
+    pubkey = account_key(xpub).node.get_pubkey_from_path(f"m/0/{index}")
     address: str = PublicKey.from_compressed_bytes(pubkey).to_checksum_address()
     return address
 
@@ -100,7 +172,8 @@ async def allocate_address(
         derive_key,
     )
     assert row is not None
-    return DerivedAddress(chain, row["address"], checksum, row["account_id"], index)
+    path = account_key(xpub).path(index)
+    return DerivedAddress(chain, row["address"], checksum, row["account_id"], index, path)
 
 
 async def derived_by_key(
@@ -113,4 +186,5 @@ async def derived_by_key(
         return None
     index = int(row["derivation_index"])
     checksum = derive_address(xpub, index)
-    return DerivedAddress(row["chain"], row["address"], checksum, row["account_id"], index)
+    path = account_key(xpub).path(index)
+    return DerivedAddress(row["chain"], row["address"], checksum, row["account_id"], index, path)

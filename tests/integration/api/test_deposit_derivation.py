@@ -15,6 +15,7 @@ import httpx
 import pytest
 from bip32 import BIP32  # type: ignore[import-untyped]
 from eth_account.hdaccount import seed_from_mnemonic
+from eth_keys.datatypes import PrivateKey
 from eth_utils.address import to_checksum_address
 from fastapi import FastAPI
 
@@ -200,3 +201,25 @@ async def _account_direct(database_url: str) -> str:
     finally:
         await conn.close()
     return str(account)
+
+
+async def test_the_answer_names_the_path_of_the_keys_own_account(api_settings: Settings) -> None:
+    """An account-level key of account 1 derives m/44'/60'/1'/0/i, and says so (the path
+    used to read m/44'/60'/0'/… whatever the key)."""
+    root = BIP32.from_seed(seed_from_mnemonic(DEFAULT_MNEMONIC, ""))
+    account_one = root.get_xpub_from_path("m/44'/60'/1'")
+    app: FastAPI = create_app(api_settings.model_copy(update={"eth_deposit_xpub": account_one}))
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://payflow.test",
+            headers={"X-API-Key": API_KEY},
+        ) as client,
+    ):
+        derived = await _derive(client, await _account(client), "account-one")
+    assert derived.status_code == 201, derived.text
+    body = derived.json()
+    assert body["derivation_path"] == "m/44'/60'/1'/0/0"
+    expected = PrivateKey(root.get_privkey_from_path("m/44'/60'/1'/0/0")).public_key
+    assert body["checksum_address"] == expected.to_checksum_address()
