@@ -25,7 +25,7 @@ import httpx
 
 from payflow.api.connections import FD_HEADROOM, connection_cap
 from payflow.config import Settings
-from payflow.ports import free_port
+from payflow_lab.ports import free_port
 from tests.integration.api.server import SERVE, START_LIMIT_S, server_env
 
 ROOT = Path(__file__).resolve().parents[3]
