@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from payflow.broker.depths import BrokerUnreachable, QueueDepth, queue_depths
+from payflow.chain.payouts.wallet import stalled_counts
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.pool import tool_pool
@@ -60,6 +61,8 @@ class Status:
     alerts: list[dict[str, Any]] | None  # None: no `alerts` table yet
     # each configured chain's RPC circuit breaker: closed | open | half_open | unknown
     breakers: dict[str, str] = field(default_factory=dict)
+    # open payouts that do not progress, per stall (unaccepted | unmined | nonce_taken)
+    stalled_payouts: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -131,6 +134,9 @@ def judge(status: Status, settings: Settings) -> list[str]:
         for chain, state in status.breakers.items()
         if state in ("open", "half_open")
     )
+    if status.stalled_payouts:
+        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(status.stalled_payouts.items()))
+        problems.append(f"payouts stalled: {counts} (payflow payouts stalled)")
     return problems
 
 
@@ -168,6 +174,7 @@ async def collect_status(pool: asyncpg.Pool, settings: Settings) -> Status:
         dlq_unresolved = int(await conn.fetchval(SQL["dead_letters_unresolved"]))
         outbox = await conn.fetchrow(SQL["outbox_lag"])
         alerts = await _alerts(conn)
+        stalled = await stalled_counts(conn, settings.payout_stuck_after_s)
     assert outbox is not None  # an aggregate always returns one row
     stuck, _examples = await stuck_claim_count(ctx)
     zombies = await zombie_counts(ctx)
@@ -187,6 +194,7 @@ async def collect_status(pool: asyncpg.Pool, settings: Settings) -> Status:
         queues=queues,
         alerts=alerts,
         breakers=await _breakers(settings),
+        stalled_payouts=stalled,
     )
     status.problems = judge(status, settings)
     return status
@@ -231,6 +239,8 @@ def render(status: Status, console: Console) -> None:
         row(f"queue {q.name}", shown, q.messages is None)
     for chain, state in status.breakers.items():
         row(f"rpc breaker {chain}", state, state in ("open", "half_open"))
+    stalled = ", ".join(f"{n} {k}" for k, n in sorted(status.stalled_payouts.items()))
+    row("payouts stalled", stalled or "0", bool(status.stalled_payouts))
     console.print(table)
     if status.alerts is not None:
         for alert in status.alerts:

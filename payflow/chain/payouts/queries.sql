@@ -268,3 +268,10 @@ RETURNING id, created_at;
 -- name: payout_actions
 -- $1 payout id: its operator actions, oldest first
 SELECT * FROM payout_actions WHERE payout_id = $1 ORDER BY id;
+
+-- name: give_back_nonce
+-- $1 chain, $2 address, $3 nonce: the wallet's last allocated nonce returns to the pool
+-- (a voided payout whose nonce was never used, when no later nonce was allocated)
+UPDATE hot_wallets SET next_nonce = $3, updated_at = now()
+WHERE chain = $1 AND address = $2 AND next_nonce = $3 + 1
+RETURNING next_nonce;
