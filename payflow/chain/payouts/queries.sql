@@ -265,10 +265,6 @@ INSERT INTO payout_actions (payout_id, action, actor, reason, old_nonce, new_non
 VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)
 RETURNING id, created_at;
 
--- name: payout_actions
--- $1 payout id: its operator actions, oldest first
-SELECT * FROM payout_actions WHERE payout_id = $1 ORDER BY id;
-
 -- name: give_back_nonce
 -- $1 chain, $2 address, $3 nonce: the wallet's last allocated nonce returns to the pool
 -- (a voided payout whose nonce was never used, when no later nonce was allocated)
