@@ -18,7 +18,7 @@ from payflow.chain.payouts.engine import PayoutEngine
 from payflow.chain.payouts.holds import PayoutRefused
 from payflow.chain.payouts.signer import HotWallet, TxFees
 from payflow.chain.payouts.wallet import stalled_counts
-from payflow.chain.rpc import to_hex
+from payflow.chain.rpc import RpcClient, to_hex
 from payflow.config import Settings
 from payflow.ops.alerts import Severity
 from tests.integration.payouts.conftest import (
@@ -30,6 +30,7 @@ from tests.integration.payouts.conftest import (
     request_payout,
     settle_all,
 )
+from tests.integration.payouts.tip_floor import tip_floor_node
 from tests.recording_alerts import RecordingSink
 
 GWEI = 10**9
@@ -323,3 +324,66 @@ async def test_a_broadcast_the_node_refuses_alerts_and_recovers(
     row = await _status(pool, payout["id"])
     assert (row["status"], row["stall"]) == ("confirmed", None)
     assert sink.resolved[-1] in ("payouts.stalled", "payouts.stuck")
+
+
+async def test_a_node_with_a_tip_floor_gets_a_bumped_payout(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    payout_settings: Settings,
+    hot_key: str,
+) -> None:
+    """The node refuses the first broadcast as underpriced (its minimum tip is above
+    PAYOUT_PRIORITY_FEE_WEI): the payout is bumped at once, within its hold, and pays."""
+    settings = payout_settings.model_copy(update={"payout_priority_fee_wei": GWEI})
+    wallet = HotWallet(SecretStr(hot_key))
+    await anvil.set_balance(wallet.address, 10 * WEI)
+    account = await funded_account(owner_pool, "ETH", Decimal("5"))
+    to = fresh_address()
+    payout = await request_payout(pool, settings, account, "1", to)
+    async with (
+        tip_floor_node(anvil.url, 2 * GWEI) as (url, refused),
+        RpcClient(url, chain=CHAIN) as rpc,
+    ):
+        engine = PayoutEngine(pool, settings, rpc, [wallet], alerts=RecordingSink())
+        await engine.tick()
+        assert refused  # the first attempt was refused for its tip
+        await settle_all(engine, anvil)
+
+    row = await _status(pool, payout["id"])
+    assert (row["status"], row["stall"]) == ("confirmed", None)
+    assert await anvil.rpc.get_balance(to) == WEI
+    txs = await pool.fetch(
+        "SELECT max_fee_per_gas, max_priority_fee_per_gas FROM payout_txs"
+        " WHERE payout_id = $1 ORDER BY attempt",
+        payout["id"],
+    )
+    assert len(txs) >= 2 and int(txs[-1]["max_priority_fee_per_gas"]) >= 2 * GWEI
+    assert all(int(t["max_fee_per_gas"]) <= 100 * GWEI for t in txs)
+
+
+async def test_a_tip_floor_above_the_hold_stalls_and_alerts(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    payout_settings: Settings,
+    hot_key: str,
+) -> None:
+    """A floor no bump within the hold can reach: the payout stays signed, marked
+    `unaccepted` with the node's words, and `payouts.stalled` fires."""
+    wallet = HotWallet(SecretStr(hot_key))
+    await anvil.set_balance(wallet.address, 10 * WEI)
+    account = await funded_account(owner_pool, "ETH", Decimal("5"))
+    payout = await request_payout(pool, payout_settings, account, "1", fresh_address())
+    async with (
+        tip_floor_node(anvil.url, 200 * GWEI) as (url, _refused),
+        RpcClient(url, chain=CHAIN) as rpc,
+    ):
+        engine = PayoutEngine(pool, payout_settings, rpc, [wallet], alerts=RecordingSink())
+        await engine.tick()
+        await engine.tick()
+    row = await _status(pool, payout["id"])
+    assert (row["status"], row["stall"]) == ("signed", "unaccepted")
+    assert "underpriced" in row["stall_detail"]
+    assert isinstance(engine.alerts, RecordingSink)
+    assert "payouts.stalled" in engine.alerts.keys()
