@@ -387,3 +387,35 @@ async def test_a_tip_floor_above_the_hold_stalls_and_alerts(
     assert "underpriced" in row["stall_detail"]
     assert isinstance(engine.alerts, RecordingSink)
     assert "payouts.stalled" in engine.alerts.keys()
+
+
+async def test_a_nonce_another_signer_already_used_is_skipped(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    payout_settings: Settings,
+    engine: PayoutEngine,
+    hot_key: str,
+) -> None:
+    (hot,) = engine.wallets
+    await anvil.set_balance(hot, 10 * WEI)
+    account = await funded_account(owner_pool, "ETH", Decimal("5"))
+    first = await request_payout(pool, payout_settings, account, "1", fresh_address())
+    await settle_all(engine, anvil)
+    other = HotWallet(SecretStr(hot_key)).sign(
+        chain_id=await engine.chain_id(),
+        nonce=1,
+        to=hot,
+        value=0,
+        data="0x",
+        fees=TxFees(21_000, 100 * GWEI, GWEI),
+    )
+    await anvil.receipt(await anvil.rpc.call("eth_sendRawTransaction", other.raw))
+    second = await request_payout(pool, payout_settings, account, "1", fresh_address())
+    await settle_all(engine, anvil)
+
+    rows = await pool.fetch(
+        "SELECT id, status, nonce FROM payouts WHERE id = ANY($1::uuid[]) ORDER BY nonce",
+        [first["id"], second["id"]],
+    )
+    assert [(r["status"], r["nonce"]) for r in rows] == [("confirmed", 0), ("confirmed", 2)]
