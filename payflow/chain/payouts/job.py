@@ -43,8 +43,9 @@ async def payouts_job(ctx: JobContext) -> JobResult:
     """Sign and send held payouts, track receipts, bump, rebroadcast, post or void.
 
     `alert` when payouts wait for funds, are stuck or stall (alerts
-    `payouts.hot_wallet_low`, `payouts.stuck`, `payouts.stalled`), or when open payouts exist but no hot wallet or no RPC for
-    `PAYOUT_CHAIN` is configured (`payouts.unconfigured`); `ok` otherwise.
+    `payouts.hot_wallet_low`, `payouts.stuck`, `payouts.stalled`), or when open payouts
+    exist but no hot wallet or no RPC for `PAYOUT_CHAIN` is configured
+    (`payouts.unconfigured`); `ok` otherwise.
     A node that cannot be asked raises the retryable `ChainUnavailable` (a failed run;
     the next tick resumes from PostgreSQL)."""
     wallets = wallets_from_settings(ctx.settings)
