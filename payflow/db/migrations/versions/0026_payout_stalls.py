@@ -15,7 +15,7 @@ Revision ID: 0026_payout_stalls
 Revises: 0025_derive_key
 """
 
-from payflow.db.migrations.statements import execute_all
+from payflow.db.migrations.statements import execute_all, refuse_data_loss
 
 revision = "0026_payout_stalls"
 down_revision = "0025_derive_key"
@@ -81,5 +81,13 @@ def upgrade() -> None:
     execute_all(UPGRADE)
 
 
+# Data a downgrade would lose: the operator actions' audit and the marks on open payouts.
+LOSES_DATA = """
+SELECT EXISTS (SELECT 1 FROM payout_actions)
+    OR EXISTS (SELECT 1 FROM payouts WHERE stall IS NOT NULL)
+"""
+
+
 def downgrade() -> None:
+    refuse_data_loss(LOSES_DATA, "the payout operator actions' audit or payout stalls")
     execute_all(DOWNGRADE)
