@@ -4,8 +4,13 @@ resolved by an audited operator action. All on real anvil and PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import sys
 import time
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -419,3 +424,70 @@ async def test_a_nonce_another_signer_already_used_is_skipped(
         [first["id"], second["id"]],
     )
     assert [(r["status"], r["nonce"]) for r in rows] == [("confirmed", 0), ("confirmed", 2)]
+
+
+async def _cli(settings: Settings, hot_key: str, *args: str) -> tuple[int, str, str]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": settings.database_url,
+        "PAYOUT_CHAIN": settings.payout_chain,
+        "EVM_CHAINS": json.dumps(settings.evm_chains),
+        "ETH_HOT_WALLET_KEY": hot_key,
+        "LOG_LEVEL": "WARNING",
+        "COLUMNS": "300",
+    }
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "payflow"),
+        "payouts",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_the_cli_lists_refuses_and_voids_a_stalled_payout(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    payout_settings: Settings,
+    engine: PayoutEngine,
+    hot_key: str,
+) -> None:
+    (hot,) = engine.wallets
+    await anvil.set_balance(hot, 10 * WEI)
+    account = await funded_account(owner_pool, "ETH", Decimal("5"))
+    payout = await request_payout(pool, payout_settings, account, "1", fresh_address())
+    pid = str(payout["id"])
+    await anvil.set_automine(False)
+    await engine.tick()
+    code, _out, err = await _cli(
+        payout_settings, hot_key, "void", pid, "--reason", "x", "--by", "a"
+    )
+    assert code == 1 and "may still be mined" in err and err.count("\n") == 1
+    await _take_the_nonce(anvil, engine, hot_key)
+    await engine.tick()
+
+    code, out, _err = await _cli(payout_settings, hot_key, "stalled")
+    assert code == 0
+    [listed] = json.loads(out)
+    assert (listed["payout_id"], listed["stall"], listed["nonce"]) == (pid, "nonce_taken", 0)
+    code, _out, err = await _cli(payout_settings, hot_key, "void", pid, "--by", "bob")
+    assert code == 2 and "--reason" in err
+    code, out, err = await _cli(
+        payout_settings, hot_key, "void", pid, "--reason", "wallet app reused it", "--by", "bob"
+    )
+    assert code == 0, err
+    # the JSON follows the command's own log line (payflow.payouts.voided)
+    assert json.loads(out[out.index("\n{") :])["status"] == "failed"
+    audit = await pool.fetchrow("SELECT * FROM payout_actions WHERE payout_id = $1", payout["id"])
+    assert (audit["action"], audit["actor"], audit["reason"]) == (
+        "void",
+        "bob",
+        "wallet app reused it",
+    )
+    acct = await pool.fetchrow("SELECT balance, held FROM accounts WHERE id = $1", account)
+    assert (acct["balance"], acct["held"]) == (Decimal("5"), Decimal(0))
