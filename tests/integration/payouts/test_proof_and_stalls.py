@@ -26,6 +26,7 @@ from payflow.chain.payouts.wallet import stalled_counts
 from payflow.chain.rpc import RpcClient, to_hex
 from payflow.config import Settings
 from payflow.ops.alerts import Severity
+from payflow.ops.status import collect_status
 from tests.integration.payouts.conftest import (
     CHAIN,
     WEI,
@@ -264,6 +265,8 @@ async def test_a_nonce_taken_by_another_signer_alerts_and_is_resolved(
     assert str(payout["id"]) in stalled[-1][3]["nonce_taken"]
     async with pool.acquire() as conn:
         assert await stalled_counts(conn, 3600.0) == {"nonce_taken": 1}
+    status = await collect_status(pool, payout_settings)
+    assert "payouts stalled: 1 nonce_taken (payflow payouts stalled)" in status.problems
 
     if resolution == "void":
         result = await void_payout(engine, payout["id"], actor="alice", reason="nonce reused")
@@ -290,6 +293,8 @@ async def test_a_nonce_taken_by_another_signer_alerts_and_is_resolved(
     await engine.tick()
     async with pool.acquire() as conn:
         assert await stalled_counts(conn, 3600.0) == {}
+    status = await collect_status(pool, payout_settings)
+    assert not [p for p in status.problems if p.startswith("payouts stalled")]
 
 
 async def test_a_broadcast_the_node_refuses_alerts_and_recovers(
