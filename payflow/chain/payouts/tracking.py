@@ -232,6 +232,13 @@ async def on_landed(
             landed.block_number,
             landed.block_hash,
         )
+    if landed.status == 1 and not landed.proven:
+        log.error(  # settles failed at finality: nothing the payout asked for moved
+            "payflow.payouts.not_proven",
+            payout_id=str(payout["id"]),
+            tx_hash=landed.tx_hash,
+            contract=payout["contract"],
+        )
     if not await engine.is_final(landed, finalized):
         return
     outcome = await settle(engine.pool, engine.settings, payout["id"], landed)

@@ -496,3 +496,55 @@ async def test_the_cli_lists_refuses_and_voids_a_stalled_payout(
     )
     acct = await pool.fetchrow("SELECT balance, held FROM accounts WHERE id = $1", account)
     assert (acct["balance"], acct["held"]) == (Decimal("5"), Decimal(0))
+
+
+async def test_a_payout_already_bumped_past_its_hold_still_settles_once(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    payout_settings: Settings,
+    engine: PayoutEngine,
+    hot_key: str,
+) -> None:
+    """An attempt signed before the cap existed paid 0.00279 ETH against 0.0021 held: the
+    payout is confirmed, the amount debited, the fee charged at the hold (never refused
+    on every run while the money has left)."""
+    (hot,) = engine.wallets
+    await anvil.set_balance(hot, 10 * WEI)
+    account = await funded_account(owner_pool, "ETH", Decimal("5"))
+    to = fresh_address()
+    payout = await request_payout(pool, payout_settings, account, "1", to)
+    await anvil.set_automine(False)
+    await engine.tick()
+    row = await _status(pool, payout["id"])
+    fees = TxFees(21_000, 133 * GWEI, 133 * GWEI)
+    over = HotWallet(SecretStr(hot_key)).sign(
+        chain_id=await engine.chain_id(), nonce=0, to=to, value=WEI, data="0x", fees=fees
+    )
+    await owner_pool.execute(
+        "INSERT INTO payout_txs (payout_id, attempt, chain, hot_wallet, nonce, tx_hash, raw_tx,"
+        " gas_limit, max_fee_per_gas, max_priority_fee_per_gas)"
+        " VALUES ($1, 2, $2, $3, 0, $4, $5, 21000, $6, $6)",
+        payout["id"],
+        CHAIN,
+        row["hot_wallet"],
+        over.tx_hash,
+        over.raw,
+        133 * GWEI,
+    )
+    await anvil.rpc.call("eth_sendRawTransaction", over.raw)
+    await anvil.set_automine(True)
+    await anvil.mine(1)
+    receipt = await anvil.receipt(over.tx_hash)
+    assert int(receipt["gasUsed"], 16) * int(receipt["effectiveGasPrice"], 16) > 2_100_000 * GWEI
+    await settle_all(engine, anvil)
+
+    row = await _status(pool, payout["id"])
+    assert (row["status"], row["fee_paid"]) == ("confirmed", Decimal("0.0021"))
+    rows = await ledger_rows(pool, account)
+    assert [(r["event_type"], r["amount"]) for r in rows] == [
+        ("withdrawal", Decimal("-1")),
+        ("withdrawal_fee", Decimal("-0.0021")),
+    ]
+    acct = await pool.fetchrow("SELECT balance, held FROM accounts WHERE id = $1", account)
+    assert (acct["balance"], acct["held"]) == (Decimal("3.9979"), Decimal(0))
