@@ -215,6 +215,8 @@ async def nonce_taken(engine: PayoutEngine, payout: Any, txs: list[Any]) -> bool
     count = await mined_count(engine, payout["hot_wallet"])
     if count <= int(payout["nonce"]):
         return False
+    async with engine.pool.acquire() as conn:  # every attempt, this run's bumps included
+        txs = await conn.fetch(SQL["payout_txs"], payout["id"])
     return await engine.landed(payout, txs) is None
 
 
