@@ -21,6 +21,7 @@ from payflow.commands import (
     jobs,
     merchants,
     payments,
+    payouts,
     tokens,
     unmatched,
     wallet,
@@ -243,6 +244,7 @@ app.add_typer(payments.payments_app, name="payments")
 app.add_typer(unmatched.unmatched_app, name="unmatched")
 app.add_typer(tokens.tokens_app, name="tokens")
 app.add_typer(wallet.wallet_app, name="wallet")
+app.add_typer(payouts.payouts_app, name="payouts")
 
 
 def unprintable_argument(arguments: list[str]) -> str | None:

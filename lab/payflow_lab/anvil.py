@@ -74,9 +74,10 @@ def find_anvil() -> str:
 
 
 @cache
-def token_artifact() -> dict[str, Any]:
-    """The compiled `TestToken` (abi, bytecode, compiler, source digest)."""
-    text = resources.files("payflow_lab.contracts").joinpath("TestToken.json").read_text()
+def token_artifact(contract: str = "TestToken") -> dict[str, Any]:
+    """A compiled test contract (abi, bytecode, compiler, source digest): `TestToken`, or
+    `QuirkToken` (returns false for a blocked recipient; optionally returns nothing)."""
+    text = resources.files("payflow_lab.contracts").joinpath(f"{contract}.json").read_text()
     artifact: dict[str, Any] = json.loads(text)
     return artifact
 
@@ -264,6 +265,37 @@ class AnvilNode:
         receipt = await self.receipt(tx_hash)
         address: str = receipt["contractAddress"]
         return address.lower()
+
+    async def deploy_quirk_token(
+        self,
+        name: str = "Quirk USD",
+        symbol: str = "QUSD",
+        decimals: int = 6,
+        *,
+        silent: bool = False,
+        sender: str = DEFAULT_ACCOUNTS[0],
+    ) -> str:
+        """Deploy a `QuirkToken` (`transfer` returns false without reverting for a blocked
+        recipient; `silent`: returns no data, the USDT style); its address (lower case).
+        `token_mint` and `token_balance` work on it too."""
+        args = abi_encode(
+            ["string", "string", "uint8", "bool"], [name, symbol, decimals, silent]
+        ).hex()
+        tx_hash = await self.send(
+            {
+                "from": sender,
+                "data": token_artifact("QuirkToken")["bytecode"] + args,
+                "gas": to_hex(3_000_000),
+            }
+        )
+        receipt = await self.receipt(tx_hash)
+        address: str = receipt["contractAddress"]
+        return address.lower()
+
+    async def token_set_blocked(self, token: str, holder: str, blocked: bool) -> str:
+        """`QuirkToken.setBlocked(holder, blocked)`."""
+        data = encode_call("setBlocked(address,bool)", ["address", "bool"], [holder, blocked])
+        return await self.send({"from": DEFAULT_ACCOUNTS[0], "to": token, "data": data})
 
     async def token_mint(self, token: str, to: str, units: int) -> str:
         data = encode_call("mint(address,uint256)", ["address", "uint256"], [to, units])

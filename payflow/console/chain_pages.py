@@ -10,6 +10,7 @@ Nothing here can move money.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -224,6 +225,7 @@ async def payout_detail(request: Request, session: Live, payout_id: str) -> HTML
         if payout is None:
             raise ConsoleError(404, "There is no such payout.")
         attempts = await conn.fetch(SQL["payout_attempts"], pid)
+        actions = await conn.fetch(SQL["payout_operator_actions"], pid)
         postings = await conn.fetch(
             SQL["events_with_posting"], [withdrawal_event_id(pid), fee_event_id(pid)]
         )
@@ -234,14 +236,19 @@ async def payout_detail(request: Request, session: Live, payout_id: str) -> HTML
         payout=payout,
         attempts=attempts,
         postings=postings,
-        steps=payout_steps(payout, attempts, postings),
+        actions=actions,
+        steps=payout_steps(payout, attempts, postings, actions),
     )
 
 
 def payout_steps(
-    payout: Any, attempts: list[Any], postings: list[Any]
+    payout: Any,
+    attempts: list[Any],
+    postings: list[Any],
+    actions: Sequence[Any] = (),
 ) -> list[tuple[datetime, str, str]]:
-    """The payout's timeline, oldest first: (when, what, detail)."""
+    """The payout's timeline, oldest first: (when, what, detail); a stall and the
+    operator actions (void, resign) included."""
     scale = int(payout["scale"])
     held = Decimal(payout["amount"]) + Decimal(payout["fee_hold"])
     steps: list[tuple[datetime, str, str]] = [
@@ -265,6 +272,21 @@ def payout_steps(
             steps.append((a["broadcast_at"], f"attempt {a['attempt']} broadcast", a["tx_hash"]))
     if payout["sent_at"] is not None:
         steps.append((payout["sent_at"], "sent", "the node accepted the transaction"))
+    if payout.get("stall") is not None:
+        steps.append(
+            (payout["stalled_at"], f"stalled: {payout['stall']}", payout["stall_detail"] or "")
+        )
+    for act in actions:
+        nonces = f"nonce {act['old_nonce']}" + (
+            f" -> {act['new_nonce']}" if act["new_nonce"] is not None else ""
+        )
+        steps.append(
+            (
+                act["created_at"],
+                f"operator {act['action']}",
+                f"by {act['actor']}: {act['reason']} ({nonces})",
+            )
+        )
     if payout["finalized_at"] is not None:
         if payout["status"] == "confirmed":
             fee = payout["fee_paid"]

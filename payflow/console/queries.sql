@@ -252,7 +252,7 @@ LIMIT $4;
 -- or null, $4 cursor id, $5 page size (+1). `latest_tx` is the newest signed attempt.
 SELECT p.id, p.account_id, p.asset, s.scale, p.chain, p.to_address, p.amount, p.fee_hold,
        p.fee_paid, p.status, p.hot_wallet, p.nonce, p.landed_tx_hash, p.wait_reason,
-       p.created_at, p.updated_at, p.finalized_at, m.name AS merchant_name,
+       p.stall, p.created_at, p.updated_at, p.finalized_at, m.name AS merchant_name,
        t.tx_hash AS latest_tx, COALESCE(t.attempt, 0) AS attempts
 FROM payouts p
 JOIN accounts acc ON acc.id = p.account_id
@@ -274,7 +274,7 @@ SELECT p.id, p.account_id, p.asset, s.scale, p.chain, p.to_address, p.contract,
        p.decimals, p.amount, p.fee_hold, p.fee_paid, p.status, p.hot_wallet, p.nonce,
        p.landed_tx_hash, p.receipt_status, p.block_number, p.block_hash, p.wait_reason,
        p.failure, p.trace_id, p.created_at, p.updated_at, p.signed_at, p.sent_at,
-       p.finalized_at, m.name AS merchant_name
+       p.finalized_at, p.stall, p.stall_detail, p.stalled_at, m.name AS merchant_name
 FROM payouts p
 JOIN accounts acc ON acc.id = p.account_id
 JOIN assets s ON s.code = p.asset
@@ -286,6 +286,11 @@ WHERE p.id = $1 AND ($2::uuid IS NULL OR acc.merchant_id IS NOT DISTINCT FROM $2
 SELECT attempt, hot_wallet, nonce, tx_hash, gas_limit, max_fee_per_gas,
        max_priority_fee_per_gas, created_at, broadcast_at
 FROM payout_txs WHERE payout_id = $1 ORDER BY attempt;
+
+-- name: payout_operator_actions
+-- $1 payout id: the operator actions on it (void, resign), oldest first
+SELECT id, action, actor, reason, old_nonce, new_nonce, created_at
+FROM payout_actions WHERE payout_id = $1 ORDER BY id;
 
 -- name: events_with_posting
 -- $1 event ids (text[]): those that exist, with the time their ledger entry was written

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from payflow.broker.depths import BrokerUnreachable, QueueDepth, queue_depths
+from payflow.chain.payouts.wallet import stalled_counts
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.pool import tool_pool
@@ -67,6 +68,8 @@ class Status:
     # one line per chain problem: a chain job's last run failed or alerted, an open
     # node alert (another network, a missing `finalized` tag), an open scanner lag alert
     chain: list[str] = field(default_factory=list)
+    # open payouts that do not progress, per stall (unaccepted | unmined | nonce_taken)
+    stalled_payouts: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -139,6 +142,9 @@ def judge(status: Status, settings: Settings) -> list[str]:
         if state in ("open", "half_open")
     )
     problems.extend(status.chain)
+    if status.stalled_payouts:
+        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(status.stalled_payouts.items()))
+        problems.append(f"payouts stalled: {counts} (payflow payouts stalled)")
     return problems
 
 
@@ -194,6 +200,7 @@ async def collect_status(pool: asyncpg.Pool, settings: Settings) -> Status:
         outbox = await conn.fetchrow(SQL["outbox_lag"])
         alerts = await _alerts(conn)
         chain = await _chain(conn, settings)
+        stalled = await stalled_counts(conn, settings.payout_stuck_after_s)
     assert outbox is not None  # an aggregate always returns one row
     stuck, _examples = await stuck_claim_count(ctx)
     zombies = await zombie_counts(ctx)
@@ -214,6 +221,7 @@ async def collect_status(pool: asyncpg.Pool, settings: Settings) -> Status:
         alerts=alerts,
         breakers=await _breakers(settings),
         chain=chain,
+        stalled_payouts=stalled,
     )
     status.problems = judge(status, settings)
     return status
@@ -260,6 +268,8 @@ def render(status: Status, console: Console) -> None:
         row(f"rpc breaker {chain}", state, state in ("open", "half_open"))
     for line in status.chain:
         row("chain", line, True)
+    stalled = ", ".join(f"{n} {k}" for k, n in sorted(status.stalled_payouts.items()))
+    row("payouts stalled", stalled or "0", bool(status.stalled_payouts))
     console.print(table)
     if status.alerts is not None:
         for alert in status.alerts:

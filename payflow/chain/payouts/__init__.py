@@ -1,7 +1,10 @@
 """On-chain payouts (issue 11): holds, signing exactly once, broadcast, tracking, posting.
 
-`holds.py` places a payout (hold + row + outbox) in the API's transaction; `signer.py`
-keeps the hot-wallet key; `engine.py` signs, broadcasts, tracks, bumps, rebroadcasts;
-`settle.py` posts or voids at finality; `job.py` is the scheduler job; `wallet.py`
-answers `payflow wallet status`. See docs/payouts.md.
+`holds.py` places a payout (hold + row + outbox) in the API's transaction, refusing known
+sinks (`sinks.py`); `signer.py` keeps the hot-wallet key; `engine.py` holds the chain and
+wallets, `signing.py` signs held payouts, `tracking.py` tracks receipts, bumps within the
+payout's hold, rebroadcasts and marks stalls; `proof.py` says what a receipt proves;
+`settle.py` posts or voids at finality; `actions.py` is the audited operator `void` and
+`resign`; `job.py` is the scheduler job; `wallet.py` answers `payflow wallet status` and
+counts stalled payouts for `payflow status`. See docs/payouts.md.
 """

@@ -8,6 +8,7 @@ of the payout's own hashes (only payflow signs for the hot wallet) before anythi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 import structlog
@@ -19,7 +20,15 @@ log = structlog.get_logger("payflow.payouts")
 _KNOWN = ("already known", "known transaction", "already imported", "already exists")
 _NONCE_USED = ("nonce too low", "nonce has already been used", "invalid nonce")
 _FUNDS = ("insufficient funds", "insufficient balance")
-_UNDERPRICED = ("underpriced", "fee too low", "replacement transaction")
+_UNDERPRICED = (
+    "underpriced",
+    "fee too low",
+    "replacement transaction",
+    "less than block base fee",
+    "tip too low",
+    "below minimum",
+    "minimum needed",
+)
 
 
 class Broadcast(StrEnum):
@@ -47,13 +56,22 @@ def classify_rpc_error(message: str) -> Broadcast:
     return Broadcast.REJECTED
 
 
-async def broadcast(rpc: RpcClient, raw: str, tx_hash: str) -> Broadcast:
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The node's answer to one broadcast: the outcome and, when it refused, its words
+    (at most 300 characters; a node's error text, never a key)."""
+
+    outcome: Broadcast
+    detail: str | None = None
+
+
+async def broadcast_answer(rpc: RpcClient, raw: str, tx_hash: str) -> Answer:
     """`eth_sendRawTransaction(raw)`, never raising for the node's answer."""
     try:
         answer = await rpc.send_raw_transaction(raw)
     except RpcUnavailable as error:
         log.warning("payflow.payouts.broadcast_unavailable", tx_hash=tx_hash, error=str(error))
-        return Broadcast.UNAVAILABLE
+        return Answer(Broadcast.UNAVAILABLE, str(error)[:300])
     except RpcError as error:
         outcome = classify_rpc_error(error.message)
         if outcome is not Broadcast.ACCEPTED:
@@ -63,8 +81,14 @@ async def broadcast(rpc: RpcClient, raw: str, tx_hash: str) -> Broadcast:
                 outcome=outcome.value,
                 error=error.message,
             )
-        return outcome
+            return Answer(outcome, error.message[:300])
+        return Answer(outcome)
     if answer.lower() != tx_hash:
         log.error("payflow.payouts.hash_mismatch", tx_hash=tx_hash, node_hash=answer)
-        return Broadcast.REJECTED
-    return Broadcast.ACCEPTED
+        return Answer(Broadcast.REJECTED, f"the node answered another hash {answer[:80]}")
+    return Answer(Broadcast.ACCEPTED)
+
+
+async def broadcast(rpc: RpcClient, raw: str, tx_hash: str) -> Broadcast:
+    """`eth_sendRawTransaction(raw)`'s outcome alone (see `broadcast_answer`)."""
+    return (await broadcast_answer(rpc, raw, tx_hash)).outcome

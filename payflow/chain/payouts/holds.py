@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from payflow.chain.payouts.records import TOPIC_PAYOUT_NOTIFICATION, PayoutStatus
+from payflow.chain.payouts.sinks import known_sink
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
@@ -22,6 +23,20 @@ from payflow.money import add, from_base_units, to_base_units
 from payflow.outbox.writer import enqueue
 
 SQL = load_queries("payflow.chain.payouts")
+
+
+def configured_hot_wallets(settings: Settings) -> set[str]:
+    """The hot-wallet address of `ETH_HOT_WALLET_KEY` when set (a keystore is not
+    decrypted per request: its address is refused once the engine has recorded it in
+    `hot_wallets`, before it signs anything)."""
+    if settings.eth_hot_wallet_key is None:
+        return set()
+    from payflow.chain.payouts.signer import HotWallet, HotWalletKeyInvalid
+
+    try:
+        return {HotWallet(settings.eth_hot_wallet_key).address}
+    except HotWalletKeyInvalid:
+        return set()
 
 
 class PayoutRefused(BadInput):
@@ -98,7 +113,8 @@ async def place_payout(
 
     The caller owns the transaction. A payout already made under the key is returned
     with created False when it matches (account, amount, address, chain), else
-    `PayoutKeyReused`. Raises `PayoutRefused` (bad chain/asset/amount),
+    `PayoutKeyReused`. Raises `PayoutRefused` (bad chain/asset/amount, or a destination
+    that is a known sink: `sinks.known_sink`),
     `InsufficientFunds` (available < hold; nothing is held), `AccountFrozen`.
     """
     existing = await conn.fetchrow(SQL["payout_by_key"], merchant_id, idempotency_key)
@@ -115,6 +131,9 @@ async def place_payout(
     if chain != settings.payout_chain:
         raise PayoutRefused("body.chain", f"payouts are made on {settings.payout_chain} only")
     target = await payout_asset(conn, chain, account["asset"])
+    sink = await known_sink(conn, SQL["known_sink"], to_address, configured_hot_wallets(settings))
+    if sink is not None:
+        raise PayoutRefused("body.to_address", f"{to_address} is {sink}; refused")
     try:
         to_base_units(amount, target.decimals)
     except BadInput:

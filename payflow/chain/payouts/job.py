@@ -42,9 +42,10 @@ async def payout_oracle(
 async def payouts_job(ctx: JobContext) -> JobResult:
     """Sign and send held payouts, track receipts, bump, rebroadcast, post or void.
 
-    `alert` when payouts wait for funds or are stuck (alerts `payouts.hot_wallet_low`,
-    `payouts.stuck`), or when open payouts exist but no hot wallet or no RPC for
-    `PAYOUT_CHAIN` is configured (`payouts.unconfigured`); `ok` otherwise.
+    `alert` when payouts wait for funds, are stuck or stall (alerts
+    `payouts.hot_wallet_low`, `payouts.stuck`, `payouts.stalled`), or when open payouts
+    exist but no hot wallet or no RPC for `PAYOUT_CHAIN` is configured
+    (`payouts.unconfigured`); `ok` otherwise.
     A node that cannot be asked raises the retryable `ChainUnavailable` (a failed run;
     the next tick resumes from PostgreSQL)."""
     wallets = wallets_from_settings(ctx.settings)
@@ -66,7 +67,8 @@ async def payouts_job(ctx: JobContext) -> JobResult:
         )
     else:
         await ctx.alerts.resolve("payouts.errors")
-    outcome = Outcome.ALERT if report.waiting or report.stuck or report.errors else Outcome.OK
+    troubled = report.waiting or report.stuck or report.stalled or report.errors
+    outcome = Outcome.ALERT if troubled else Outcome.OK
     return JobResult(outcome, report.summary())
 
 

@@ -49,9 +49,15 @@ FROM payouts p JOIN accounts a ON a.id = p.account_id
 WHERE p.status = 'held' AND p.chain = $1 ORDER BY p.created_at LIMIT $2;
 
 -- name: open_payouts
--- $1 chain, $2 limit: signed or sent payouts, oldest first
-SELECT * FROM payouts WHERE status IN ('signed', 'sent') AND chain = $1
-ORDER BY created_at LIMIT $2;
+-- $1 chain, $2 limit: signed or sent payouts, oldest first, with the age in seconds of
+-- their latest transaction on the DATABASE's clock (one clock: never the application's)
+SELECT p.*, extract(epoch FROM now() - t.created_at)::float8 AS latest_age_s
+FROM payouts p
+JOIN LATERAL (
+    SELECT created_at FROM payout_txs x WHERE x.payout_id = p.id ORDER BY attempt DESC LIMIT 1
+) t ON true
+WHERE p.status IN ('signed', 'sent') AND p.chain = $1
+ORDER BY p.created_at LIMIT $2;
 
 -- name: lock_held_payout
 -- $1 payout id: the held payout, locked (nothing if another signer has it or it moved).
@@ -70,8 +76,9 @@ INSERT INTO hot_wallets (chain, address, next_nonce) VALUES ($1, $2, $3)
 ON CONFLICT ON CONSTRAINT hot_wallets_pkey DO NOTHING;
 
 -- name: allocate_nonce
--- $1 chain, $2 address: the next nonce, allocated under the wallet row's lock
-UPDATE hot_wallets SET next_nonce = next_nonce + 1, updated_at = now()
+-- $1 chain, $2 address, $3 the chain's mined transaction count for it (a floor: nonces
+-- another signer already consumed are skipped): the next nonce, under the row's lock
+UPDATE hot_wallets SET next_nonce = GREATEST(next_nonce, $3) + 1, updated_at = now()
 WHERE chain = $1 AND address = $2
 RETURNING next_nonce - 1;
 
@@ -130,7 +137,7 @@ WHERE id = $1 AND status NOT IN ('held', 'confirmed', 'failed') AND landed_tx_ha
 -- lock_held_payout
 UPDATE payouts SET status = $2, landed_tx_hash = $3, receipt_status = $4, block_number = $5,
                    block_hash = $6, fee_paid = $7, failure = $8, finalized_at = now(),
-                   updated_at = now()
+                   stall = NULL, stall_detail = NULL, stalled_at = NULL, updated_at = now()
 WHERE id = $1 AND status NOT IN ('held', 'confirmed', 'failed')
 RETURNING *;
 
@@ -186,3 +193,81 @@ SELECT COALESCE(max(attempt), 0) + 1 FROM payout_txs WHERE payout_id = $1;
 -- name: count_open
 -- $1 chain: payouts not final yet
 SELECT count(*) FROM payouts WHERE chain = $1 AND status IN ('held', 'signed', 'sent');
+
+-- name: mark_stall
+-- $1 payout id, $2 stall (unaccepted|unmined|nonce_taken), $3 detail. `stalled_at` keeps
+-- the first time this stall was seen. Signed or sent: see lock_held_payout.
+UPDATE payouts SET stall = $2, stall_detail = $3,
+                   stalled_at = CASE WHEN stall = $2 THEN stalled_at ELSE now() END,
+                   updated_at = now()
+WHERE id = $1 AND status NOT IN ('held', 'confirmed', 'failed')
+  AND (stall, stall_detail) IS DISTINCT FROM ($2, $3);
+
+-- name: clear_stall
+-- $1 payout id: it progresses again
+UPDATE payouts SET stall = NULL, stall_detail = NULL, stalled_at = NULL, updated_at = now()
+WHERE id = $1 AND stall IS NOT NULL;
+
+-- name: stalled_payouts
+-- $1 chain (NULL: every chain), $2 seconds: open payouts that do not progress: marked
+-- stalled by the engine, or whose latest transaction is older than $2 s and not mined
+-- (the engine may not be running). Ages on the database's clock.
+SELECT p.id, p.chain, p.hot_wallet, p.nonce, p.status, p.stall, p.stall_detail,
+       extract(epoch FROM now() - COALESCE(p.stalled_at, t.created_at))::float8 AS for_s
+FROM payouts p
+JOIN LATERAL (
+    SELECT created_at FROM payout_txs x WHERE x.payout_id = p.id ORDER BY attempt DESC LIMIT 1
+) t ON true
+WHERE p.status IN ('signed', 'sent') AND ($1::text IS NULL OR p.chain = $1)
+  AND (p.stall IS NOT NULL
+       OR (p.landed_tx_hash IS NULL AND t.created_at < now() - make_interval(secs => $2)))
+ORDER BY p.created_at;
+
+-- name: known_sink
+-- $1 address (lower case): what payflow knows it as when money sent there would be lost
+-- or never leave (a token contract, a hot wallet, a deposit address); no row otherwise
+SELECT 'a registered token contract' AS what FROM chain_tokens WHERE contract = $1
+UNION ALL
+SELECT 'a payflow hot wallet' FROM hot_wallets WHERE address = $1
+UNION ALL
+SELECT 'a payflow deposit address' FROM deposit_addresses WHERE address = $1
+LIMIT 1;
+
+-- name: lock_payout
+-- $1 payout id: any payout, locked (operator actions)
+SELECT * FROM payouts WHERE id = $1 FOR UPDATE;
+
+-- name: void_payout
+-- $1 payout id, $2 failure text: an open payout none of whose transactions was mined,
+-- voided by an operator (nothing spent: fee_paid 0). Signed or sent: see lock_held_payout.
+UPDATE payouts SET status = 'failed', failure = $2, fee_paid = 0, finalized_at = now(),
+                   landed_tx_hash = NULL, receipt_status = NULL, block_number = NULL,
+                   block_hash = NULL, stall = NULL, stall_detail = NULL, stalled_at = NULL,
+                   updated_at = now()
+WHERE id = $1 AND status NOT IN ('held', 'confirmed', 'failed')
+RETURNING *;
+
+-- name: resign_payout
+-- $1 payout id, $2 hot wallet, $3 nonce: an open payout re-signed by an operator (its
+-- new transaction is stored in payout_txs first); back to signed until a node accepts it
+UPDATE payouts SET status = 'signed', hot_wallet = $2, nonce = $3, signed_at = now(),
+                   landed_tx_hash = NULL, receipt_status = NULL, block_number = NULL,
+                   block_hash = NULL, stall = NULL, stall_detail = NULL, stalled_at = NULL,
+                   updated_at = now()
+WHERE id = $1 AND status NOT IN ('held', 'confirmed', 'failed')
+RETURNING *;
+
+-- name: insert_payout_action
+-- $1 payout id, $2 action (void|resign), $3 actor, $4 reason, $5 old nonce, $6 new nonce,
+-- $7 what the chain showed (jsonb text)
+INSERT INTO payout_actions (payout_id, action, actor, reason, old_nonce, new_nonce,
+                            chain_evidence)
+VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)
+RETURNING id, created_at;
+
+-- name: give_back_nonce
+-- $1 chain, $2 address, $3 nonce: the wallet's last allocated nonce returns to the pool
+-- (a voided payout whose nonce was never used, when no later nonce was allocated)
+UPDATE hot_wallets SET next_nonce = $3, updated_at = now()
+WHERE chain = $1 AND address = $2 AND next_nonce = $3 + 1
+RETURNING next_nonce;

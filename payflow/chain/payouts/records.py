@@ -17,6 +17,21 @@ class PayoutStatus(StrEnum):
     FAILED = "failed"  # final with status 0 (reverted): hold released, nonce consumed
 
 
+class Stall(StrEnum):
+    """Why an open (signed or sent) payout does not progress; `payouts_stall_valid` (0026)."""
+
+    UNACCEPTED = "unaccepted"  # the node refuses its transaction
+    UNMINED = "unmined"  # accepted, not mined past PAYOUT_STUCK_AFTER_S, at its fee ceiling
+    NONCE_TAKEN = "nonce_taken"  # another signer's transaction consumed its nonce
+
+
+class PayoutAction(StrEnum):
+    """An operator's action on a stalled payout; `payout_actions_action_valid` (0026)."""
+
+    VOID = "void"  # failed, hold released, nothing charged: nothing of ours was mined
+    RESIGN = "resign"  # a new transaction at a fresh nonce (or the same, unused one)
+
+
 OPEN_STATUSES = (PayoutStatus.SIGNED.value, PayoutStatus.SENT.value)
 
 

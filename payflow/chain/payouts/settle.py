@@ -1,10 +1,12 @@
 """Finishing a payout at finality: post (status 1) or void (status 0), in ONE transaction.
 
+Post only what the receipt proves (`proof.py`): status 1 AND the transfer in the receipt.
 Post: compare-and-set signed|sent -> confirmed, release the whole hold, then post the
 debit (`po:<id>`, withdrawal) and the fee (`pofee:<id>`, withdrawal_fee: the gas actually
 paid for native payouts, `PAYOUT_TOKEN_FEE` for token payouts) through the ledger's
 exactly-once path (`posting.post_within`), and write the `confirmed` notification.
-Void: compare-and-set -> failed, release the hold, post the fee (`pofee:<id>`: the gas the
+Void (status 0, or status 1 without the proving transfer): compare-and-set -> failed,
+release the hold, post the fee (`pofee:<id>`: the gas the
 reverted transaction paid, or `PAYOUT_TOKEN_FEE`), `failed` notification; the nonce stays
 consumed (recorded on the payout and its `payout_txs`). A reverted transaction is mined and
 its gas is spent: the hot wallet paid it for the account's request, so the account pays
@@ -22,6 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 import asyncpg
+import structlog
 
 from payflow.chain.payouts.holds import SQL, payout_event
 from payflow.chain.payouts.records import (
@@ -39,6 +42,8 @@ from payflow.ledger.states import SQL as LEDGER_SQL
 from payflow.money import add, from_base_units
 from payflow.outbox.writer import enqueue
 
+log = structlog.get_logger("payflow.payouts")
+
 
 @dataclass(frozen=True, slots=True)
 class Landed:
@@ -49,14 +54,33 @@ class Landed:
     block_number: int
     block_hash: str
     fee_wei: int  # gasUsed x effectiveGasPrice
+    proven: bool  # the receipt proves the transfer (proof.py); False for a revert
+
+
+NOT_PROVEN = (
+    "mined without moving the funds (no transfer to the recipient in the receipt, e.g. a"
+    " token that returned false): the amount is released, the network fee paid is charged"
+)
+REVERTED = "reverted on chain: the amount is released, the network fee paid is charged"
 
 
 def paid_fee(payout: Any, landed: Landed) -> Decimal:
-    """The fee charged to the account: the gas paid (native) or the held token fee."""
-    if payout["contract"] is None:
-        return from_base_units(landed.fee_wei, int(payout["decimals"]))
-    fee: Decimal = payout["fee_hold"]
-    return fee
+    """The fee charged to the account: the gas paid (native) or the held token fee; never
+    more than the fee held (fee bumps are capped at the hold, so only a payout bumped
+    before that cap existed can have paid more: the excess is logged, the hot wallet's)."""
+    held: Decimal = payout["fee_hold"]
+    if payout["contract"] is not None:
+        return held
+    paid = from_base_units(landed.fee_wei, int(payout["decimals"]))
+    if paid > held:
+        log.error(
+            "payflow.payouts.fee_above_hold",
+            payout_id=str(payout["id"]),
+            fee_paid=format(paid, "f"),
+            fee_hold=format(held, "f"),
+        )
+        return held
+    return paid
 
 
 async def _record_and_post(
@@ -80,7 +104,8 @@ async def settle(
     async with pool.acquire() as conn, transaction(conn, settings):
         payout = await conn.fetchrow(SQL["get_payout"], payout_id)
         assert payout is not None
-        target = PayoutStatus.CONFIRMED if landed.status == 1 else PayoutStatus.FAILED
+        moved = landed.status == 1 and landed.proven
+        target = PayoutStatus.CONFIRMED if moved else PayoutStatus.FAILED
         fee = paid_fee(payout, landed)  # spent whether the transaction succeeded or not
         row = await conn.fetchrow(
             SQL["finalize_payout"],
@@ -91,9 +116,7 @@ async def settle(
             landed.block_number,
             landed.block_hash,
             fee,
-            None
-            if landed.status == 1
-            else "reverted on chain: the amount is released, the network fee paid is charged",
+            None if moved else (NOT_PROVEN if landed.status == 1 else REVERTED),
         )
         if row is None:
             return None

@@ -12,6 +12,7 @@ from payflow.chain.payouts.job import payout_chain_config
 from payflow.chain.payouts.signer import wallets_from_settings
 from payflow.chain.rpc import RpcClient, RpcUnavailable, hex_int
 from payflow.config import Settings
+from payflow.db import Connection
 from payflow.db.pool import tool_pool
 from payflow.errors import BadInput
 from payflow.money import format_amount, from_base_units
@@ -100,3 +101,15 @@ async def wallet_status_cli(settings: Settings) -> dict[str, Any]:
             return await wallet_status(pool, settings, None, addresses)
         async with RpcClient(config.rpc_url, chain=config.name) as rpc:
             return await wallet_status(pool, settings, rpc, addresses)
+
+
+async def stalled_counts(conn: Connection, stuck_after_s: float) -> dict[str, int]:
+    """Open payouts that do not progress, counted per stall (`unaccepted`, `unmined`,
+    `nonce_taken`; a payout not mined `stuck_after_s` after its latest transaction counts
+    as `unmined` even when no engine run marked it), every chain; ages on the database's
+    clock. Empty when all progress."""
+    counts: dict[str, int] = {}
+    for row in await conn.fetch(SQL["stalled_payouts"], None, stuck_after_s):
+        kind = row["stall"] or "unmined"
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts

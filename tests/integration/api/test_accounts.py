@@ -367,3 +367,36 @@ async def test_one_key_makes_one_withdrawal_of_one_kind_even_after_its_record_ex
         uuid.UUID(account_id),
     )
     assert (counts["payouts"], counts["withdrawals"]) == (1, 1)
+
+
+async def test_payouts_to_known_sinks_are_refused_with_a_422(
+    app: Any, client: httpx.AsyncClient, admin: httpx.AsyncClient
+) -> None:
+    """A registered token contract, a payflow deposit address, a precompile: 422 on
+    body.to_address before anything is held."""
+    account_id = await _account(client, "ETH")
+    other = await _account(client, "ETH")
+    deposit = "0x" + uuid.uuid4().hex + "00000000"
+    imported = await admin.post(
+        f"/api/v1/accounts/{other}/deposit-addresses",
+        json={"chain": "ETH_MAINNET", "address": deposit},
+    )
+    assert imported.status_code in (200, 201), imported.text
+    sinks = (
+        (USDC_CONTRACT, "registered token contract"),
+        (deposit, "deposit address"),
+        ("0x" + "0" * 39 + "1", "precompile"),
+    )
+    for to_address, reason in sinks:
+        response = await client.post(
+            f"/api/v1/accounts/{account_id}/withdrawals",
+            json={"amount": "1", "to_address": to_address},
+            headers=key(),
+        )
+        assert response.status_code == 422, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+        problem = response.json()
+        assert problem["errors"][0]["field"] == "body.to_address"
+        assert reason in problem["errors"][0]["message"]
+    async with app.state.api.pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM payouts") == 0

@@ -19,7 +19,9 @@ from uuid import UUID
 import asyncpg
 import httpx
 from eth_account import Account
+from eth_account.typed_transactions import TypedTransaction
 from eth_utils.crypto import keccak
+from hexbytes import HexBytes
 from pydantic import SecretStr
 
 from payflow.chain.deposits import SQL as CHAIN_SQL
@@ -45,8 +47,22 @@ class FakeNode:
         self.balance = 100 * WEI
         self.receipts: dict[str, dict[str, Any]] = {}
         self.sent: list[str] = []
+        self.raw: dict[str, str] = {}
 
     async def call(self, method: str, *params: Any) -> Any:
+        if method == "eth_getTransactionByHash":  # what a broadcast transaction carries
+            raw = self.raw.get(params[0])
+            if raw is None:
+                return None
+            tx = TypedTransaction.from_bytes(HexBytes(raw)).as_dict()
+            return {
+                "hash": params[0],
+                "from": Account.recover_transaction(raw).lower(),
+                "to": str(tx["to"]).lower()
+                if isinstance(tx["to"], str)
+                else "0x" + bytes(tx["to"]).hex(),
+                "value": hex(int(tx["value"])),
+            }
         answers = {"eth_chainId": "0x1", "eth_getTransactionCount": "0x0"}
         return answers[method]
 
@@ -59,6 +75,7 @@ class FakeNode:
     async def send_raw_transaction(self, raw: str) -> str:
         tx_hash = "0x" + keccak(hexstr=raw).hex()
         self.sent.append(tx_hash)
+        self.raw[tx_hash] = raw
         return tx_hash
 
     async def batch(self, calls: list[tuple[str, list[Any]]]) -> list[Any]:

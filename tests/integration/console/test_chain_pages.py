@@ -222,3 +222,31 @@ async def test_the_chain_pages_only_read(
                 answer = await ops.request(method, path, data={"csrf_token": token.group(1)})
                 assert answer.status_code == 405, (method, path)
     assert await pool.fetchrow(state) == before
+
+
+async def test_a_stalled_payout_shows_its_stall_and_the_operator_actions(
+    console_app: FastAPI, api: httpx.AsyncClient, merchants: Merchants
+) -> None:
+    world = await _world(console_app, api, merchants)
+    pool = console_app.state.api.pool
+    await pool.execute(
+        "UPDATE payouts SET stall = 'nonce_taken', stalled_at = now(),"
+        " stall_detail = $2 WHERE id = $1",
+        world.stuck_payout,
+        f"nonce 0 was used by another transaction {SCRIPT}",
+    )
+    await pool.execute(
+        "INSERT INTO payout_actions (payout_id, action, actor, reason, old_nonce, new_nonce)"
+        " VALUES ($1, 'resign', 'alice', $2, 0, 7)",
+        world.stuck_payout,
+        f"the wallet app reused it {SCRIPT}",
+    )
+    async with signed_in(console_app, merchants.admin) as ops:
+        listing = _text(await ops.get("/console/payouts?status=open"))
+        assert "(stalled: nonce_taken)" in listing
+        detail = await ops.get(f"/console/payouts/{world.stuck_payout}")
+        text = _text(detail)
+        assert "Stalled nonce_taken since" in text and "payflow payouts void|resign" in text
+        assert f"operator resign by alice: the wallet app reused it {SCRIPT} (nonce 0 -> 7)" in text
+        assert "stalled: nonce_taken" in text
+        assert "<script>" not in detail.text

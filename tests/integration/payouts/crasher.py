@@ -29,7 +29,7 @@ def _die(*_: Any, **__: Any) -> Any:
 async def main(point: str) -> None:
     settings = load_settings()
     if point == "after_sign":
-        engine_module.broadcast = _die  # type: ignore[assignment]
+        engine_module.broadcast_answer = _die  # type: ignore[assignment]
     else:
         PayoutEngine.mark_sent = _die  # type: ignore[method-assign,assignment]
     pool = await create_pool(settings)

@@ -10,13 +10,13 @@
   finds the deposit behind every confirmed credit event.
 
 Revision ID: 0027_chain_identity
-Revises: 0025_derive_key
+Revises: 0026_payout_stalls
 """
 
 from payflow.db.migrations.statements import execute_all, refuse_data_loss
 
 revision = "0027_chain_identity"
-down_revision = "0025_derive_key"
+down_revision = "0026_payout_stalls"
 branch_labels = None
 depends_on = None
 

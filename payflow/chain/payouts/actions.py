@@ -1,0 +1,315 @@
+"""Operator actions on a payout that does not progress: `void` and `resign`, audited.
+
+Both first ask the chain (outside any transaction) what happened at the payout's nonce,
+then act in ONE transaction under the payout's row lock, with a `payout_actions` row
+(who, why, the chain's evidence). Both are refused while any transaction of the payout
+has a receipt (it settles by itself) or while the node still holds one of them at an
+unused nonce (it may still be mined):
+
+- the nonce is consumed by another transaction (`nonce_taken`): ours can never be mined;
+  `void` releases the hold (nothing charged: no gas of ours was spent), `resign` signs the
+  payout again at a fresh nonce;
+- the nonce was never used and the node knows none of our transactions: `resign` signs
+  again at the SAME nonce (a later nonce would leave a gap that blocks every later
+  payout); `void` only when no later nonce was allocated (the nonce goes back).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import structlog
+
+from payflow.chain.payouts.broadcast import Broadcast
+from payflow.chain.payouts.engine import PayoutEngine
+from payflow.chain.payouts.holds import SQL
+from payflow.chain.payouts.plan import capped_fees, fee_ceiling, payout_call
+from payflow.chain.payouts.records import PayoutAction
+from payflow.chain.payouts.settle import enqueue_notification
+from payflow.chain.payouts.signer import SignedTx, TxFees
+from payflow.chain.payouts.signing import mined_count
+from payflow.db.tx import transaction
+from payflow.errors import BadInput, NotFound
+from payflow.money import add
+
+log = structlog.get_logger("payflow.payouts")
+
+OPEN = ("signed", "sent")
+
+
+class ActionRefused(BadInput):
+    """The chain or the payout's state forbids the action (the message says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What the chain showed for a payout's nonce before an action."""
+
+    nonce: int
+    wallet: str
+    mined_count: int  # the wallet's mined transaction count
+    hashes: list[str]  # all of the payout's transactions
+    with_receipt: list[str]  # those mined
+    known_to_node: list[str]  # those the node holds (mempool)
+
+    @property
+    def consumed(self) -> bool:
+        """The nonce is used on chain (by another transaction when none of ours is mined)."""
+        return self.mined_count > self.nonce
+
+    def as_json(self) -> str:
+        return json.dumps(
+            {
+                "nonce": self.nonce,
+                "wallet": self.wallet,
+                "mined_count": self.mined_count,
+                "hashes": self.hashes,
+                "with_receipt": self.with_receipt,
+                "known_to_node": self.known_to_node,
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    """What an action did (the CLI prints it as JSON)."""
+
+    payout_id: str
+    action: str
+    status: str
+    old_nonce: int
+    new_nonce: int | None
+    tx_hash: str | None
+    audit_id: int
+    broadcast: str | None = None
+
+
+async def _evidence(engine: PayoutEngine, payout: Any, txs: list[Any]) -> Evidence:
+    hashes = [str(t["tx_hash"]) for t in txs]
+    receipts = await engine.rpc.batch([("eth_getTransactionReceipt", [h]) for h in hashes])
+    known = await engine.rpc.batch([("eth_getTransactionByHash", [h]) for h in hashes])
+    return Evidence(
+        nonce=int(payout["nonce"]),
+        wallet=str(payout["hot_wallet"]),
+        mined_count=await mined_count(engine, payout["hot_wallet"]),
+        hashes=hashes,
+        with_receipt=[h for h, r in zip(hashes, receipts, strict=True) if r],
+        known_to_node=[h for h, k in zip(hashes, known, strict=True) if k],
+    )
+
+
+async def _load(engine: PayoutEngine, payout_id: UUID) -> tuple[Any, list[Any], Evidence]:
+    async with engine.pool.acquire() as conn:
+        payout = await conn.fetchrow(SQL["get_payout"], payout_id)
+        if payout is None:
+            raise NotFound(f"payout {payout_id} does not exist")
+        txs = await conn.fetch(SQL["payout_txs"], payout_id)
+    if payout["status"] not in OPEN:
+        raise ActionRefused(
+            f"payout {payout_id} is {payout['status']}: only a signed or sent payout"
+        )
+    if payout["chain"] != engine.chain:
+        raise ActionRefused(f"payout {payout_id} is on {payout['chain']}, not {engine.chain}")
+    evidence = await _evidence(engine, payout, txs)
+    if evidence.with_receipt:
+        raise ActionRefused(
+            f"transaction {evidence.with_receipt[0]} of payout {payout_id} is mined: it"
+            " settles by itself at finality"
+        )
+    if not evidence.consumed and evidence.known_to_node:
+        raise ActionRefused(
+            f"the node holds transaction {evidence.known_to_node[0]} of payout {payout_id} at"
+            f" unused nonce {evidence.nonce}: it may still be mined; wait or let it be bumped"
+        )
+    return payout, txs, evidence
+
+
+async def _locked(conn: Any, payout: Any, txs: list[Any]) -> Any:
+    """The payout locked and unchanged since the evidence was read, or `ActionRefused`."""
+    row = await conn.fetchrow(SQL["lock_payout"], payout["id"])
+    now_txs = await conn.fetch(SQL["payout_txs"], payout["id"])
+    if (
+        row is None
+        or row["status"] not in OPEN
+        or row["nonce"] != payout["nonce"]
+        or len(now_txs) != len(txs)
+    ):
+        raise ActionRefused(f"payout {payout['id']} changed meanwhile; run the command again")
+    return row
+
+
+def _check_words(actor: str, reason: str) -> None:
+    if not actor.strip() or len(actor) > 200:
+        raise BadInput("--by: the operator's name is required (at most 200 characters)")
+    if not reason.strip() or len(reason) > 2000:
+        raise BadInput("--reason: why is required (at most 2000 characters)")
+
+
+async def void_payout(
+    engine: PayoutEngine, payout_id: UUID, *, actor: str, reason: str
+) -> ActionResult:
+    """Void an open payout none of whose transactions was mined: failed, hold released,
+    nothing charged, `failed` notification, audit row. Refused (`ActionRefused`) unless
+    the nonce is consumed by another transaction, or unused and no later one allocated."""
+    _check_words(actor, reason)
+    payout, txs, evidence = await _load(engine, payout_id)
+    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+        await _locked(conn, payout, txs)
+        if not evidence.consumed:
+            back = await conn.fetchval(
+                SQL["give_back_nonce"], engine.chain, evidence.wallet, evidence.nonce
+            )
+            if back is None:
+                raise ActionRefused(
+                    f"nonce {evidence.nonce} was never used and later payouts hold later"
+                    " nonces: voiding it would block them; re-sign this payout instead"
+                )
+        failure = f"voided by {actor}: {reason}"[:1000]
+        row = await conn.fetchrow(SQL["void_payout"], payout["id"], failure)
+        assert row is not None  # locked and open above
+        await conn.execute(
+            SQL["release_hold"], row["account_id"], add(row["amount"], row["fee_hold"])
+        )
+        audit = await conn.fetchrow(
+            SQL["insert_payout_action"],
+            row["id"],
+            PayoutAction.VOID.value,
+            actor,
+            reason,
+            evidence.nonce,
+            None,
+            evidence.as_json(),
+        )
+        assert audit is not None
+        await enqueue_notification(conn, row)
+    log.warning("payflow.payouts.voided", payout_id=str(row["id"]), by=actor, nonce=evidence.nonce)
+    return ActionResult(
+        payout_id=str(row["id"]),
+        action=PayoutAction.VOID.value,
+        status=row["status"],
+        old_nonce=evidence.nonce,
+        new_nonce=None,
+        tx_hash=None,
+        audit_id=int(audit["id"]),
+    )
+
+
+async def resign_payout(
+    engine: PayoutEngine, payout_id: UUID, *, actor: str, reason: str
+) -> ActionResult:
+    """Sign an open payout again, none of whose transactions was mined: at a fresh nonce
+    when its nonce was consumed by another transaction, at the same nonce when it was
+    never used; fees of now, capped at the payout's hold. The new transaction is stored
+    with the audit row in one transaction, then broadcast (the engine tracks it on)."""
+    _check_words(actor, reason)
+    payout, txs, evidence = await _load(engine, payout_id)
+    wallet = engine.wallets.get(evidence.wallet)
+    if wallet is None and not evidence.consumed:
+        raise ActionRefused(f"hot wallet {evidence.wallet} is not configured here")
+    if wallet is None:
+        wallet = next(iter(engine.wallets.values()))
+    await engine.ensure_wallets()
+    base = await engine.fees()
+    gas_limit = engine.gas_limit(payout)
+    fees = capped_fees(
+        TxFees(gas_limit, base.max_fee_per_gas, base.max_priority_fee_per_gas),
+        fee_ceiling(engine.settings, payout, gas_limit),
+    )
+    floor = await mined_count(engine, wallet.address)
+    chain_id = await engine.chain_id()
+    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+        row = await _locked(conn, payout, txs)
+        if evidence.consumed:
+            nonce = int(
+                await conn.fetchval(SQL["allocate_nonce"], engine.chain, wallet.address, floor)
+            )
+        else:
+            nonce = evidence.nonce
+        to, value, data = payout_call(row)
+        signed: SignedTx = wallet.sign(
+            chain_id=chain_id, nonce=nonce, to=to, value=value, data=data, fees=fees
+        )
+        attempt = await conn.fetchval(SQL["next_attempt"], row["id"])
+        await engine.store(conn, row["id"], attempt, wallet.address, nonce, signed, fees)
+        await conn.fetchrow(SQL["resign_payout"], row["id"], wallet.address, nonce)
+        audit = await conn.fetchrow(
+            SQL["insert_payout_action"],
+            row["id"],
+            PayoutAction.RESIGN.value,
+            actor,
+            reason,
+            evidence.nonce,
+            nonce,
+            evidence.as_json(),
+        )
+        assert audit is not None
+    log.warning(
+        "payflow.payouts.resigned",
+        payout_id=str(row["id"]),
+        by=actor,
+        old_nonce=evidence.nonce,
+        new_nonce=nonce,
+        tx_hash=signed.tx_hash,
+    )
+    answer = await engine.send(row["id"], signed)
+    return ActionResult(
+        payout_id=str(row["id"]),
+        action=PayoutAction.RESIGN.value,
+        status="sent" if answer.outcome is Broadcast.ACCEPTED else "signed",
+        old_nonce=evidence.nonce,
+        new_nonce=nonce,
+        tx_hash=signed.tx_hash,
+        audit_id=int(audit["id"]),
+        broadcast=answer.outcome.value,
+    )
+
+
+async def action_cli(
+    settings: Any, action: PayoutAction, payout_id: UUID, *, actor: str, reason: str
+) -> dict[str, Any]:
+    """The CLI's run of `payflow payouts void|resign`: a tool pool, the configured hot
+    wallet(s) and `PAYOUT_CHAIN`'s RPC; the `ActionResult` as a dict. `BadInput` when
+    no hot wallet or no RPC is configured."""
+    from dataclasses import asdict
+
+    from payflow.chain.payouts.job import payout_oracle
+    from payflow.chain.payouts.signer import wallets_from_settings
+    from payflow.db.pool import tool_pool
+
+    wallets = wallets_from_settings(settings)
+    async with payout_oracle(settings, None) as oracle:
+        if not wallets or oracle is None:
+            raise BadInput(
+                f"no hot wallet or no RPC is configured for PAYOUT_CHAIN {settings.payout_chain}"
+            )
+        async with tool_pool(settings) as pool:
+            engine = PayoutEngine(
+                pool, settings, oracle.clients[settings.payout_chain], wallets, finality=oracle
+            )
+            act = void_payout if action is PayoutAction.VOID else resign_payout
+            result = await act(engine, payout_id, actor=actor, reason=reason)
+    return asdict(result)
+
+
+async def stalled_cli(settings: Any) -> list[dict[str, Any]]:
+    """`payflow payouts stalled`: every open payout that does not progress (all chains)."""
+    from payflow.db.pool import tool_pool
+
+    async with tool_pool(settings) as pool, pool.acquire() as conn:
+        rows = await conn.fetch(SQL["stalled_payouts"], None, settings.payout_stuck_after_s)
+    return [
+        {
+            "payout_id": str(r["id"]),
+            "chain": r["chain"],
+            "status": r["status"],
+            "stall": r["stall"] or "unmined",
+            "detail": r["stall_detail"],
+            "wallet": r["hot_wallet"],
+            "nonce": r["nonce"],
+            "for_s": round(float(r["for_s"])),
+        }
+        for r in rows
+    ]

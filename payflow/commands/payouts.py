@@ -1,0 +1,69 @@
+"""`payflow payouts`: payouts that do not progress, and the audited operator actions on
+them (docs/payouts.md, "Stalled payouts")."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from typing import Annotated
+
+import typer
+
+from payflow.commands.common import NOTE_MAX, OPERATOR_MAX, _run, _settings, bounded_option, console
+
+payouts_app = typer.Typer(no_args_is_help=True, help="Payouts that do not progress.")
+
+
+@payouts_app.command("stalled")
+def payouts_stalled() -> None:
+    """Open payouts that do not progress (refused by the node, not mined, nonce taken by
+    another signer), with why and for how long; JSON on stdout."""
+    from payflow.chain.payouts.actions import stalled_cli
+
+    typer.echo(json.dumps(_run(stalled_cli(_settings())), indent=2))
+
+
+def _act(action: str, payout_id: str, reason: str, by: str) -> None:
+    from uuid import UUID
+
+    from payflow.chain.payouts.actions import action_cli
+    from payflow.chain.payouts.records import PayoutAction
+
+    try:
+        payout = UUID(payout_id)
+    except ValueError:
+        console.print(f"payflow: not a payout id: {payout_id!r}", style="red")
+        raise typer.Exit(2) from None
+    reason = bounded_option(reason, "--reason", NOTE_MAX).strip()
+    if not reason:
+        console.print("payflow: --reason is required: say why", style="red")
+        raise typer.Exit(2)
+    operator = bounded_option(by, "--by", OPERATOR_MAX).strip() or getpass.getuser()
+    result = _run(
+        action_cli(_settings(), PayoutAction(action), payout, actor=operator, reason=reason)
+    )
+    typer.echo(json.dumps(result, indent=2))
+
+
+@payouts_app.command("void")
+def payouts_void(
+    payout_id: Annotated[str, typer.Argument(help="Payout id")],
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the audit)")] = "",
+    by: Annotated[str, typer.Option("--by", help="Operator name recorded in the audit")] = "",
+) -> None:
+    """Void a signed/sent payout none of whose transactions was mined: failed, hold
+    released, nothing charged. Refused unless the chain shows its nonce used by another
+    transaction (or never used, with no later nonce allocated)."""
+    _act("void", payout_id, reason, by)
+
+
+@payouts_app.command("resign")
+def payouts_resign(
+    payout_id: Annotated[str, typer.Argument(help="Payout id")],
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the audit)")] = "",
+    by: Annotated[str, typer.Option("--by", help="Operator name recorded in the audit")] = "",
+) -> None:
+    """Sign a signed/sent payout again, none of whose transactions was mined: at a fresh
+    nonce when another transaction used its nonce, at the same nonce when it was never
+    used; fees of now, capped at the payout's fee hold; then broadcast."""
+    _act("resign", payout_id, reason, by)
