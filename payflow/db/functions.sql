@@ -211,3 +211,14 @@ AS $function$
         EXECUTE format('REVOKE DELETE, TRUNCATE ON public.state_gauges FROM %I', app);
     END
     $function$;
+
+-- name: payflow_grant_extra_0026_payout_stalls
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0026_payout_stalls(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        EXECUTE format('REVOKE UPDATE, DELETE, TRUNCATE ON public.payout_actions FROM %I', app);
+    END
+    $function$;

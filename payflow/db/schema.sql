@@ -291,6 +291,19 @@ CREATE FUNCTION public.payflow_grant_extra_0023_state_gauges(app name) RETURNS v
     $$;
 
 --
+-- Name: payflow_grant_extra_0026_payout_stalls(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0026_payout_stalls(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        EXECUTE format('REVOKE UPDATE, DELETE, TRUNCATE ON public.payout_actions FROM %I', app);
+    END
+    $$;
+
+--
 -- Name: payflow_grant_hooks(name); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -685,6 +698,7 @@ CREATE TABLE public.chain_deposits (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     verified_at timestamp with time zone,
     credited_at timestamp with time zone,
+    past_credit_events text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT chain_deposits_amount_positive CHECK ((amount > (0)::numeric)),
     CONSTRAINT chain_deposits_contract_format CHECK ((contract ~ '^0x[0-9a-f]{40}$'::text)),
     CONSTRAINT chain_deposits_credit_known CHECK (((status <> ALL (ARRAY['credited'::text, 'reversed'::text])) OR (credit_event_id IS NOT NULL))),
@@ -747,7 +761,9 @@ CREATE TABLE public.chains (
     native_asset text NOT NULL,
     native_decimals smallint NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    chain_id bigint,
     CONSTRAINT chains_chain_format CHECK ((chain ~ '^[A-Z0-9_]{2,40}$'::text)),
+    CONSTRAINT chains_chain_id_positive CHECK ((chain_id > 0)),
     CONSTRAINT chains_native_decimals_range CHECK (((native_decimals >= 0) AND (native_decimals <= 18)))
 );
 
@@ -1012,6 +1028,42 @@ CREATE TABLE public.payments (
 );
 
 --
+-- Name: payout_actions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.payout_actions (
+    id bigint NOT NULL,
+    payout_id uuid NOT NULL,
+    action text NOT NULL,
+    actor text NOT NULL,
+    reason text NOT NULL,
+    old_nonce bigint,
+    new_nonce bigint,
+    chain_evidence jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT payout_actions_action_valid CHECK ((action = ANY (ARRAY['void'::text, 'resign'::text]))),
+    CONSTRAINT payout_actions_actor_length CHECK (((length(actor) >= 1) AND (length(actor) <= 200))),
+    CONSTRAINT payout_actions_reason_length CHECK (((length(reason) >= 1) AND (length(reason) <= 2000)))
+);
+
+--
+-- Name: payout_actions_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.payout_actions_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+--
+-- Name: payout_actions_id_seq; Type: SEQUENCE OWNED BY; Schema: public; Owner: -
+--
+
+ALTER SEQUENCE public.payout_actions_id_seq OWNED BY public.payout_actions.id;
+
+--
 -- Name: payout_txs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1064,6 +1116,9 @@ CREATE TABLE public.payouts (
     signed_at timestamp with time zone,
     sent_at timestamp with time zone,
     finalized_at timestamp with time zone,
+    stall text,
+    stall_detail text,
+    stalled_at timestamp with time zone,
     CONSTRAINT payouts_amount_positive CHECK ((amount > (0)::numeric)),
     CONSTRAINT payouts_contract_format CHECK ((contract ~ '^0x[0-9a-f]{40}$'::text)),
     CONSTRAINT payouts_decimals_range CHECK (((decimals >= 0) AND (decimals <= 18))),
@@ -1072,6 +1127,9 @@ CREATE TABLE public.payouts (
     CONSTRAINT payouts_final_has_time CHECK (((status = ANY (ARRAY['confirmed'::text, 'failed'::text])) = (finalized_at IS NOT NULL))),
     CONSTRAINT payouts_receipt_status_valid CHECK ((receipt_status = ANY (ARRAY[0, 1]))),
     CONSTRAINT payouts_signed_has_nonce CHECK (((status = 'held'::text) OR ((hot_wallet IS NOT NULL) AND (nonce IS NOT NULL)))),
+    CONSTRAINT payouts_stall_has_time CHECK (((stall IS NULL) = (stalled_at IS NULL))),
+    CONSTRAINT payouts_stall_open CHECK (((stall IS NULL) OR (status = ANY (ARRAY['signed'::text, 'sent'::text])))),
+    CONSTRAINT payouts_stall_valid CHECK ((stall = ANY (ARRAY['unaccepted'::text, 'unmined'::text, 'nonce_taken'::text]))),
     CONSTRAINT payouts_status_valid CHECK ((status = ANY (ARRAY['held'::text, 'signed'::text, 'sent'::text, 'confirmed'::text, 'failed'::text]))),
     CONSTRAINT payouts_to_address_format CHECK ((to_address ~ '^0x[0-9a-f]{40}$'::text))
 );
@@ -1180,6 +1238,12 @@ ALTER TABLE ONLY public.dead_letter_queue ALTER COLUMN id SET DEFAULT nextval('p
 --
 
 ALTER TABLE ONLY public.job_runs ALTER COLUMN id SET DEFAULT nextval('public.job_runs_id_seq'::regclass);
+
+--
+-- Name: payout_actions id; Type: DEFAULT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payout_actions ALTER COLUMN id SET DEFAULT nextval('public.payout_actions_id_seq'::regclass);
 
 --
 -- Name: accounts accounts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1418,6 +1482,13 @@ ALTER TABLE ONLY public.payments
 
 ALTER TABLE ONLY public.payments
     ADD CONSTRAINT payments_pkey PRIMARY KEY (id);
+
+--
+-- Name: payout_actions payout_actions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payout_actions
+    ADD CONSTRAINT payout_actions_pkey PRIMARY KEY (id);
 
 --
 -- Name: payout_txs payout_txs_hash_unique; Type: CONSTRAINT; Schema: public; Owner: -
@@ -1706,6 +1777,12 @@ CREATE INDEX payments_processed_brin ON public.payments USING brin (processed_at
 CREATE INDEX payments_webhook_sweep_idx ON public.payments USING btree (processed_at) WHERE ((webhook_delivered_at IS NULL) AND (webhook_dead_at IS NULL) AND (webhook_url IS NOT NULL) AND (status <> 'pending'::text));
 
 --
+-- Name: payout_actions_payout; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX payout_actions_payout ON public.payout_actions USING btree (payout_id, id);
+
+--
 -- Name: payouts_account; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1907,6 +1984,13 @@ ALTER TABLE ONLY public.payments
     ADD CONSTRAINT payments_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
 
 --
+-- Name: payout_actions payout_actions_payout_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payout_actions
+    ADD CONSTRAINT payout_actions_payout_id_fkey FOREIGN KEY (payout_id) REFERENCES public.payouts(id);
+
+--
 -- Name: payout_txs payout_txs_payout_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2034,6 +2118,12 @@ REVOKE ALL ON FUNCTION public.payflow_grant_extra_0022_finalize_posts_credit(app
 --
 
 REVOKE ALL ON FUNCTION public.payflow_grant_extra_0023_state_gauges(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0026_payout_stalls(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0026_payout_stalls(app name) FROM PUBLIC;
 
 --
 -- Name: FUNCTION payflow_grant_hooks(app name); Type: ACL; Schema: public; Owner: -
@@ -2353,6 +2443,18 @@ GRANT UPDATE(webhook_chain_attempt) ON TABLE public.payments TO payflow_app;
 --
 
 GRANT UPDATE(webhook_next_attempt_at) ON TABLE public.payments TO payflow_app;
+
+--
+-- Name: TABLE payout_actions; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.payout_actions TO payflow_app;
+
+--
+-- Name: SEQUENCE payout_actions_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.payout_actions_id_seq TO payflow_app;
 
 --
 -- Name: TABLE payout_txs; Type: ACL; Schema: public; Owner: -
