@@ -13,6 +13,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 import payflow.broker.consumer
+import payflow.chain.watch.scanner
 import payflow.ledger.posting
 import payflow.roles
 import payflow.webhooks.sender  # noqa: F401 - importing registers every family
