@@ -18,6 +18,7 @@ import secrets
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import asyncpg
@@ -43,6 +44,8 @@ APP_PASSWORD = secrets.token_hex(16)
 # Every Redis key this run writes lives under this prefix (the gateway emulator remembers
 # a charge for 30 days), and the session deletes them all when it ends.
 REDIS_PREFIX = f"payflow-test-{RUN_ID}"
+# tests/unit needs no PostgreSQL, RabbitMQ, Redis, anvil or browser (`make test-unit`).
+UNIT_TESTS = Path(__file__).resolve().parent / "unit"
 
 
 def redis_prefix(label: str) -> str:
@@ -51,10 +54,13 @@ def redis_prefix(label: str) -> str:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _redis_keys_removed() -> Iterator[None]:
+def _redis_keys_removed(request: pytest.FixtureRequest) -> Iterator[None]:
     """At the end of the session, delete every key under this run's `REDIS_PREFIX`,
-    including those written by service processes the tests started."""
+    including those written by service processes the tests started. A session of
+    tests/unit alone writes none and may run with no Redis at all (`make test-unit`)."""
     yield
+    if all(UNIT_TESTS in item.path.parents for item in request.session.items):
+        return
     from redis import Redis
 
     client = Redis.from_url(load_settings().redis_url)
@@ -201,3 +207,20 @@ def _fresh_logging() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+
+
+# Tests `make test-fast` leaves out (they still run in `make test` and CI): a module path,
+# or a test's node id without its parameters, each with why it is slow. Measured with
+# `pytest -n 2 --dist loadfile --durations=60` (docs/testing.md); files may also carry
+# @pytest.mark.slow themselves.
+SLOW_TESTS: dict[str, str] = {
+    # SLOW_TESTS_ENTRIES
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `slow` every test SLOW_TESTS names, by module or by test."""
+    for item in items:
+        node = item.nodeid.split("[", 1)[0]
+        if node in SLOW_TESTS or node.split("::", 1)[0] in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
