@@ -1,4 +1,5 @@
-# payflow: `make run` runs the service, `make test` runs the whole suite.
+# payflow: `make run` runs the service, `make test` runs the whole suite (as CI does);
+# `make test-fast` skips the tests marked slow, `make test-unit` needs no services.
 SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo "$(HOME)/.local/bin/uv")
 
@@ -10,7 +11,7 @@ run: export WEBHOOK_ALLOW_HOSTS ?= 127.0.0.1,localhost
 bench: export API_KEY ?= local-dev-api-key-change-me
 bench: export PROVIDER_WEBHOOK_SECRET ?= local-dev-provider-secret-0123456789abcdef
 
-.PHONY: install promtool run test lint bench schema
+.PHONY: install promtool run test test-fast test-unit lint bench schema
 install:
 	@command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	@uv sync --frozen --quiet
@@ -31,6 +32,16 @@ run: install
 TEST_WORKERS ?= 3
 test: install promtool anvil chromium
 	uv run pytest -n $(TEST_WORKERS) --dist loadfile
+
+# The loop before a push: the same suite without the tests marked slow (SLOW_TESTS in
+# tests/conftest.py names them, each with its reason). Needs the services, like `make test`.
+test-fast: install promtool anvil chromium pgbouncer
+	uv run pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+
+# tests/unit alone: pure code and payflow's own subprocesses; no PostgreSQL, RabbitMQ,
+# Redis, anvil or browser needed (docs/testing.md says how that is checked).
+test-unit: install
+	uv run pytest -n 2 --dist loadfile tests/unit
 
 lint: install
 	uv run ruff check payflow lab tests

@@ -18,6 +18,7 @@ import secrets
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import asyncpg
@@ -43,6 +44,8 @@ APP_PASSWORD = secrets.token_hex(16)
 # Every Redis key this run writes lives under this prefix (the gateway emulator remembers
 # a charge for 30 days), and the session deletes them all when it ends.
 REDIS_PREFIX = f"payflow-test-{RUN_ID}"
+# tests/unit needs no PostgreSQL, RabbitMQ, Redis, anvil or browser (`make test-unit`).
+UNIT_TESTS = Path(__file__).resolve().parent / "unit"
 
 
 def redis_prefix(label: str) -> str:
@@ -51,10 +54,13 @@ def redis_prefix(label: str) -> str:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _redis_keys_removed() -> Iterator[None]:
+def _redis_keys_removed(request: pytest.FixtureRequest) -> Iterator[None]:
     """At the end of the session, delete every key under this run's `REDIS_PREFIX`,
-    including those written by service processes the tests started."""
+    including those written by service processes the tests started. A session of
+    tests/unit alone writes none and may run with no Redis at all (`make test-unit`)."""
     yield
+    if all(UNIT_TESTS in item.path.parents for item in request.session.items):
+        return
     from redis import Redis
 
     client = Redis.from_url(load_settings().redis_url)
@@ -201,3 +207,67 @@ def _fresh_logging() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+
+
+# Tests `make test-fast` leaves out (they still run in `make test` and CI): a module path,
+# or a test's node id without its parameters, each with why it is slow. Measured with
+# `pytest -n 2 --dist loadfile --durations=60` (docs/testing.md); files may also carry
+# @pytest.mark.slow themselves.
+SLOW_TESTS: dict[str, str] = {
+    # whole systems as processes
+    "tests/integration/chaos/test_interrupt.py": "a chaos run, stopped by SIGTERM",
+    "tests/e2e/test_http_flow.py": "every role as a process, payments and deposits through HTTP",
+    "tests/e2e/test_trace.py": "every role as a process, one trace id followed through all",
+    "tests/e2e/test_console.py": "every role as a process and Chromium driving the console",
+    # several processes racing, or killed mid-flight
+    "tests/integration/pipeline/test_processes.py": "workers killed -9 and stopped by SIGTERM",
+    "tests/integration/pipeline/test_start_during_outage.py": "a private PostgreSQL down, then up",
+    "tests/integration/payouts/test_crashes_and_chain.py": "payout processes killed at each step",
+    "tests/integration/pipeline/test_finalize_posts_credit.py::"
+    "test_processes_finalizing_one_merchants_payments_at_once_credit_each_once": (
+        "processes finalizing one merchant's payments at once"
+    ),
+    "tests/integration/pipeline/charges/test_claims.py::"
+    "test_concurrent_deliveries_in_separate_processes_charge_once": (
+        "deliveries racing in separate processes"
+    ),
+    "tests/integration/pipeline/charges/test_claims.py::"
+    "test_worker_killed_after_the_gateway_charged_ends_succeeded_with_one_charge": (
+        "a worker killed -9 after the gateway charged"
+    ),
+    "tests/integration/pipeline/test_webhook_chains.py::"
+    "test_sender_killed_mid_post_is_redelivered_by_the_sweep_after_its_lease": (
+        "a sender killed mid-POST, then waiting out its lease"
+    ),
+    "tests/integration/test_metrics_endpoints.py": "worker and scheduler processes with metrics",
+    # the schema walked down and up, the CLI as many subprocesses
+    "tests/integration/test_migrations.py": "the migration history walked down and up over data",
+    "tests/integration/api/test_api_cli_and_migration.py": "the API and CLI started as processes",
+    "tests/integration/ops/test_status.py": "`payflow status` and `jobs` as subprocesses",
+    "tests/integration/ops_alerts/test_alerts_table.py::test_alerts_list_and_ack_commands": (
+        "`payflow alerts` as a dozen subprocesses"
+    ),
+    "tests/integration/test_token_registry.py::test_tokens_cli_adds_lists_and_refuses_clearly": (
+        "`payflow tokens` as a dozen subprocesses"
+    ),
+    "tests/integration/api/test_limits.py::test_assets_cli_lists_and_sets_limits": (
+        "`payflow assets` as a dozen subprocesses"
+    ),
+    "tests/integration/pipeline/charges/test_dead.py::test_payments_review_and_resolve_commands": (
+        "`payflow payments` as subprocesses"
+    ),
+    "tests/integration/api/test_issue7_review.py::"
+    "test_a_kept_deposit_is_credited_by_replaying_its_delivery": (
+        "`payflow unmatched replay` and the pipeline as processes"
+    ),
+    # generated inputs
+    "tests/integration/api/test_openapi_fuzz.py": "schemathesis fuzzing every operation",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `slow` every test SLOW_TESTS names, by module or by test."""
+    for item in items:
+        node = item.nodeid.split("[", 1)[0]
+        if node in SLOW_TESTS or node.split("::", 1)[0] in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
