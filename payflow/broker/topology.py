@@ -44,16 +44,36 @@ class WorkQueue:
     topic: str
 
 
+# The queues payflow's own workers consume (`payflow worker`).
 WORK_QUEUES: tuple[WorkQueue, ...] = (
     WorkQueue("payments", TOPIC_PAYMENT_CREATED),
     WorkQueue("ledger", TOPIC_LEDGER_EVENT),
     WorkQueue("webhooks", TOPIC_WEBHOOK_DELIVER),
-    # No consumer in payflow: a notifier service reads it. Declared so that the
-    # relay's mandatory publish of notification rows is routable.
+)
+# Notification feeds: no consumer in payflow (merchants hear through webhooks), only a
+# notifier service run beside it would read them. Declared, and published to, only with
+# `BROKER_NOTIFICATION_FEEDS=true`; otherwise their outbox rows are settled without a
+# publish (`payflow.outbox.relay`), so no queue fills up that nothing drains (about
+# three messages per payout, until a broker memory or disk alarm blocks every publisher).
+FEED_QUEUES: tuple[WorkQueue, ...] = (
+    # A debit refused for insufficient funds (the ledger worker).
     WorkQueue("notifications", TOPIC_NOTIFICATION),
-    # Payout state changes (held, sent, confirmed, failed; issue 11), for the notifier too.
+    # Payout state changes (held, sent, confirmed, failed).
     WorkQueue("payout_notifications", TOPIC_PAYOUT_NOTIFICATION),
 )
+FEED_TOPICS: frozenset[str] = frozenset(wq.topic for wq in FEED_QUEUES)
+
+
+def declared_queues(settings: Settings) -> tuple[WorkQueue, ...]:
+    """The work queues `declare_topology` declares: `WORK_QUEUES`, plus `FEED_QUEUES`
+    when `BROKER_NOTIFICATION_FEEDS` is on."""
+    return WORK_QUEUES + (FEED_QUEUES if settings.broker_notification_feeds else ())
+
+
+def unrouted_topics(settings: Settings) -> frozenset[str]:
+    """Outbox topics with no declared queue for `settings`: the feed topics while
+    `BROKER_NOTIFICATION_FEEDS` is off. The relay settles their rows unpublished."""
+    return frozenset() if settings.broker_notification_feeds else FEED_TOPICS
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +115,14 @@ class Names:
 
 
 def declared_names(settings: Settings) -> tuple[list[str], list[str]]:
-    """(queues, exchanges) that `declare_topology` declares for `settings`: every work
-    queue with its retry tiers and parking queue, and the three exchanges. For whoever
-    must remove a prefix's objects again (a benchmark's throwaway prefix)."""
+    """(queues, exchanges) that `declare_topology` may have declared under
+    `settings.broker_prefix`: every work queue with its retry tiers and parking queue,
+    the notification feeds' too (declared only with `BROKER_NOTIFICATION_FEEDS`, or by
+    an earlier version), and the three exchanges. For whoever must remove a prefix's
+    objects again (a benchmark's throwaway prefix)."""
     names = Names(settings.broker_prefix)
     queues: list[str] = []
-    for wq in WORK_QUEUES:
+    for wq in WORK_QUEUES + FEED_QUEUES:
         queues.append(names.queue(wq.name))
         queues += [names.retry_queue(wq.name, tier) for tier in settings.retry_tiers_ms]
         queues.append(names.parking_queue(wq.name))
@@ -137,7 +159,7 @@ async def declare_topology(channel: aio_pika.abc.AbstractChannel, settings: Sett
             names.retry_exchange, aio_pika.ExchangeType.DIRECT, durable=True
         )
         dlx = await channel.declare_exchange(names.dlx, aio_pika.ExchangeType.DIRECT, durable=True)
-        for wq in WORK_QUEUES:
+        for wq in declared_queues(settings):
             queue_name = names.queue(wq.name)
             # The work queue's own dead-lettering is a safety net: a message rejected
             # outside our handler (undecodable body) lands in parking, not in the void.

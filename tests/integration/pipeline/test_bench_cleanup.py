@@ -12,7 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from payflow.bench.services import cleanup_broker, cleanup_redis
-from payflow.broker.topology import WORK_QUEUES, declare_topology, declared_names
+from payflow.broker.topology import FEED_QUEUES, WORK_QUEUES, declare_topology, declared_names
 from payflow.config import Settings
 
 
@@ -33,7 +33,10 @@ async def test_cleanup_broker_deletes_every_queue_and_exchange_of_the_prefix(
     pipe_settings: Settings,
 ) -> None:
     prefix = f"bench_{uuid.uuid4().hex[:8]}"
-    settings = pipe_settings.model_copy(update={"broker_prefix": prefix})
+    # Feeds on: a prefix whose notification feeds were declared is cleaned up too.
+    settings = pipe_settings.model_copy(
+        update={"broker_prefix": prefix, "broker_notification_feeds": True}
+    )
     connection = await aio_pika.connect(settings.rabbitmq_url)
     try:
         await declare_topology(await connection.channel(), settings)
@@ -41,7 +44,7 @@ async def test_cleanup_broker_deletes_every_queue_and_exchange_of_the_prefix(
         await connection.close()
     queues, exchanges = declared_names(settings)
     # Each work queue, its parking queue and one queue per retry tier.
-    assert len(queues) == len(WORK_QUEUES) * (2 + len(settings.retry_tiers_ms))
+    assert len(queues) == len(WORK_QUEUES + FEED_QUEUES) * (2 + len(settings.retry_tiers_ms))
     assert any(q.endswith(".payout_notifications") for q in queues)
     assert [await _exists(settings, q) for q in queues] == [True] * len(queues)
     await cleanup_broker(pipe_settings, prefix)
