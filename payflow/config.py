@@ -134,12 +134,6 @@ class Settings(BaseSettings):
     # characters); refused at start-up rather than by the broker client mid-declare.
     broker_prefix: str = Field(default="payflow", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
     broker_quorum_queues: bool = True
-    # Declare the notification feed queues (`<prefix>.notifications`,
-    # `<prefix>.payout_notifications`) and publish insufficient-funds and payout
-    # notifications to them: only for a notifier service run beside payflow that consumes
-    # them (payflow never does, and a queue nothing reads grows until a broker alarm blocks
-    # every publisher). Off: their outbox rows are settled without a publish.
-    broker_notification_feeds: bool = False
     broker_prefetch: int = Field(default=64, ge=1, le=10000)
     retry_tiers_ms: Annotated[tuple[int, ...], NoDecode] = (2000, 4000, 8000)
     relay_batch_size: int = Field(default=200, ge=1, le=10000)

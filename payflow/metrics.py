@@ -173,11 +173,11 @@ STATE_LAST_REFRESH = Gauge(
 
 def queue_names(settings: Settings) -> list[str]:
     """Every queue payflow declares: per work queue, itself, its retry tiers and its DLQ."""
-    from payflow.broker.topology import Names, declared_queues
+    from payflow.broker.topology import WORK_QUEUES, Names
 
     names = Names(settings.broker_prefix)
     queues: list[str] = []
-    for wq in declared_queues(settings):
+    for wq in WORK_QUEUES:
         queues.append(names.queue(wq.name))
         queues.extend(names.retry_queue(wq.name, tier) for tier in settings.retry_tiers_ms)
         queues.append(names.parking_queue(wq.name))

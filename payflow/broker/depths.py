@@ -10,7 +10,7 @@ import aio_pika
 import aiormq
 
 from payflow.broker.connection import short_connection
-from payflow.broker.topology import FEED_QUEUES, Names, declared_queues
+from payflow.broker.topology import FEED_QUEUES, WORK_QUEUES, Names
 from payflow.config import Settings
 
 
@@ -31,17 +31,15 @@ class BrokerUnreachable(Exception):
 
 def queue_names(settings: Settings) -> list[tuple[str, str]]:
     """(name, kind) of every work, retry-tier and parking (DLQ) queue of the topology,
-    then, while `BROKER_NOTIFICATION_FEEDS` is off, each feed queue as kind ``feed``: not
-    declared any more, but one left by an earlier version (or a notifier that stopped)
-    still fills up with nothing to drain it."""
+    then each notification feed queue as kind ``feed``: not declared any more, but one
+    left by an earlier version may still hold messages with nothing to drain it."""
     names = Names(settings.broker_prefix)
     out: list[tuple[str, str]] = []
-    for wq in declared_queues(settings):
+    for wq in WORK_QUEUES:
         out.append((names.queue(wq.name), "work"))
         out.extend((names.retry_queue(wq.name, tier), "retry") for tier in settings.retry_tiers_ms)
         out.append((names.parking_queue(wq.name), "dlq"))
-    if not settings.broker_notification_feeds:
-        out.extend((names.queue(wq.name), "feed") for wq in FEED_QUEUES)
+    out.extend((names.queue(wq.name), "feed") for wq in FEED_QUEUES)
     return out
 
 

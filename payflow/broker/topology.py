@@ -50,30 +50,20 @@ WORK_QUEUES: tuple[WorkQueue, ...] = (
     WorkQueue("ledger", TOPIC_LEDGER_EVENT),
     WorkQueue("webhooks", TOPIC_WEBHOOK_DELIVER),
 )
-# Notification feeds: no consumer in payflow (merchants hear through webhooks), only a
-# notifier service run beside it would read them. Declared, and published to, only with
-# `BROKER_NOTIFICATION_FEEDS=true`; otherwise their outbox rows are settled without a
-# publish (`payflow.outbox.relay`), so no queue fills up that nothing drains (about
-# three messages per payout, until a broker memory or disk alarm blocks every publisher).
+# Notification feeds: topics with no consumer in payflow (merchants hear through
+# webhooks). Their queues are not declared and nothing is published to them: the relay
+# settles their outbox rows unpublished (`payflow.outbox.relay`), because a queue that
+# nothing drains grows (about three messages per payout) until a broker memory or disk
+# alarm blocks every publisher. Earlier versions declared these queues; `payflow
+# status` names a leftover that still holds messages.
 FEED_QUEUES: tuple[WorkQueue, ...] = (
     # A debit refused for insufficient funds (the ledger worker).
     WorkQueue("notifications", TOPIC_NOTIFICATION),
     # Payout state changes (held, sent, confirmed, failed).
     WorkQueue("payout_notifications", TOPIC_PAYOUT_NOTIFICATION),
 )
-FEED_TOPICS: frozenset[str] = frozenset(wq.topic for wq in FEED_QUEUES)
-
-
-def declared_queues(settings: Settings) -> tuple[WorkQueue, ...]:
-    """The work queues `declare_topology` declares: `WORK_QUEUES`, plus `FEED_QUEUES`
-    when `BROKER_NOTIFICATION_FEEDS` is on."""
-    return WORK_QUEUES + (FEED_QUEUES if settings.broker_notification_feeds else ())
-
-
-def unrouted_topics(settings: Settings) -> frozenset[str]:
-    """Outbox topics with no declared queue for `settings`: the feed topics while
-    `BROKER_NOTIFICATION_FEEDS` is off. The relay settles their rows unpublished."""
-    return frozenset() if settings.broker_notification_feeds else FEED_TOPICS
+# Outbox topics the relay settles without a publish: no queue is declared for them.
+UNROUTED_TOPICS: frozenset[str] = frozenset(wq.topic for wq in FEED_QUEUES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +107,8 @@ class Names:
 def declared_names(settings: Settings) -> tuple[list[str], list[str]]:
     """(queues, exchanges) that `declare_topology` may have declared under
     `settings.broker_prefix`: every work queue with its retry tiers and parking queue,
-    the notification feeds' too (declared only with `BROKER_NOTIFICATION_FEEDS`, or by
-    an earlier version), and the three exchanges. For whoever must remove a prefix's
+    the notification feeds' too (declared by earlier versions), and the three
+    exchanges. For whoever must remove a prefix's
     objects again (a benchmark's throwaway prefix)."""
     names = Names(settings.broker_prefix)
     queues: list[str] = []
@@ -159,7 +149,7 @@ async def declare_topology(channel: aio_pika.abc.AbstractChannel, settings: Sett
             names.retry_exchange, aio_pika.ExchangeType.DIRECT, durable=True
         )
         dlx = await channel.declare_exchange(names.dlx, aio_pika.ExchangeType.DIRECT, durable=True)
-        for wq in declared_queues(settings):
+        for wq in WORK_QUEUES:
             queue_name = names.queue(wq.name)
             # The work queue's own dead-lettering is a safety net: a message rejected
             # outside our handler (undecodable body) lands in parking, not in the void.

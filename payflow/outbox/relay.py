@@ -17,9 +17,9 @@ the rows behind them; from `RELAY_UNPUBLISHABLE_ALERT_ATTEMPTS` failures on, eac
 logs `payflow.outbox.unpublishable`. A failure on the way (connection, channel) is not
 the row's fault: the row stays due and the relay as a whole backs off.
 
-Rows of a notification feed topic (`broker.topology.FEED_TOPICS`) are marked published
-without a publish while `BROKER_NOTIFICATION_FEEDS` is off: no queue is declared for
-them and nothing in payflow consumes them, so the row itself stays the record.
+Rows of a notification feed topic (`broker.topology.UNROUTED_TOPICS`) are marked
+published without a publish: no queue is declared for them and nothing in payflow
+consumes them, so the row itself stays the record.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import structlog
 
 from payflow.broker.messages import encode_payload
 from payflow.broker.publisher import publish
-from payflow.broker.topology import TOPIC_LEDGER_EVENT, unrouted_topics
+from payflow.broker.topology import TOPIC_LEDGER_EVENT, UNROUTED_TOPICS
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
@@ -156,9 +156,8 @@ async def relay_once(
         # A feed topic whose queue is not declared (no consumer anywhere) is settled
         # without a publish: nothing would read it, and a mandatory publish would be
         # returned and retried for ever.
-        unrouted = unrouted_topics(settings)
-        settled = [int(row["id"]) for row in rows if row["topic"] in unrouted]
-        sent = [row for row in rows if row["topic"] not in unrouted]
+        settled = [int(row["id"]) for row in rows if row["topic"] in UNROUTED_TOPICS]
+        sent = [row for row in rows if row["topic"] not in UNROUTED_TOPICS]
         results = await asyncio.gather(
             *(_publish_row(exchange, row) for row in sent), return_exceptions=True
         )

@@ -4,8 +4,6 @@ configuration errors and real refusals stay permanent."""
 
 from __future__ import annotations
 
-import asyncio
-
 import asyncpg
 import pytest
 
@@ -52,7 +50,7 @@ CONNECTION_CLASS: list[BaseException] = [
     ConnectionRefusedError("refused"),
     BrokenPipeError("broken pipe"),
     OSError("no route to host"),
-    asyncio.TimeoutError(),
+    TimeoutError(),
 ]
 
 

@@ -47,8 +47,8 @@ async def test_status_is_ok_on_a_clean_database_once_reconciled(
     declared = [q for q in status.queues if q.kind != "feed"]
     assert len(declared) == len(WORK_QUEUES) * (2 + len(ops_settings.retry_tiers_ms))
     assert {q.messages for q in declared} == {0}
-    # The notification feeds are not declared (BROKER_NOTIFICATION_FEEDS is off): probed
-    # for leftovers only, and their absence is no problem.
+    # The notification feeds are not declared: probed for leftovers only, and their
+    # absence is no problem.
     assert [q.messages for q in status.queues if q.kind == "feed"] == [None, None]
     assert status.alerts is None or status.alerts == []  # the alerts table may not exist yet
 
