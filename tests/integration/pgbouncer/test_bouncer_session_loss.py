@@ -154,3 +154,21 @@ async def test_a_posting_lost_mid_transaction_is_retried_not_dead_lettered(
     # retry, or the consumer's next tier), and nothing was dead-lettered on the way.
     assert await owner_pool.fetchval("SELECT count(*) FROM balance_events") == 1
     assert not [e for e in logs if e["event"] == "payflow.consumer.dead_lettered"]
+
+
+@pytest.mark.parametrize("how", ["terminate", "restart"])
+async def test_the_blocks_own_error_survives_a_rollback_that_fails(
+    how: str, loss_settings: Settings, owner_pool: asyncpg.Pool, private_bouncer: PgBouncer
+) -> None:
+    """The block fails for its own reason after its session is gone: the ROLLBACK then
+    fails too, and the caller sees the block's error, not the clean-up's."""
+    lose = _loser(how, owner_pool, private_bouncer)
+    pool = await create_pool(loss_settings, min_size=1, max_size=2)
+    try:
+        async with pool.acquire() as conn:
+            with pytest.raises(LookupError, match="the block's own reason"):
+                async with transaction(conn, loss_settings):
+                    await lose(await conn.fetchval("SELECT pg_backend_pid()"))
+                    raise LookupError("the block's own reason")
+    finally:
+        await pool.close()
