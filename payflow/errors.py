@@ -3,7 +3,8 @@
 Every failure payflow raises is one of three kinds:
 
 - `RetryableError`: transient; the same work may succeed if tried again later
-  (lock timeout, statement timeout, deadlock, serialization failure, lost connection).
+  (lock timeout, statement timeout, deadlock, serialization failure, and the
+  connection class of `is_connection_error`: a session lost or refused).
 - `BusinessOutcome`: a final, recorded answer such as insufficient funds; never retried.
 - `BadInput`: the request itself is wrong; retrying it unchanged cannot help.
 """
@@ -16,21 +17,44 @@ import aiormq
 import asyncpg
 import httpx
 
+# Contention: the database is up and the same work may succeed on the next try.
 RETRYABLE_SQLSTATES: frozenset[str] = frozenset(
     {
         "55P03",  # lock_not_available (lock_timeout)
         "57014",  # query_canceled (statement_timeout)
         "40P01",  # deadlock_detected
         "40001",  # serialization_failure
-        "57P01",  # admin_shutdown (server restarting)
-        "57P02",  # crash_shutdown
-        "57P03",  # cannot_connect_now (server starting up)
     }
 )
-# Whole SQLSTATE classes that are transient: 08 connection exceptions, and 53
-# insufficient resources (e.g. 53300 too_many_connections while other clients hold
+# The session itself was ended or refused by the server (the connection class, below).
+CONNECTION_SQLSTATES: frozenset[str] = frozenset(
+    {
+        "57P01",  # admin_shutdown: pg_terminate_backend, a fast shutdown, a failover
+        "57P02",  # crash_shutdown
+        "57P03",  # cannot_connect_now (server starting up, or in recovery)
+        "57P05",  # idle_session_timeout
+    }
+)
+# Whole SQLSTATE classes of the connection class: 08 connection exceptions (PgBouncer
+# answers 08P01 for its own failures: server gone, pool full, query_wait_timeout), and
+# 53 insufficient resources (e.g. 53300 too_many_connections while other clients hold
 # every slot). Classified as permanent, they dead-lettered messages at attempt 1.
-RETRYABLE_SQLSTATE_CLASSES: tuple[str, ...] = ("08", "53")
+CONNECTION_SQLSTATE_CLASSES: tuple[str, ...] = ("08", "53")
+# asyncpg errors about the client's own configuration or features: retrying the same
+# work on the same settings cannot help, although they derive from `InterfaceError`.
+_PERMANENT_INTERFACE_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.ClientConfigurationError,
+    asyncpg.exceptions.UnsupportedClientFeatureError,
+    asyncpg.exceptions.UnsupportedServerFeatureError,
+)
+# Every exception the database driver raises for a statement, a transaction or an
+# acquire: what a loop that must outlive the database catches (then `classify`).
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,  # ConnectionError, and TimeoutError (asyncio's too) derive from it
+)
 # numeric_value_out_of_range: an amount or balance that does not fit its column. Never
 # retryable; `ledger.posting` turns it into the terminal `amount_overflow` outcome.
 NUMERIC_OUT_OF_RANGE = "22003"
@@ -147,23 +171,59 @@ def classify(exc: BaseException) -> PayflowError:
         return RetryableError(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, aiormq.exceptions.AMQPConnectionError | aiormq.exceptions.ChannelClosed):
         return RetryableError(f"{type(exc).__name__}: {exc}")
+    if is_connection_error(exc):
+        return RetryableError(f"connection lost: {type(exc).__name__}: {exc}"[:500])
     if isinstance(exc, asyncpg.PostgresError):
         sqlstate = getattr(exc, "sqlstate", None)
-        if sqlstate in RETRYABLE_SQLSTATES or (sqlstate or "").startswith(
-            RETRYABLE_SQLSTATE_CLASSES
-        ):
+        if sqlstate in RETRYABLE_SQLSTATES:
             return RetryableError(f"{type(exc).__name__} ({sqlstate})")
         if sqlstate == NUMERIC_OUT_OF_RANGE:
             return AmountOutOfRange("a value is outside the range its column can hold")
         if isinstance(exc, asyncpg.DataError | asyncpg.IntegrityConstraintViolationError):
             return BadInput(f"{type(exc).__name__}: {exc}")
         return DatabaseError(f"{type(exc).__name__} ({sqlstate}): {exc}")
-    if isinstance(
-        exc,
-        asyncpg.InterfaceError | ConnectionError | OSError | asyncio.TimeoutError,
-    ):
-        return RetryableError(f"{type(exc).__name__}: {exc}")
     return DatabaseError(f"{type(exc).__name__}: {exc}")
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """True when `exc` says the database session is gone, broken or cannot be had now:
+    the retryable connection class. A failover, a PgBouncer restart, an idle-session
+    timeout or `pg_terminate_backend` ends a session, and the driver reports it as any
+    of these, depending on where in the protocol the end finds the client:
+
+    * SQLSTATE classes 08 (connection exception: `ConnectionDoesNotExistError`,
+      `ConnectionFailureError`, PgBouncer's 08P01) and 53 (`TooManyConnectionsError`);
+      57P01 admin_shutdown (`AdminShutdownError`, a terminated backend), 57P02
+      crash_shutdown, 57P03 cannot_connect_now, 57P05 idle_session_timeout;
+    * `asyncpg.InternalClientError` and its subclasses (`ProtocolError`,
+      `OutdatedSchemaCacheError`, `TargetServerAttributeNotMatched`): the client's
+      protocol state machine met a connection that ended mid-exchange, e.g.
+      "cannot switch to state 15; another operation (2) is in progress";
+    * `asyncpg.InvalidCachedStatementError`: a statement prepared on a session that a
+      pooler swapped or the schema changed under; a fresh try prepares it again;
+    * `asyncpg.InterfaceError` ("connection is closed", "connection was closed in the
+      middle of operation", a pool closing), except the client-configuration errors;
+    * `OSError` (`ConnectionResetError`, refused, unreachable) and timeouts.
+
+    The same work on a fresh session may succeed: never a reason to dead-letter.
+    """
+    if isinstance(exc, asyncpg.PostgresError):
+        sqlstate = getattr(exc, "sqlstate", None) or ""
+        return (
+            sqlstate in CONNECTION_SQLSTATES
+            or sqlstate.startswith(CONNECTION_SQLSTATE_CLASSES)
+            or isinstance(exc, asyncpg.InvalidCachedStatementError)
+        )
+    if isinstance(exc, _PERMANENT_INTERFACE_ERRORS):
+        return False
+    return isinstance(
+        exc,
+        asyncpg.InternalClientError
+        | asyncpg.InterfaceError
+        | ConnectionError
+        | OSError
+        | asyncio.TimeoutError,
+    )
 
 
 def is_retryable(exc: BaseException) -> bool:

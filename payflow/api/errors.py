@@ -238,6 +238,7 @@ def install_exception_handler(app: FastAPI) -> None:
         PayflowError,
         asyncpg.PostgresError,
         asyncpg.InterfaceError,
+        asyncpg.InternalClientError,  # a session lost mid-exchange: 503, never a 500
         OSError,
         TimeoutError,
     ):

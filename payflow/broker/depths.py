@@ -10,13 +10,13 @@ import aio_pika
 import aiormq
 
 from payflow.broker.connection import short_connection
-from payflow.broker.topology import WORK_QUEUES, Names
+from payflow.broker.topology import FEED_QUEUES, WORK_QUEUES, Names
 from payflow.config import Settings
 
 
 @dataclass(frozen=True, slots=True)
 class QueueDepth:
-    """One queue: `kind` work|retry|dlq, ready `messages` and `consumers` (None: the
+    """One queue: `kind` work|retry|dlq|feed, ready `messages` and `consumers` (None: the
     queue does not exist)."""
 
     name: str
@@ -30,14 +30,25 @@ class BrokerUnreachable(Exception):
 
 
 def queue_names(settings: Settings) -> list[tuple[str, str]]:
-    """(name, kind) of every work, retry-tier and parking (DLQ) queue of the topology."""
+    """(name, kind) of every work, retry-tier and parking (DLQ) queue of the topology,
+    then each notification feed queue as kind ``feed``: not declared any more, but one
+    left by an earlier version may still hold messages with nothing to drain it."""
     names = Names(settings.broker_prefix)
     out: list[tuple[str, str]] = []
     for wq in WORK_QUEUES:
         out.append((names.queue(wq.name), "work"))
         out.extend((names.retry_queue(wq.name, tier), "retry") for tier in settings.retry_tiers_ms)
         out.append((names.parking_queue(wq.name), "dlq"))
+    out.extend((names.queue(wq.name), "feed") for wq in FEED_QUEUES)
     return out
+
+
+def unconsumed(depths: list[QueueDepth]) -> list[QueueDepth]:
+    """The work and feed queues that hold messages with no consumer attached: nothing
+    drains them, so they grow until a broker alarm blocks every publisher. Retry tiers
+    (drained by their TTL) and parking queues (the DLQ, read by hand) have no consumer
+    by design and are not listed."""
+    return [q for q in depths if q.kind in ("work", "feed") and q.messages and not q.consumers]
 
 
 async def queue_depths(settings: Settings, timeout_s: float) -> list[QueueDepth]:

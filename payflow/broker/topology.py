@@ -44,16 +44,26 @@ class WorkQueue:
     topic: str
 
 
+# The queues payflow's own workers consume (`payflow worker`).
 WORK_QUEUES: tuple[WorkQueue, ...] = (
     WorkQueue("payments", TOPIC_PAYMENT_CREATED),
     WorkQueue("ledger", TOPIC_LEDGER_EVENT),
     WorkQueue("webhooks", TOPIC_WEBHOOK_DELIVER),
-    # No consumer in payflow: a notifier service reads it. Declared so that the
-    # relay's mandatory publish of notification rows is routable.
+)
+# Notification feeds: topics with no consumer in payflow (merchants hear through
+# webhooks). Their queues are not declared and nothing is published to them: the relay
+# settles their outbox rows unpublished (`payflow.outbox.relay`), because a queue that
+# nothing drains grows (about three messages per payout) until a broker memory or disk
+# alarm blocks every publisher. Earlier versions declared these queues; `payflow
+# status` names a leftover that still holds messages.
+FEED_QUEUES: tuple[WorkQueue, ...] = (
+    # A debit refused for insufficient funds (the ledger worker).
     WorkQueue("notifications", TOPIC_NOTIFICATION),
-    # Payout state changes (held, sent, confirmed, failed; issue 11), for the notifier too.
+    # Payout state changes (held, sent, confirmed, failed).
     WorkQueue("payout_notifications", TOPIC_PAYOUT_NOTIFICATION),
 )
+# Outbox topics the relay settles without a publish: no queue is declared for them.
+UNROUTED_TOPICS: frozenset[str] = frozenset(wq.topic for wq in FEED_QUEUES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +105,14 @@ class Names:
 
 
 def declared_names(settings: Settings) -> tuple[list[str], list[str]]:
-    """(queues, exchanges) that `declare_topology` declares for `settings`: every work
-    queue with its retry tiers and parking queue, and the three exchanges. For whoever
-    must remove a prefix's objects again (a benchmark's throwaway prefix)."""
+    """(queues, exchanges) that `declare_topology` may have declared under
+    `settings.broker_prefix`: every work queue with its retry tiers and parking queue,
+    the notification feeds' too (declared by earlier versions), and the three
+    exchanges. For whoever must remove a prefix's
+    objects again (a benchmark's throwaway prefix)."""
     names = Names(settings.broker_prefix)
     queues: list[str] = []
-    for wq in WORK_QUEUES:
+    for wq in WORK_QUEUES + FEED_QUEUES:
         queues.append(names.queue(wq.name))
         queues += [names.retry_queue(wq.name, tier) for tier in settings.retry_tiers_ms]
         queues.append(names.parking_queue(wq.name))

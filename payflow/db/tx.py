@@ -8,15 +8,18 @@ It commits when the block ends normally and rolls back on any exception.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
 
-import asyncpg
+import structlog
 
 from payflow.config import Settings
 from payflow.db import Connection
+
+log = structlog.get_logger("payflow.db")
 
 Isolation = Literal["read committed", "repeatable read", "serializable"]
 
@@ -91,15 +94,29 @@ async def transaction(
     await conn.execute(_begin_statement(settings, isolation, readonly, statement_timeout_ms))
     try:
         yield conn
-    except BaseException:
-        try:
-            closed = conn.is_closed()
-        except asyncpg.InterfaceError:  # a lost connection the pool already took back
-            closed = True
-        if not closed:
-            try:
-                await conn.execute("ROLLBACK")
-            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
-                pass  # the server rolls back a transaction whose connection is gone
+    except BaseException as original:
+        await _roll_back(conn, original)
         raise
     await conn.execute("COMMIT")
+
+
+async def _roll_back(conn: Connection, original: BaseException) -> None:
+    """ROLLBACK after `original` ended the block; nothing it raises replaces `original`.
+
+    On a lost session the ROLLBACK itself fails, with whatever the driver's state
+    machine makes of it (`InterfaceError`, `InternalClientError` "cannot switch to
+    state …", a reset): the server rolls back a transaction whose session ended, and the
+    caller must see why the block failed, not why the clean-up could not run.
+    """
+    try:
+        if conn.is_closed():
+            return
+        await conn.execute("ROLLBACK")
+    except asyncio.CancelledError:
+        raise  # a stop during the clean-up still stops; asyncpg closes the connection
+    except Exception as exc:  # the original error is raised by the caller
+        log.debug(
+            "payflow.db.rollback_failed",
+            error=f"{type(exc).__name__}: {exc}"[:300],
+            original=type(original).__name__,
+        )

@@ -16,9 +16,12 @@ Protocol, per entry, oldest first (at least once, never twice):
 A crash between 2 and 3 leaves the entry in the processing list; the next run finds its
 row and only removes it: one DLQ row per entry. A malformed entry (not JSON, another
 version, missing or invalid fields) or one PostgreSQL refuses for good (a constraint)
-is moved, unchanged, to ``<prefix>dlq:malformed`` in one MULTI (never dropped, no TTL)
-and alerts ``dlq.fallback.malformed``. A retryable failure (the database still down,
-a lock timeout) leaves the entry where it is; after `DLQ_DRAIN_MAX_FAILURES` such
+and that, asked again afterwards, has no DLQ row yet (a refusal can follow the commit
+of that very entry), is moved, unchanged, to ``<prefix>dlq:malformed`` in one MULTI
+(never dropped, no TTL) and alerts ``dlq.fallback.malformed``. A retryable failure (the
+database still down, a lost session of the connection class `errors.is_connection_error`,
+a lock timeout) leaves the entry where it is, and so does a refusal whose check cannot
+run; after `DLQ_DRAIN_MAX_FAILURES` such
 failures in a row the run stops and alerts ``dlq.fallback.drain_failed``. At most
 `DLQ_DRAIN_BATCH` entries are handled per run.
 """
@@ -34,7 +37,7 @@ from redis.asyncio import Redis
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
-from payflow.errors import RetryableError, classify
+from payflow.errors import PayflowError, RetryableError, classify
 from payflow.ledger.worker import dead_letter_event
 from payflow.ops.alerts import Severity
 from payflow.ops.dlq import fallback_entry_recorded
@@ -147,6 +150,39 @@ async def move_entry(pool: asyncpg.Pool, settings: Settings, entry: FallbackEntr
     return "moved" if dlq_id is not None else "settled"
 
 
+async def _recorded(pool: asyncpg.Pool, settings: Settings, entry: FallbackEntry) -> bool | None:
+    """Whether a DLQ row of `entry` exists; None when the database cannot say now."""
+    try:
+        async with pool.acquire() as conn, transaction(conn, settings, readonly=True):
+            found = await fallback_entry_recorded(
+                conn, entry.source, entry.subject_id, entry.entry_id
+            )
+    except Exception as exc:
+        log.warning("payflow.dlq.fallback_check_failed", error=str(classify(exc))[:300])
+        return None
+    return found is not None
+
+
+async def _drain_one(
+    pool: asyncpg.Pool, settings: Settings, entry: FallbackEntry
+) -> tuple[str, PayflowError | None]:
+    """Move one entry: (``moved`` | ``settled`` | ``duplicate``, None) when it may leave
+    Redis; (``failed``, error) when it must stay for a later run (retryable, the
+    connection class included: a lost session never refuses an entry); (``refused``,
+    error) only for a non-retryable failure of an entry that, asked afterwards, has no
+    DLQ row (the failure may have followed its commit: then it is a ``duplicate``)."""
+    try:
+        return await move_entry(pool, settings, entry), None
+    except Exception as exc:
+        error = classify(exc)
+    if isinstance(error, RetryableError):
+        return "failed", error
+    recorded = await _recorded(pool, settings, entry)
+    if recorded is None:
+        return "failed", error
+    return ("duplicate", None) if recorded else ("refused", error)
+
+
 async def drain_redis_dlq(ctx: JobContext) -> JobResult:
     """Move up to `DLQ_DRAIN_BATCH` Redis fallback entries into `dead_letter_queue`.
 
@@ -173,15 +209,13 @@ async def drain_redis_dlq(ctx: JobContext) -> JobResult:
             log.error("payflow.dlq.fallback_malformed", reason=str(exc))
             continue
         bound = {"entry_id": entry.entry_id, "source": entry.source, "subject_id": entry.subject_id}
-        try:
-            outcome = await move_entry(ctx.pool, settings, entry)
-        except Exception as exc:
-            error = classify(exc)
-            if not isinstance(error, RetryableError):
-                await _set_aside(redis, settings, raw)
-                stats.set_aside += 1
-                log.error("payflow.dlq.fallback_refused", error=str(error), **bound)
-                continue
+        outcome, error = await _drain_one(ctx.pool, settings, entry)
+        if outcome == "refused":
+            await _set_aside(redis, settings, raw)
+            stats.set_aside += 1
+            log.error("payflow.dlq.fallback_refused", error=str(error), **bound)
+            continue
+        if outcome == "failed":
             stats.failures += 1
             consecutive += 1
             log.warning("payflow.dlq.fallback_drain_failed", error=str(error), **bound)

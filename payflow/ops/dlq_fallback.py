@@ -25,21 +25,19 @@ Entry document (JSON, ``version`` 1)::
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import asyncpg
 import orjson
 import structlog
 from redis.asyncio import Redis
 
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
-from payflow.errors import BadInput, RetryableError, classify
+from payflow.errors import BadInput, is_connection_error
 from payflow.ops.dlq import SOURCES
 
 log = structlog.get_logger("payflow.dlq")
@@ -56,11 +54,6 @@ ENTRY_FIELDS: tuple[str, ...] = (
     "trace_id",
     "failed_at",
 )
-# SQLSTATE prefixes that mean "the server is not there for us": 08 connection exception,
-# 53 insufficient resources (too many connections, disk full), 57P0x shutdown/starting.
-# Contention (lock or statement timeout, deadlock, serialization) is retryable too but
-# the database is up: the message stays in the broker and retries instead.
-_UNAVAILABLE_SQLSTATE_PREFIXES: tuple[str, ...] = ("08", "53", "57P")
 
 
 class MalformedEntry(BadInput):
@@ -83,21 +76,16 @@ def malformed_key(settings: Settings) -> str:
 
 
 def is_database_unavailable(exc: BaseException) -> bool:
-    """True when `exc` means PostgreSQL could not be reached (or refused new work as a
-    whole): a retryable failure per `errors.classify` that is not contention.
+    """True when `exc` means PostgreSQL could not be reached, or the session was lost
+    (or refused new work as a whole): `errors.is_connection_error`, the retryable
+    connection class, not contention.
 
-    A lost or refused connection, a connect timeout, SQLSTATE classes 08 and 53 and
+    A lost, terminated or refused connection, a protocol state the driver cannot leave
+    (asyncpg `InternalClientError`), a connect timeout, SQLSTATE classes 08 and 53 and
     57P01-57P03 qualify; a constraint violation, a lock or statement timeout, a deadlock
     or any non-retryable error does not.
     """
-    if not isinstance(classify(exc), RetryableError):
-        return False
-    if isinstance(exc, asyncpg.PostgresError):
-        sqlstate = getattr(exc, "sqlstate", None) or ""
-        return sqlstate.startswith(_UNAVAILABLE_SQLSTATE_PREFIXES)
-    return isinstance(
-        exc, asyncpg.InterfaceError | ConnectionError | OSError | asyncio.TimeoutError
-    )
+    return is_connection_error(exc)
 
 
 @dataclass(frozen=True, slots=True)

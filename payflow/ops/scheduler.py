@@ -28,6 +28,7 @@ from payflow.chain.payouts.job import payouts_job
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
+from payflow.errors import DRIVER_ERRORS, classify
 from payflow.ledger.retention import cleanup_processed_events_job
 from payflow.metrics import JOB_RUNS
 from payflow.ops.alerts import AlertSink, LogAlertSink
@@ -194,8 +195,8 @@ async def execute_job(ctx: JobContext, spec: JobSpec, run_id: int) -> JobResult:
     try:
         async with ctx.pool.acquire() as conn, transaction(conn, ctx.settings):
             await conn.execute(SQL["finish_job_run"], run_id, str(result.outcome), result.summary)
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-        log.error("payflow.scheduler.record_failed", job=spec.name, error=type(exc).__name__)
+    except DRIVER_ERRORS as exc:  # a lost session: the run's row stays without an end
+        log.error("payflow.scheduler.record_failed", job=spec.name, error=str(classify(exc))[:300])
     return result
 
 
@@ -234,8 +235,13 @@ class Scheduler:
                 continue
             try:
                 claimed = await claim_run(self.ctx.pool, self.ctx.settings, spec)
-            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-                log.error("payflow.scheduler.claim_failed", job=name, error=type(exc).__name__)
+            except Exception as exc:  # a lost session, or any bug: the next tick claims again
+                log.error(
+                    "payflow.scheduler.claim_failed",
+                    job=name,
+                    kind=type(classify(exc)).__name__,
+                    error=str(classify(exc))[:300],
+                )
                 continue
             if claimed is not None:
                 self.running[name] = asyncio.create_task(

@@ -16,7 +16,7 @@ import asyncpg
 from rich.console import Console
 from rich.table import Table
 
-from payflow.broker.depths import BrokerUnreachable, QueueDepth, queue_depths
+from payflow.broker.depths import BrokerUnreachable, QueueDepth, queue_depths, unconsumed
 from payflow.chain.payouts.wallet import stalled_counts
 from payflow.config import Settings
 from payflow.db import Connection
@@ -135,7 +135,15 @@ def judge(status: Status, settings: Settings) -> list[str]:
         problems.append(f"outbox unpublished: {status.outbox_unpublished}")
     if status.broker != "ok":
         problems.append(f"broker {status.broker}")
-    problems.extend(f"queue missing: {q.name}" for q in status.queues if q.messages is None)
+    problems.extend(
+        f"queue missing: {q.name}"
+        for q in status.queues
+        if q.messages is None and q.kind != "feed"  # a feed not declared is as it should be
+    )
+    problems.extend(
+        f"queue without consumer: {q.name} ({q.messages} messages waiting)"
+        for q in unconsumed(status.queues)
+    )
     problems.extend(
         f"rpc breaker {chain}: {state}"
         for chain, state in status.breakers.items()
@@ -261,9 +269,12 @@ def render(status: Status, console: Console) -> None:
         any(p.startswith("outbox") for p in status.problems),
     )
     row("broker", status.broker, status.broker != "ok")
+    idle = {q.name for q in unconsumed(status.queues)}
     for q in status.queues:
+        if q.kind == "feed" and q.messages is None:
+            continue  # an undeclared notification feed: nothing to show
         shown = "missing" if q.messages is None else f"{q.messages} ({q.consumers} consumers)"
-        row(f"queue {q.name}", shown, q.messages is None)
+        row(f"queue {q.name}", shown, q.messages is None or q.name in idle)
     for chain, state in status.breakers.items():
         row(f"rpc breaker {chain}", state, state in ("open", "half_open"))
     for line in status.chain:

@@ -16,6 +16,10 @@ RELAY_RETRY_MAX_BACKOFF_S)` and the claim takes only due rows, so such rows neve
 the rows behind them; from `RELAY_UNPUBLISHABLE_ALERT_ATTEMPTS` failures on, each one
 logs `payflow.outbox.unpublishable`. A failure on the way (connection, channel) is not
 the row's fault: the row stays due and the relay as a whole backs off.
+
+Rows of a notification feed topic (`broker.topology.UNROUTED_TOPICS`) are marked
+published without a publish: no queue is declared for them and nothing in payflow
+consumes them, so the row itself stays the record.
 """
 
 from __future__ import annotations
@@ -34,12 +38,12 @@ import structlog
 
 from payflow.broker.messages import encode_payload
 from payflow.broker.publisher import publish
-from payflow.broker.topology import TOPIC_LEDGER_EVENT
+from payflow.broker.topology import TOPIC_LEDGER_EVENT, UNROUTED_TOPICS
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
-from payflow.errors import classify
+from payflow.errors import classify, is_connection_error
 from payflow.ledger.states import EventStatus, existing_events, transition_many
 from payflow.outbox.writer import NOTIFY_CHANNEL
 
@@ -48,6 +52,8 @@ log = structlog.get_logger("payflow.outbox")
 
 AfterPublish = Callable[[list[int]], Awaitable[None]]
 RECONNECT_BACKOFF_S = 1.0
+# The first wait after a pass lost with its session (then doubling to the one above).
+LOST_SESSION_BACKOFF_S = 0.02
 # Empty passes a busy relay still polls (RELAY_LINGER_MS apart) before it sleeps until
 # a wake-up: 4 x 5 ms covers a `RelayWaker` interval (20 ms), so under steady load the
 # relay never waits for a coalesced NOTIFY.
@@ -121,6 +127,7 @@ async def relay_once(
     exchange: aio_pika.abc.AbstractExchange,
     *,
     after_publish: AfterPublish | None = None,
+    batch_size: int | None = None,
 ) -> RelayPass:
     """Publish one batch of due unpublished outbox rows; returns the counts.
 
@@ -128,7 +135,8 @@ async def relay_once(
     transaction that held its lock while publishing. A row the broker refused gets a
     back-off (`next_attempt_at`, `last_error`, `publish_attempts + 1`) in the same
     transaction and never delays the rows behind it. `after_publish` (tests) runs
-    between the confirms and the marks. Raises (classified) only when nothing was
+    between the confirms and the marks. `batch_size` rows at most (None:
+    `RELAY_BATCH_SIZE`). Raises (classified) only when nothing was
     confirmed because the way to the broker failed.
     """
     transport_errors: list[BaseException] = []
@@ -136,7 +144,7 @@ async def relay_once(
     alerts: list[asyncpg.Record] = []
     started = time.monotonic()
     async with pool.acquire() as conn, transaction(conn, settings) as tx:
-        rows = await tx.fetch(SQL["claim_batch"], settings.relay_batch_size)
+        rows = await tx.fetch(SQL["claim_batch"], batch_size or settings.relay_batch_size)
         if not rows:
             return RelayPass()
         # Mark ledger events enqueued BEFORE publishing: the row lock is then ours
@@ -145,12 +153,17 @@ async def relay_once(
         events = {int(row["id"]): _event_id(row) for row in rows}
         announced = {e for e in events.values() if e is not None}
         await _mark_events(tx, announced, EventStatus.ENQUEUED, EventStatus.PENDING)
+        # A feed topic whose queue is not declared (no consumer anywhere) is settled
+        # without a publish: nothing would read it, and a mandatory publish would be
+        # returned and retried for ever.
+        settled = [int(row["id"]) for row in rows if row["topic"] in UNROUTED_TOPICS]
+        sent = [row for row in rows if row["topic"] not in UNROUTED_TOPICS]
         results = await asyncio.gather(
-            *(_publish_row(exchange, row) for row in rows), return_exceptions=True
+            *(_publish_row(exchange, row) for row in sent), return_exceptions=True
         )
-        confirmed: list[int] = []
+        confirmed: list[int] = list(settled)
         failed: list[int] = []
-        for row, result in zip(rows, results, strict=True):
+        for row, result in zip(sent, results, strict=True):
             if isinstance(result, BaseException):
                 failed.append(int(row["id"]))
                 if _refused_by_broker(result):
@@ -236,18 +249,24 @@ async def run_relay(
     listener = _Listener(listen_pool or pool)
     log.info("payflow.outbox.relay_started")
     quiet = BUSY_EMPTY_PASSES + 1  # empty passes since one found rows: idle at start
+    batch = _BatchSize(settings.relay_batch_size)
     try:
         while not stop.is_set():
             listener.wake.clear()
             try:
                 await listener.ensure()
-                done = await relay_once(pool, settings, exchange)
+                done = await relay_once(pool, settings, exchange, batch_size=batch.size)
             except Exception as exc:
-                log.warning("payflow.outbox.relay_error", error=f"{type(exc).__name__}: {exc}")
-                await _sleep_or_stop(stop, RECONNECT_BACKOFF_S)
+                log.warning(
+                    "payflow.outbox.relay_error",
+                    error=f"{type(exc).__name__}: {exc}",
+                    batch_size=batch.size,
+                )
+                await _sleep_or_stop(stop, batch.failed(exc))
                 continue
+            batch.succeeded()
             quiet = 0 if done.claimed else quiet + 1
-            if done.claimed >= settings.relay_batch_size:
+            if done.claimed >= batch.size:
                 continue  # a full batch: more may be due
             if quiet > BUSY_EMPTY_PASSES:
                 # Idle: sleep until a NOTIFY (in a commit, or a `RelayWaker`'s) or the poll.
@@ -259,6 +278,40 @@ async def run_relay(
     finally:
         await listener.close()
         log.info("payflow.outbox.relay_stopped")
+
+
+class _BatchSize:
+    """The relay's batch size and back-off after a failed pass.
+
+    A pass holds its transaction open while the broker confirms the batch; when
+    sessions are being ended (a failover, a PgBouncer restart, `pg_terminate_backend`),
+    a pass longer than the gap between two ends never commits, and retrying the same
+    batch would starve every row. So a pass lost with its session (the connection class,
+    `errors.is_connection_error`) halves the batch, down to one row, and is retried
+    after `LOST_SESSION_BACKOFF_S` doubling per failure up to `RECONNECT_BACKOFF_S`
+    (a database that is down is not hammered); every committed pass doubles the batch
+    back up to `RELAY_BATCH_SIZE`. Any other failure (the broker's) waits
+    `RECONNECT_BACKOFF_S` and keeps the size.
+    """
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = ceiling
+        self.size = ceiling
+        self._lost = 0  # passes lost with their session in a row
+
+    def failed(self, exc: BaseException) -> float:
+        """Record a failed pass; returns the seconds to wait before the next one."""
+        if not is_connection_error(exc):
+            self._lost = 0
+            return RECONNECT_BACKOFF_S
+        self.size = max(1, self.size // 2)
+        self._lost += 1
+        return min(RECONNECT_BACKOFF_S, LOST_SESSION_BACKOFF_S * 2.0 ** (self._lost - 1))
+
+    def succeeded(self) -> None:
+        """Record a committed pass."""
+        self._lost = 0
+        self.size = min(self.ceiling, self.size * 2)
 
 
 class _Listener:

@@ -142,6 +142,27 @@ class PgBouncer:
                 time.sleep(0.05)
         return False
 
+    def restart(self) -> None:
+        """Stop this pgbouncer (SIGTERM: an immediate shutdown that drops every client
+        and server connection, transactions in flight included) and start it again on
+        the same port with the same config, as an operator's restart does. Raises
+        RuntimeError when it does not come back."""
+        self.stop()
+        run_as = "postgres" if os.geteuid() == 0 else None
+        log_path = self.workdir / f"pgbouncer-{self.port}.log"
+        with log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [find_pgbouncer(), str(self.workdir / "pgbouncer.ini")],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                user=run_as,
+                group=pwd.getpwnam(run_as).pw_gid if run_as else None,
+                extra_groups=[] if run_as else None,
+                preexec_fn=_die_with_parent_hook(),
+            )
+        if not self._wait_ready():
+            raise RuntimeError(f"pgbouncer did not restart:\n{log_path.read_text()}")
+
     def stop(self) -> None:
         """Stop this process only (SIGTERM, then SIGKILL after 10 s)."""
         process, self.process = self.process, None

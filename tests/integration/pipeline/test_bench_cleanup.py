@@ -11,7 +11,7 @@ import aiormq
 import pytest
 from redis.asyncio import Redis
 
-from payflow.broker.topology import WORK_QUEUES, declare_topology, declared_names
+from payflow.broker.topology import FEED_QUEUES, WORK_QUEUES, declare_topology, declared_names
 from payflow.config import Settings
 from payflow_lab.bench.services import cleanup_broker, cleanup_redis
 
@@ -34,15 +34,19 @@ async def test_cleanup_broker_deletes_every_queue_and_exchange_of_the_prefix(
 ) -> None:
     prefix = f"bench_{uuid.uuid4().hex[:8]}"
     settings = pipe_settings.model_copy(update={"broker_prefix": prefix})
+    queues, exchanges = declared_names(settings)
+    # Each work queue (and notification feed), its parking queue and one per retry tier.
+    assert len(queues) == len(WORK_QUEUES + FEED_QUEUES) * (2 + len(settings.retry_tiers_ms))
+    feeds = [q for q in queues if q.split(".")[1] in {wq.name for wq in FEED_QUEUES}]
+    assert any(q.endswith(".payout_notifications") for q in feeds)
     connection = await aio_pika.connect(settings.rabbitmq_url)
     try:
-        await declare_topology(await connection.channel(), settings)
+        channel = await connection.channel()
+        await declare_topology(channel, settings)
+        for queue in feeds:  # left by an earlier version, which declared the feeds
+            await channel.declare_queue(queue, durable=True)
     finally:
         await connection.close()
-    queues, exchanges = declared_names(settings)
-    # Each work queue, its parking queue and one queue per retry tier.
-    assert len(queues) == len(WORK_QUEUES) * (2 + len(settings.retry_tiers_ms))
-    assert any(q.endswith(".payout_notifications") for q in queues)
     assert [await _exists(settings, q) for q in queues] == [True] * len(queues)
     await cleanup_broker(pipe_settings, prefix)
     assert [await _exists(settings, q) for q in queues] == [False] * len(queues)

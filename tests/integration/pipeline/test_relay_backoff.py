@@ -8,13 +8,15 @@ import asyncpg
 from structlog.testing import capture_logs
 
 from payflow.broker.connection import confirm_channel, connect
-from payflow.broker.topology import TOPIC_NOTIFICATION, declare_topology
+from payflow.broker.topology import TOPIC_WEBHOOK_DELIVER, declare_topology
 from payflow.config import Settings
 from payflow.outbox.relay import relay_once
 from payflow.outbox.waker import RelayWaker
 from tests.integration.pipeline.conftest import queue_depth, wait_until
 
 UNROUTABLE = "no.queue.is.bound.to.this"
+# A routed topic no worker of these tests consumes: its messages stay countable.
+ROUTED = TOPIC_WEBHOOK_DELIVER
 
 
 async def _insert_rows(pool: asyncpg.Pool, topic: str, count: int) -> None:
@@ -29,16 +31,16 @@ async def test_more_unroutable_rows_than_a_batch_do_not_stop_the_relay(
 ) -> None:
     settings = pipe_settings.model_copy(update={"relay_batch_size": 5})
     await _insert_rows(pool, UNROUTABLE, 12)  # ahead of the good rows, lower ids
-    await _insert_rows(pool, TOPIC_NOTIFICATION, 3)
+    await _insert_rows(pool, ROUTED, 3)
     await start_roles(("relay",), settings=settings)
     await wait_until(
         lambda: pool.fetchval(
             "SELECT count(*) = 3 FROM outbox WHERE topic = $1 AND published_at IS NOT NULL",
-            TOPIC_NOTIFICATION,
+            ROUTED,
         ),
         what="good rows published past the unroutable ones",
     )
-    assert await queue_depth(settings, "payflow.notifications") == 3
+    assert await queue_depth(settings, "payflow.webhooks") == 3
     bad = await pool.fetch(
         "SELECT publish_attempts, next_attempt_at > now() AS backing_off, last_error, "
         "published_at FROM outbox WHERE topic = $1",
@@ -59,7 +61,7 @@ async def test_refused_row_waits_a_doubling_capped_backoff(
         update={"relay_retry_backoff_s": 10.0, "relay_retry_max_backoff_s": 100.0}
     )
     await _insert_rows(pool, UNROUTABLE, 1)
-    await _insert_rows(pool, TOPIC_NOTIFICATION, 1)
+    await _insert_rows(pool, ROUTED, 1)
     connection = await connect(settings, name="test-relay")
     try:
         channel = await confirm_channel(connection)
@@ -119,7 +121,7 @@ async def test_a_busy_relay_polls_without_wake_ups_and_an_idle_one_waits_for_one
     await start_roles(("relay",), settings=settings)
     await pool.execute(
         "INSERT INTO outbox (topic, payload) VALUES ($1, $2)",
-        TOPIC_NOTIFICATION,
+        ROUTED,
         {"version": 1, "n": 0},
     )
     await pool.execute("SELECT pg_notify('payflow_outbox', '')")  # row 0 is committed
@@ -128,7 +130,7 @@ async def test_a_busy_relay_polls_without_wake_ups_and_an_idle_one_waits_for_one
     for n in range(1, 100):
         await pool.execute(
             "INSERT INTO outbox (topic, payload) VALUES ($1, $2)",
-            TOPIC_NOTIFICATION,
+            ROUTED,
             {"version": 1, "n": n},
         )
         await asyncio.sleep(0.002)
@@ -138,7 +140,7 @@ async def test_a_busy_relay_polls_without_wake_ups_and_an_idle_one_waits_for_one
     await asyncio.sleep(3.0)
     await pool.execute(
         "INSERT INTO outbox (topic, payload) VALUES ($1, $2)",
-        TOPIC_NOTIFICATION,
+        ROUTED,
         {"version": 1, "n": 1000},
     )
     await asyncio.sleep(1.0)
@@ -146,4 +148,4 @@ async def test_a_busy_relay_polls_without_wake_ups_and_an_idle_one_waits_for_one
     async with RelayWaker(pool) as waker:
         waker.poke()
     await wait_until(lambda: _published(pool, 1000), what="the woken relay published")
-    assert await queue_depth(settings, "payflow.notifications") == 101
+    assert await queue_depth(settings, "payflow.webhooks") == 101
