@@ -12,7 +12,7 @@ import uvloop
 from rich.console import Console
 
 from payflow.config import Settings, SettingsError, exit_on_settings_error, load_settings
-from payflow.errors import PayflowError
+from payflow.errors import PayflowError, is_connection_error
 
 T = TypeVar("T")
 
@@ -38,6 +38,16 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     except OSError as error:
         console.print(f"payflow: cannot reach a service: {error}", style="red")
         raise typer.Exit(1) from None
+    except asyncpg.InternalClientError as error:
+        # A session lost mid-command (a failover, a terminated backend): asyncpg reports
+        # it as a client-side state error. What was not committed rolled back; a commit
+        # whose answer was lost may have landed, so the operator checks before rerunning.
+        what = "lost its database session" if is_connection_error(error) else "hit a driver error"
+        console.print(
+            f"payflow: the command {what} ({error}); check what landed, then run it again",
+            style="red",
+        )
+        raise typer.Exit(1) from None
     except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
         # An argument the command did not validate reached PostgreSQL (or asyncpg's
         # encoder): one line naming the refusal, never a traceback.
@@ -53,8 +63,8 @@ REFERENCE_MAX = 256  # a gateway's id of a charge (charge_attempts_reference_len
 
 def bounded_option(value: str, option: str, limit: int) -> str:
     """`value` when it holds at most `limit` characters; else one line naming `option`
-    and its maximum, exit 2, before anything runs (found by a tester: a 300-character
-    `--reference` came back as the table's CHECK constraint text)."""
+    and its maximum, exit 2, before anything runs (a 300-character `--reference` must not
+    come back as the table's CHECK constraint text)."""
     if len(value) > limit:
         console.print(f"payflow: {option} is at most {limit} characters", style="red")
         raise typer.Exit(2)
