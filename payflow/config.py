@@ -522,7 +522,7 @@ class Settings(BaseSettings):
     payout_batch_size: int = Field(default=100, ge=1, le=10000)
     """Payouts handled per job run and state."""
 
-    # --- alerts (payflow/ops/alerting): cooldown per key, bounded memory, delivery
+    # --- alerts (payflow/alerts): cooldown per key, bounded memory, delivery
     alert_cooldown_s: float = Field(default=300.0, ge=0)
     """An alert key is delivered at most once per this many seconds (repeats are counted in the
     `alerts` table); 0 delivers every firing."""

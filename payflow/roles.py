@@ -24,17 +24,17 @@ import asyncpg
 import structlog
 from redis.asyncio import Redis
 
+from payflow.alerts.build import build_alert_sink
 from payflow.broker.connection import confirm_channel, connect
 from payflow.broker.consumer import Consumer, Route
 from payflow.broker.topology import Names, declare_topology
 from payflow.config import Settings
 from payflow.db.pool import open_pool_when_ready
+from payflow.dlq.fallback import DlqFallback
 from payflow.ledger.worker import LedgerWorker
 from payflow.metrics import refreshing_state
 from payflow.metrics_server import serving_metrics
 from payflow.observability import configure_logging
-from payflow.ops.alerting import build_alert_sink
-from payflow.ops.dlq_fallback import DlqFallback
 from payflow.ops.scheduler import run_scheduler
 from payflow.outbox.relay import run_relay
 from payflow.payments.gateway import EmulatedGateway, Gateway

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from payflow.ops.alerts import Severity
+from payflow.alerts import Severity
 
 
 @dataclass

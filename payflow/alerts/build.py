@@ -1,5 +1,5 @@
 """The real alert sink (issue 9): cooldown per key, bounded memory, the `alerts` table
-and pluggable delivery. Jobs see only the `AlertSink` protocol of `payflow.ops.alerts`;
+and pluggable delivery. Jobs see only the `AlertSink` protocol of `payflow.alerts`;
 roles and the CLI build the sink with `build_alert_sink(settings, pool)`."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import socket
 
 import asyncpg
 
-from payflow.config import Settings, SettingsError
-from payflow.ops.alerting.delivery import (
+from payflow.alerts.delivery import (
     AlertDelivery,
     LogDelivery,
     PagerDutyDelivery,
     WebhookDelivery,
 )
-from payflow.ops.alerting.sink import CooldownAlertSink
-from payflow.ops.alerting.store import AlertStore
+from payflow.alerts.sink import CooldownAlertSink
+from payflow.alerts.store import AlertStore
+from payflow.config import Settings, SettingsError
 
 __all__ = ["CooldownAlertSink", "build_alert_delivery", "build_alert_sink"]
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from rich.console import Console
 from rich.table import Table
 
+from payflow.alerts.store import AlertRow, AlertStore
 from payflow.config import Settings
 from payflow.db.pool import tool_pool
-from payflow.ops.alerting.store import AlertRow, AlertStore
 
 out = Console()
 

@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol
 import httpx
 import structlog
 
-from payflow.ops.alerts import Severity
+from payflow.alerts import Severity
 
 log = structlog.get_logger("payflow.alerts")
 

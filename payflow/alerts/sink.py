@@ -24,20 +24,20 @@ from typing import Any
 
 import structlog
 
-from payflow.ops.alerting.delivery import (
+from payflow.alerts import Severity
+from payflow.alerts.delivery import (
     AlertDelivery,
     AlertNotice,
     LogDelivery,
     describe_failure,
 )
-from payflow.ops.alerting.store import (
+from payflow.alerts.store import (
     MAX_KEY_LENGTH,
     MAX_MESSAGE_LENGTH,
     AlertRow,
     AlertStore,
     plain_details,
 )
-from payflow.ops.alerts import Severity
 
 log = structlog.get_logger("payflow.alerts")
 

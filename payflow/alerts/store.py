@@ -15,13 +15,13 @@ from typing import Any
 import asyncpg
 import orjson
 
+from payflow.alerts import Severity
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.money import format_amount
-from payflow.ops.alerts import Severity
 
-SQL = load_queries("payflow.ops.alerting")
+SQL = load_queries("payflow.alerts")
 
 MAX_KEY_LENGTH = 200  # mirrored by alerts_key_length
 MAX_MESSAGE_LENGTH = 4000  # mirrored by alerts_message_length

@@ -194,7 +194,7 @@ class Consumer:
             )
             return "retried"
         # Record first: with the DB unreachable the hook parks the dead letter in Redis
-        # (ops/dlq_fallback.py); if that fails too it raises, the message is not acked
+        # (dlq/fallback.py); if that fails too it raises, the message is not acked
         # and comes back, so the DLQ row is never lost.
         await route.on_dead(envelope, error)
         await publish(

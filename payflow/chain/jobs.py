@@ -1,11 +1,12 @@
 """The chain's scheduled jobs: `chain_deposits` (the lifecycle, every few seconds) and
 `recon_chain` (reconciliation with the chain, daily). Both are plain async jobs
-(`payflow.ops.jobs`), singletons across replicas through the scheduler's claim, and do
+(`payflow.jobs.spec`), singletons across replicas through the scheduler's claim, and do
 nothing but report "off" when no chain has an RPC configured (deposits then wait,
 observed, never credited unverified)."""
 
 from __future__ import annotations
 
+from payflow.alerts import Severity
 from payflow.chain.config import chain_configs
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import NodeMisconfigured
@@ -13,8 +14,7 @@ from payflow.chain.identity import alert_key as node_alert_key
 from payflow.chain.lifecycle import process_deposits
 from payflow.chain.recon import reconcile_chain
 from payflow.errors import ChainUnavailable
-from payflow.ops.alerts import Severity
-from payflow.ops.jobs import JobContext, JobResult, Outcome
+from payflow.jobs.spec import JobContext, JobResult, Outcome
 
 
 async def chain_deposits_job(ctx: JobContext) -> JobResult:

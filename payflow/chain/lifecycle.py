@@ -32,6 +32,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from payflow.alerts import AlertSink, Severity
 from payflow.chain.config import PolicyKind
 from payflow.chain.deposits import BEFORE_ASSIGNMENT, SQL, destination, record_verified
 from payflow.chain.finality import FinalityOracle
@@ -49,7 +50,6 @@ from payflow.ledger.accounts import asset_scale
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType
 from payflow.money import format_amount
-from payflow.ops.alerts import AlertSink, Severity
 
 log = structlog.get_logger("payflow.chain.lifecycle")
 MAX_BACKOFF_S = 300.0

@@ -19,6 +19,7 @@ from decimal import Decimal
 import asyncpg
 import structlog
 
+from payflow.alerts import AlertSink, Severity
 from payflow.chain.deposits import SQL
 from payflow.config import Settings
 from payflow.db.tx import transaction
@@ -27,7 +28,6 @@ from payflow.ledger.accounts import asset_scale, set_account_status
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import AccountStatus, EventType, Outcome
 from payflow.money import EXACT, format_amount
-from payflow.ops.alerts import AlertSink, Severity
 
 log = structlog.get_logger("payflow.chain.reversal")
 

@@ -17,7 +17,7 @@ def alerts_list(
     limit: Annotated[int, typer.Option(min=1, max=10_000)] = 100,
 ) -> None:
     """List alerts: open first, most severe first, newest first."""
-    from payflow.ops.alerting.cli import print_list
+    from payflow.alerts.cli import print_list
 
     _run(print_list(_settings(), include_resolved=all_rows, limit=limit))
 
@@ -30,7 +30,7 @@ def alerts_ack(
     """Acknowledge the open alert KEY (records who); its reminders stop until it resolves."""
     import getpass
 
-    from payflow.ops.alerting.cli import acknowledge
+    from payflow.alerts.cli import acknowledge
 
     operator = bounded_option(by, "--by", OPERATOR_MAX) or getpass.getuser()
     row = _run(acknowledge(_settings(), key, operator))

@@ -1,7 +1,7 @@
 """The console's forms (POST): sign-in, sign-out, DLQ replay, alert acknowledgement and
 running a job now. Every POST but sign-in needs the session's CSRF token; sign-in needs
 the token of its own signed pre-session cookie. Nothing here moves money except the
-audited DLQ replay (`payflow.ops.dlq.replay_dead_letter`, the function `payflow dlq
+audited DLQ replay (`payflow.ops.dlq_replay.replay_dead_letter`, the function `payflow dlq
 replay` calls)."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
 
+from payflow.alerts.build import build_alert_sink
+from payflow.alerts.store import AlertStore
 from payflow.api.routing import api_router
+from payflow.dlq import get_dead_letter
 from payflow.errors import BadInput, Conflict, NotFound
-from payflow.ops.alerting import build_alert_sink
-from payflow.ops.alerting.store import AlertStore
-from payflow.ops.dlq import get_dead_letter, replay_dead_letter
-from payflow.ops.jobs import JobContext
+from payflow.jobs.spec import JobContext
+from payflow.ops.dlq_replay import replay_dead_letter
 from payflow.ops.jobs_cli import job_overview
 from payflow.ops.scheduler import JOBS, run_job
 

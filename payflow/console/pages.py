@@ -15,14 +15,14 @@ from uuid import UUID
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse
 
+from payflow.alerts.store import AlertStore
 from payflow.api.checks import clean_text, utc_bound
 from payflow.api.db import connection
 from payflow.api.routing import api_router
 from payflow.db.queries import load_queries
+from payflow.dlq.records import get_dead_letter, list_dead_letters
 from payflow.errors import NotFound
 from payflow.ledger.posting import posting_key
-from payflow.ops.alerting.store import AlertStore
-from payflow.ops.dlq import get_dead_letter, list_dead_letters
 from payflow.ops.jobs_cli import job_overview
 from payflow.ops.status import collect_status
 from payflow.payments.finalize import credit_event_id

@@ -37,8 +37,8 @@ from redis.asyncio import Redis
 
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
+from payflow.dlq.records import SOURCES
 from payflow.errors import BadInput, is_connection_error
-from payflow.ops.dlq import SOURCES
 
 log = structlog.get_logger("payflow.dlq")
 

@@ -13,8 +13,8 @@ import asyncpg
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.tx import transaction
-from payflow.ops.jobs import JobResult, Outcome
-from payflow.ops.recovery import job_lock
+from payflow.jobs.lock import job_lock
+from payflow.jobs.spec import JobResult, Outcome
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""What every maintenance job receives and returns (issue 9).
+"""What every maintenance job receives and returns.
 
 A job is a plain async function `async def job(ctx: JobContext) -> JobResult` that the
 scheduler runs when it is due (a singleton per job across replicas, every run recorded
@@ -16,8 +16,8 @@ from enum import StrEnum
 import asyncpg
 from redis.asyncio import Redis
 
+from payflow.alerts import AlertSink, LogAlertSink
 from payflow.config import Settings
-from payflow.ops.alerts import AlertSink, LogAlertSink
 
 
 class Outcome(StrEnum):

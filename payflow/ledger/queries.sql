@@ -207,3 +207,11 @@ RETURNING code, scale, max_payment, max_withdrawal, max_deposit;
 -- [1, 10000]). The only way the service removes posting claims: the SECURITY DEFINER
 -- function of migration 0009 deletes terminal outcomes of terminal events, never 'pending'.
 SELECT cleanup_processed_events($1, $2);
+
+-- name: has_posting_claim
+-- $1 idempotency key of the event's posting
+SELECT outcome FROM processed_events WHERE idempotency_key = $1;
+
+-- name: event_for_replay
+-- $1 event id
+SELECT event_id, status, trace_id FROM payment_events WHERE event_id = $1 FOR UPDATE;

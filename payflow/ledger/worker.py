@@ -18,13 +18,13 @@ from payflow.broker.topology import TOPIC_NOTIFICATION
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.tx import transaction
+from payflow.dlq.fallback import DlqFallback
+from payflow.dlq.records import record_dead_letter
 from payflow.errors import AlreadyProcessed, BadInput, PayflowError
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import Outcome, PostingResult
 from payflow.ledger.states import SQL, EventStatus, TransitionKind, transition
 from payflow.money import format_amount
-from payflow.ops.dlq import record_dead_letter
-from payflow.ops.dlq_fallback import DlqFallback
 from payflow.outbox.writer import enqueue
 
 log = structlog.get_logger("payflow.ledger")

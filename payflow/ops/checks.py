@@ -1,7 +1,7 @@
 """The scheduled money checks (issue 9): reconciliation, zombies, DLQ growth, stuck
 claims, and the retention of `job_runs`.
 
-Each is a plain async job (`async def job(ctx) -> JobResult`, see `payflow.ops.jobs`),
+Each is a plain async job (`async def job(ctx) -> JobResult`, see `payflow.jobs.spec`),
 read-only except `cleanup_job_runs`. A finding fires an alert through `ctx.alerts` and
 returns `Outcome.ALERT`; a clean run resolves the alert and returns `Outcome.OK`, so an
 alert stays open exactly as long as its condition.
@@ -14,14 +14,14 @@ from typing import Literal
 
 import structlog
 
+from payflow.alerts import Severity
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
+from payflow.jobs.lock import job_lock
+from payflow.jobs.spec import JobContext, JobResult, Outcome
 from payflow.ledger.recon import ReconReport, reconcile
 from payflow.metrics import RECON_LAST_SUCCESS, RECON_MISMATCHES, RECON_RUNS
 from payflow.money import format_amount
-from payflow.ops.alerts import Severity
-from payflow.ops.jobs import JobContext, JobResult, Outcome
-from payflow.ops.recovery import job_lock
 
 SQL = load_queries("payflow.ops")
 log = structlog.get_logger("payflow.ops")

@@ -8,7 +8,8 @@ from rich.table import Table
 
 from payflow.config import Settings
 from payflow.db.pool import tool_pool
-from payflow.ops.dlq import get_dead_letter, list_dead_letters, replay_dead_letter
+from payflow.dlq import get_dead_letter, list_dead_letters
+from payflow.ops.dlq_replay import replay_dead_letter
 
 out = Console(markup=False, highlight=False)  # stored text prints as is
 

@@ -1,6 +1,6 @@
 """The Redis DLQ drain job: moves dead letters parked in Redis while PostgreSQL was
 unreachable back into `dead_letter_queue` (issue 9 point 4; the fallback side is
-`payflow.ops.dlq_fallback`).
+`payflow.dlq.fallback`).
 
 Protocol, per entry, oldest first (at least once, never twice):
 
@@ -34,21 +34,21 @@ import asyncpg
 import structlog
 from redis.asyncio import Redis
 
+from payflow.alerts import Severity
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
-from payflow.errors import PayflowError, RetryableError, classify
-from payflow.ledger.worker import dead_letter_event
-from payflow.ops.alerts import Severity
-from payflow.ops.dlq import fallback_entry_recorded
-from payflow.ops.dlq_fallback import (
+from payflow.dlq.fallback import (
     FallbackEntry,
     MalformedEntry,
     fallback_key,
     malformed_key,
     processing_key,
 )
-from payflow.ops.jobs import JobContext, JobResult
+from payflow.dlq.records import fallback_entry_recorded
+from payflow.errors import PayflowError, RetryableError, classify
+from payflow.jobs.spec import JobContext, JobResult
+from payflow.ledger.worker import dead_letter_event
 from payflow.payments.processor import dead_letter_payment
 from payflow.webhooks.sender import dead_letter_webhook
 

@@ -10,11 +10,11 @@ from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
 
+from payflow.alerts.build import build_alert_sink
 from payflow.config import Settings
 from payflow.db.pool import tool_pool
 from payflow.db.queries import load_queries
-from payflow.ops.alerting import build_alert_sink
-from payflow.ops.jobs import JobContext, Outcome
+from payflow.jobs.spec import JobContext, Outcome
 from payflow.ops.scheduler import JOBS, JobRun, run_job
 
 SQL = load_queries("payflow.ops")

@@ -16,14 +16,15 @@ from dataclasses import dataclass
 import asyncpg
 import structlog
 
+from payflow.alerts import Severity
 from payflow.broker.topology import TOPIC_LEDGER_EVENT
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
+from payflow.jobs.lock import job_lock
+from payflow.jobs.spec import JobContext, JobResult, Outcome
 from payflow.ledger.states import EventStatus, transition
-from payflow.ops.alerts import Severity
-from payflow.ops.jobs import JobContext, JobResult, Outcome
 from payflow.outbox.writer import enqueue
 
 SQL = load_queries("payflow.ops")
@@ -40,11 +41,6 @@ class RecoveryReport:
     recovered: int = 0
     waiting: int = 0
     skipped: bool = False  # another replica holds the job's lock
-
-
-async def job_lock(conn: Connection, job: str) -> bool:
-    """Take the job's transaction-scoped advisory lock; False when another replica has it."""
-    return bool(await conn.fetchval(SQL["try_job_lock"], job))
 
 
 async def recover_stale_events(pool: asyncpg.Pool, settings: Settings) -> RecoveryReport:

@@ -17,8 +17,8 @@ import structlog
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
-from payflow.ops.jobs import JobContext, JobResult, Outcome
-from payflow.ops.recovery import job_lock
+from payflow.jobs.lock import job_lock
+from payflow.jobs.spec import JobContext, JobResult, Outcome
 
 SQL = load_queries("payflow.ops")
 log = structlog.get_logger("payflow.ops")

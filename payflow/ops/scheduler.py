@@ -23,15 +23,16 @@ import asyncpg
 import structlog
 from redis.asyncio import Redis
 
+from payflow.alerts import AlertSink, LogAlertSink
 from payflow.chain.jobs import chain_deposits_job, recon_chain_job
 from payflow.chain.payouts.job import payouts_job
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import DRIVER_ERRORS, classify
+from payflow.jobs.spec import JobContext, JobResult, JobSpec, Outcome
 from payflow.ledger.retention import cleanup_processed_events_job
 from payflow.metrics import JOB_RUNS
-from payflow.ops.alerts import AlertSink, LogAlertSink
 from payflow.ops.checks import (
     check_dlq_growth,
     check_stuck_claims,
@@ -41,7 +42,6 @@ from payflow.ops.checks import (
     recon_hot,
 )
 from payflow.ops.dlq_drain import drain_redis_dlq
-from payflow.ops.jobs import JobContext, JobResult, JobSpec, Outcome
 from payflow.ops.recovery import recover_stale_events_job
 from payflow.ops.retention import cleanup_idempotency_keys_job
 from payflow.ops.sweeps import sweep_pending_payments_job, sweep_undelivered_webhooks_job

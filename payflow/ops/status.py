@@ -22,8 +22,8 @@ from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.pool import tool_pool
 from payflow.db.queries import load_queries
+from payflow.jobs.spec import JobContext, Outcome
 from payflow.ops.checks import stuck_claim_count, zombie_counts
-from payflow.ops.jobs import JobContext, Outcome
 from payflow.ops.scheduler import JOBS
 
 SQL = load_queries("payflow.ops")

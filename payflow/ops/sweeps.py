@@ -20,14 +20,13 @@ from uuid import UUID
 import asyncpg
 import structlog
 
+from payflow.alerts import Severity
 from payflow.broker.topology import TOPIC_PAYMENT_CREATED, TOPIC_WEBHOOK_DELIVER
 from payflow.config import Settings
-from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
-from payflow.ops.alerts import Severity
-from payflow.ops.jobs import JobContext, JobResult, Outcome
-from payflow.ops.recovery import job_lock
+from payflow.jobs.lock import job_lock
+from payflow.jobs.spec import JobContext, JobResult, Outcome
 from payflow.outbox.writer import enqueue
 
 SQL = load_queries("payflow.ops")
@@ -152,18 +151,3 @@ async def _sweep_result(ctx: JobContext, report: SweepReport, key: str, what: st
         return JobResult(Outcome.ALERT, summary)
     await ctx.alerts.resolve(key)
     return JobResult(Outcome.OK, summary)
-
-
-async def mark_webhook_dead(conn: Connection, payment_id: UUID) -> bool:
-    """Mark the payment's webhook dead-lettered, inside the caller's transaction (the
-    one that writes its DLQ row); True only for the transition: False when it was
-    delivered meanwhile or is dead already (nothing marked, no DLQ row to write).
-    """
-    return await conn.fetchval(SQL["mark_webhook_dead"], payment_id) is not None
-
-
-async def clear_webhook_dead(conn: Connection, payment_id: UUID) -> None:
-    """Hand a dead-lettered webhook back to the pipeline (manual DLQ replay): no chain
-    owns it any more (the replay's message takes it), the sweep watches it again, its
-    wait restarting now. Inside the caller's transaction."""
-    await conn.execute(SQL["clear_webhook_dead"], payment_id)

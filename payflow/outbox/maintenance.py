@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncpg
 import structlog
 
+from payflow.alerts import Severity
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
-from payflow.ops.alerts import Severity
-from payflow.ops.jobs import JobContext, JobResult, Outcome
-from payflow.ops.recovery import job_lock
+from payflow.jobs.lock import job_lock
+from payflow.jobs.spec import JobContext, JobResult, Outcome
 
 SQL = load_queries("payflow.outbox")
 log = structlog.get_logger("payflow.outbox")

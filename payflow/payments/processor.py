@@ -44,6 +44,8 @@ from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds, transaction
+from payflow.dlq.fallback import DlqFallback
+from payflow.dlq.records import record_dead_letter
 from payflow.errors import (
     BadInput,
     NotFound,
@@ -54,8 +56,6 @@ from payflow.errors import (
 from payflow.ledger.posting import post_held_credit
 from payflow.metrics import POSTINGS
 from payflow.observability import bind_stored_trace
-from payflow.ops.dlq import record_dead_letter
-from payflow.ops.dlq_fallback import DlqFallback
 from payflow.payments.charges import (
     OPEN_STATES,
     Claim,

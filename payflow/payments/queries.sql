@@ -492,3 +492,7 @@ RETURNING id;
 UPDATE dead_letter_queue SET resolved_at = now(), resolved_by = $2, resolution = $3
 WHERE resolved_at IS NULL AND source = 'payment' AND subject_id = $1
 RETURNING id;
+
+-- name: payment_for_replay
+-- $1 payment id: the payment a manual DLQ replay of its processing re-drives, locked
+SELECT id, status, trace_id FROM payments WHERE id = $1 FOR UPDATE;

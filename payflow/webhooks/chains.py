@@ -44,10 +44,10 @@ import structlog
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
+from payflow.dlq.records import record_dead_letter
 from payflow.errors import NotFound
-from payflow.ops.dlq import record_dead_letter
-from payflow.ops.sweeps import mark_webhook_dead
 from payflow.payments.processor import load_payment
+from payflow.webhooks.dead import mark_webhook_dead
 
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.webhooks")

@@ -43,6 +43,7 @@ from payflow.broker.messages import Envelope
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds, transaction
+from payflow.dlq.fallback import DlqFallback
 from payflow.errors import (
     NotFound,
     PayflowError,
@@ -55,7 +56,6 @@ from payflow.errors import (
 from payflow.metrics import WEBHOOK_ATTEMPTS
 from payflow.money import format_at_scale
 from payflow.observability import bind_stored_trace, outbound_traceparent
-from payflow.ops.dlq_fallback import DlqFallback
 from payflow.payments.processor import payment_id_of
 from payflow.webhooks.attempts import attempt_outcome
 from payflow.webhooks.chains import dead_letter_webhook, duplicate_reason, resolve_delivered_late

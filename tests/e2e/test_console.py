@@ -27,14 +27,14 @@ import pytest
 from playwright.async_api import Browser, Page, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
+from payflow.alerts import Severity
+from payflow.alerts.store import AlertStore
 from payflow.api.auth import create_merchant
 from payflow.config import Settings
 from payflow.db.tx import transaction
+from payflow.dlq.records import record_dead_letter
 from payflow.ingress.signature import sign
 from payflow.ledger.accounts import create_account
-from payflow.ops.alerting.store import AlertStore
-from payflow.ops.alerts import Severity
-from payflow.ops.dlq import record_dead_letter
 from payflow_lab.bench.sink import WebhookSink
 from payflow_lab.ports import free_port
 from payflow_lab.supervisor import spawn_payflow

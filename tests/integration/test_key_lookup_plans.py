@@ -106,17 +106,17 @@ LOOKUPS: tuple[Lookup, ...] = (
     Lookup("payflow.outbox", "release_held_job", ("{unpublished_job}",), OUTBOX),
     # ops
     Lookup(
-        "payflow.ops",
+        "payflow.dlq",
         "resolve_dead_letter",
         ("{dead_letter}", "operator", "replayed"),
         {"dead_letter_queue": _idx("dead_letter_queue_pkey")},
     ),
     Lookup("payflow.ops", "count_payment_sweep", ("{pending_payment}",), PAYMENTS),
     Lookup("payflow.ops", "count_webhook_sweep", ("{undelivered_payment}",), PAYMENTS),
-    Lookup("payflow.ops", "mark_webhook_dead", ("{undelivered_payment}",), PAYMENTS),
+    Lookup("payflow.webhooks", "mark_webhook_dead", ("{undelivered_payment}",), PAYMENTS),
     # alerts: the open-incident index is keyed by the alert's key
     Lookup(
-        "payflow.ops.alerting",
+        "payflow.alerts",
         "resolve_alert",
         ("live-7",),
         {"alerts": _idx("alerts_one_open_per_key")},

@@ -8,16 +8,16 @@ from dataclasses import dataclass, field
 import pytest
 from structlog.testing import capture_logs
 
-from payflow.config import SettingsError, load_settings
-from payflow.ops.alerting import build_alert_delivery, build_alert_sink
-from payflow.ops.alerting.delivery import (
+from payflow.alerts import Severity
+from payflow.alerts.build import build_alert_delivery, build_alert_sink
+from payflow.alerts.delivery import (
     AlertNotice,
     LogDelivery,
     PagerDutyDelivery,
     WebhookDelivery,
 )
-from payflow.ops.alerting.sink import CooldownAlertSink
-from payflow.ops.alerts import Severity
+from payflow.alerts.sink import CooldownAlertSink
+from payflow.config import SettingsError, load_settings
 
 
 @dataclass

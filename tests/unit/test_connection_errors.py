@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
+from payflow.dlq.fallback import is_database_unavailable
 from payflow.errors import (
     DRIVER_ERRORS,
     BadInput,
@@ -15,7 +16,6 @@ from payflow.errors import (
     classify,
     is_connection_error,
 )
-from payflow.ops.dlq_fallback import is_database_unavailable
 
 
 def _sqlstate(error: type[asyncpg.PostgresError], sqlstate: str) -> asyncpg.PostgresError:

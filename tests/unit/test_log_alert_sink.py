@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import structlog
 
-from payflow.ops.alerts import LogAlertSink, Severity
+from payflow.alerts import LogAlertSink, Severity
 
 
 async def test_only_a_fired_key_logs_its_resolution() -> None:

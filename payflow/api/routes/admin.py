@@ -19,8 +19,9 @@ from payflow.api.schemas import (
     problem_responses,
 )
 from payflow.api.state import api_state
+from payflow.dlq import DeadLetter, get_dead_letter, list_dead_letters
 from payflow.ingress.service import SQL as INGRESS_SQL
-from payflow.ops.dlq import DeadLetter, get_dead_letter, list_dead_letters, replay_dead_letter
+from payflow.ops.dlq_replay import replay_dead_letter
 
 DlqId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 

@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from payflow.alerts import AlertSink, LogAlertSink
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import check_signing_chain
 from payflow.chain.payouts import signing, tracking
@@ -30,7 +31,6 @@ from payflow.chain.rpc import RpcClient, hex_int
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.metrics import PAYOUTS
-from payflow.ops.alerts import AlertSink, LogAlertSink
 
 log = structlog.get_logger("payflow.payouts")
 

@@ -8,14 +8,14 @@ from contextlib import asynccontextmanager
 
 from redis.asyncio import Redis
 
+from payflow.alerts import Severity
 from payflow.chain.config import ChainConfig, chain_configs
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.chain.payouts.holds import SQL
 from payflow.chain.payouts.signer import wallets_from_settings
 from payflow.config import Settings
-from payflow.ops.alerts import Severity
-from payflow.ops.jobs import JobContext, JobResult, Outcome
+from payflow.jobs.spec import JobContext, JobResult, Outcome
 
 
 def payout_chain_config(settings: Settings) -> ChainConfig | None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from payflow.alerts import Severity
 from payflow.chain.payouts.broadcast import Broadcast
 from payflow.chain.payouts.funds import WalletFunds, load_funds, need_of
 from payflow.chain.payouts.holds import SQL
@@ -21,7 +22,6 @@ from payflow.chain.payouts.signer import HotWallet, SignedTx, TxFees
 from payflow.chain.rpc import hex_int
 from payflow.db.tx import transaction
 from payflow.metrics import PAYOUTS
-from payflow.ops.alerts import Severity
 
 if TYPE_CHECKING:
     from payflow.chain.payouts.engine import PayoutEngine

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 import structlog
 
+from payflow.alerts import Severity
 from payflow.chain.payouts.broadcast import Answer, Broadcast
 from payflow.chain.payouts.holds import SQL
 from payflow.chain.payouts.plan import TickReport, bumped_fees, fee_ceiling, payout_call
@@ -34,7 +35,6 @@ from payflow.chain.rpc import hex_int
 from payflow.db.tx import transaction
 from payflow.errors import ChainUnavailable, PayflowError
 from payflow.metrics import PAYOUTS
-from payflow.ops.alerts import Severity
 
 if TYPE_CHECKING:
     from payflow.chain.payouts.engine import PayoutEngine

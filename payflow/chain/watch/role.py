@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from payflow.alerts import AlertSink, LogAlertSink, Severity
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import NodeMisconfigured, alert_key
 from payflow.chain.rpc import RpcError
@@ -23,7 +24,6 @@ from payflow.chain.watch.logs import LogsTooDense
 from payflow.chain.watch.scanner import Scanner
 from payflow.config import Settings
 from payflow.errors import RetryableError, classify
-from payflow.ops.alerts import AlertSink, LogAlertSink, Severity
 
 log = structlog.get_logger("payflow.chain.scanner")
 

@@ -15,8 +15,8 @@ import structlog
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
-from payflow.ops.jobs import JobContext, JobResult
-from payflow.ops.purge import PurgeReport, purge_in_batches
+from payflow.jobs.purge import PurgeReport, purge_in_batches
+from payflow.jobs.spec import JobContext, JobResult
 
 SQL = load_queries("payflow.webhooks.attempts")
 log = structlog.get_logger("payflow.webhooks")

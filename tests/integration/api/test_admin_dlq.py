@@ -9,10 +9,10 @@ from fastapi import FastAPI
 
 from payflow.config import Settings
 from payflow.db.tx import transaction
+from payflow.dlq.records import record_dead_letter
 from payflow.ledger.accounts import create_account, record_event
 from payflow.ledger.records import EventType
 from payflow.ledger.states import EventStatus, transition
-from payflow.ops.dlq import record_dead_letter
 
 
 async def _dead_event(app: FastAPI, settings: Settings) -> int:

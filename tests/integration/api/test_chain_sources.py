@@ -13,12 +13,12 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from payflow.alerts import LogAlertSink
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.lifecycle import process_deposits
 from payflow.chain.transfers import transfer_id
 from payflow.chain.watch.scanner import Scanner
 from payflow.config import Settings
-from payflow.ops.alerts import LogAlertSink
 from payflow_lab.anvil import AnvilNode
 
 from .alchemy import eth_activity, token_activity, webhook

@@ -224,7 +224,7 @@ async def test_retention_deletes_only_records_past_the_retention(
 async def test_retention_skips_while_another_replica_runs_it(
     app: Any, client: httpx.AsyncClient, owner_pool: asyncpg.Pool
 ) -> None:
-    from payflow.ops.recovery import job_lock
+    from payflow.jobs.lock import job_lock
     from payflow.ops.retention import JOB_NAME
 
     response = await client.post(

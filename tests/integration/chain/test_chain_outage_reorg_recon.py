@@ -10,6 +10,7 @@ from decimal import Decimal
 import asyncpg
 from redis.asyncio import Redis
 
+from payflow.alerts import Severity
 from payflow.chain.breaker import BREAKER_STATE, BreakerState
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.recon import reconcile_chain
@@ -19,7 +20,6 @@ from payflow.db.tx import transaction
 from payflow.ingress.service import record_and_announce
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType, Outcome
-from payflow.ops.alerts import Severity
 from payflow_lab.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
 from tests.conftest import redis_prefix
 

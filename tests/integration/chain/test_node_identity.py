@@ -15,6 +15,8 @@ import pytest
 from eth_account import Account
 from pydantic import SecretStr
 
+from payflow.alerts import Severity
+from payflow.alerts.build import build_alert_sink
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import NODE_PROBLEM, NodeMisconfigured
 from payflow.chain.payouts.engine import PayoutEngine
@@ -25,9 +27,7 @@ from payflow.chain.rpc import RpcClient
 from payflow.chain.watch.cli import scan_once
 from payflow.chain.watch.role import run_scanner
 from payflow.chain.watch.scanner import Scanner
-from payflow.ops.alerting import build_alert_sink
-from payflow.ops.alerts import Severity
-from payflow.ops.jobs import JobContext, Outcome
+from payflow.jobs.spec import JobContext, Outcome
 from payflow.ops.scheduler import run_job
 from payflow.ops.status import collect_status
 from payflow_lab.anvil import WEI_PER_ETH, AnvilNode

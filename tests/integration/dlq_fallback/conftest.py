@@ -14,6 +14,7 @@ import asyncpg
 import pytest
 from redis.asyncio import Redis
 
+from payflow.alerts import Severity
 from payflow.api.auth import create_merchant
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
@@ -21,7 +22,6 @@ from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account, record_event
 from payflow.ledger.records import EventType
 from payflow.ledger.states import EventStatus, transition
-from payflow.ops.alerts import Severity
 from payflow_lab.bench.submit import DirectSubmitter
 
 

@@ -20,9 +20,9 @@ from payflow.broker.messages import Envelope
 from payflow.broker.publisher import publish
 from payflow.broker.topology import TOPIC_LEDGER_EVENT, declare_topology
 from payflow.config import Settings
+from payflow.dlq.fallback import DlqFallback, FallbackEntry, fallback_key
 from payflow.errors import BadInput
 from payflow.ledger.worker import LedgerWorker
-from payflow.ops.dlq_fallback import DlqFallback, FallbackEntry, fallback_key
 from tests.integration.pipeline.conftest import queue_depth, rabbitmqctl, wait_until
 
 

@@ -9,17 +9,17 @@ import asyncpg
 import orjson
 from redis.asyncio import Redis
 
+from payflow.alerts import Severity
 from payflow.config import Settings
-from payflow.ops.alerts import Severity
-from payflow.ops.dlq_drain import ALERT_DRAIN_FAILED, ALERT_MALFORMED, drain_redis_dlq
-from payflow.ops.dlq_fallback import (
+from payflow.dlq.fallback import (
     FallbackEntry,
     fallback_key,
     malformed_key,
     processing_key,
     push_entry,
 )
-from payflow.ops.jobs import JobContext
+from payflow.jobs.spec import JobContext
+from payflow.ops.dlq_drain import ALERT_DRAIN_FAILED, ALERT_MALFORMED, drain_redis_dlq
 from tests.integration.dlq_fallback.conftest import RecordingAlerts, enqueued_event
 
 

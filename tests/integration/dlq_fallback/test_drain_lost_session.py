@@ -11,16 +11,16 @@ import pytest
 from redis.asyncio import Redis
 
 from payflow.config import Settings
-from payflow.ops import dlq_drain
-from payflow.ops.dlq_drain import drain_redis_dlq
-from payflow.ops.dlq_fallback import (
+from payflow.dlq.fallback import (
     FallbackEntry,
     fallback_key,
     malformed_key,
     processing_key,
     push_entry,
 )
-from payflow.ops.jobs import JobContext
+from payflow.jobs.spec import JobContext
+from payflow.ops import dlq_drain
+from payflow.ops.dlq_drain import drain_redis_dlq
 from tests.conftest import APP_ROLE
 from tests.integration.dlq_fallback.conftest import RecordingAlerts, enqueued_event
 

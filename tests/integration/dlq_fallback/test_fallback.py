@@ -11,17 +11,17 @@ from redis.asyncio import Redis
 
 from payflow.config import Settings
 from payflow.db.tx import transaction
-from payflow.errors import RetryableError
-from payflow.ledger.worker import LedgerWorker
-from payflow.ops.dlq_drain import PAYMENT_NOTE, drain_redis_dlq, move_entry
-from payflow.ops.dlq_fallback import (
+from payflow.dlq.fallback import (
     DlqFallback,
     FallbackEntry,
     fallback_key,
     is_database_unavailable,
     processing_key,
 )
-from payflow.ops.jobs import JobContext
+from payflow.errors import RetryableError
+from payflow.jobs.spec import JobContext
+from payflow.ledger.worker import LedgerWorker
+from payflow.ops.dlq_drain import PAYMENT_NOTE, drain_redis_dlq, move_entry
 from payflow.payments.charges import Claim, claim_charge
 from payflow.payments.processor import PaymentProcessor
 from payflow.webhooks.sender import WebhookSender

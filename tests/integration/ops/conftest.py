@@ -14,7 +14,7 @@ import pytest
 from redis.asyncio import Redis
 
 from payflow.config import Settings
-from payflow.ops.jobs import JobContext
+from payflow.jobs.spec import JobContext
 from tests.integration.pipeline.conftest import vhost  # noqa: F401 (the fixture, re-exported)
 from tests.recording_alerts import RecordingSink
 

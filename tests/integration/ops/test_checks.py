@@ -6,13 +6,13 @@ from decimal import Decimal
 
 import asyncpg
 
+from payflow.alerts import Severity
 from payflow.api.auth import create_merchant
 from payflow.config import Settings
+from payflow.jobs.spec import JobContext, JobResult, Outcome
 from payflow.ledger.posting import post_event, posting_key
 from payflow.ledger.records import EventType
 from payflow.metrics import REGISTRY
-from payflow.ops.alerts import Severity
-from payflow.ops.jobs import JobContext, JobResult, Outcome
 from payflow.ops.scheduler import run_job
 from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.ledger.helpers import balance, new_account, new_event

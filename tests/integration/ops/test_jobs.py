@@ -7,9 +7,9 @@ import asyncio
 import asyncpg
 from redis.asyncio import Redis
 
+from payflow.alerts.build import build_alert_sink
 from payflow.config import Settings
-from payflow.ops.alerting import build_alert_sink
-from payflow.ops.jobs import JobContext, JobResult, JobSpec, Outcome
+from payflow.jobs.spec import JobContext, JobResult, JobSpec, Outcome
 from payflow.ops.scheduler import (
     JOBS,
     Scheduler,

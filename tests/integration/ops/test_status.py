@@ -9,9 +9,9 @@ import asyncpg
 
 from payflow.broker.topology import WORK_QUEUES, declare_topology
 from payflow.config import Settings
+from payflow.jobs.spec import JobContext, Outcome
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType
-from payflow.ops.jobs import JobContext, Outcome
 from payflow.ops.scheduler import JOBS, run_job
 from payflow.ops.status import collect_status
 from tests.integration.ledger.helpers import new_account, new_event

@@ -13,13 +13,13 @@ from collections.abc import Iterator
 import asyncpg
 import pytest
 
+from payflow.alerts import Severity
+from payflow.alerts.delivery import AlertNotice
+from payflow.alerts.sink import CooldownAlertSink
+from payflow.alerts.store import AlertStore
 from payflow.config import Settings
 from payflow.db import migrate
 from payflow.db.migrations.statements import DataLossRefused
-from payflow.ops.alerting.delivery import AlertNotice
-from payflow.ops.alerting.sink import CooldownAlertSink
-from payflow.ops.alerting.store import AlertStore
-from payflow.ops.alerts import Severity
 from tests.conftest import SERVER_URL
 
 OPEN_ROWS = (

@@ -15,9 +15,9 @@ import pytest
 from pydantic import SecretStr
 from structlog.testing import capture_logs
 
+from payflow.alerts import Severity
+from payflow.alerts.build import build_alert_sink
 from payflow.config import Settings
-from payflow.ops.alerting import build_alert_sink
-from payflow.ops.alerts import Severity
 from payflow_lab.bench.sink import WebhookSink
 
 ROUTING_KEY = "R0UT1NG-KEY-0123456789abcdef"

@@ -17,6 +17,7 @@ import asyncpg
 import pytest
 from pydantic import SecretStr
 
+from payflow.alerts import Severity
 from payflow.chain.payouts.actions import ActionRefused, resign_payout, void_payout
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.chain.payouts.holds import PayoutRefused
@@ -24,7 +25,6 @@ from payflow.chain.payouts.signer import HotWallet, TxFees
 from payflow.chain.payouts.wallet import stalled_counts
 from payflow.chain.rpc import RpcClient, to_hex
 from payflow.config import Settings
-from payflow.ops.alerts import Severity
 from payflow.ops.status import collect_status
 from payflow_lab.anvil import AnvilNode
 from tests.integration.payouts.conftest import (

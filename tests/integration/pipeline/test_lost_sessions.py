@@ -22,8 +22,8 @@ from redis.asyncio import Redis
 
 from payflow.config import Settings
 from payflow.db.tx import transaction
+from payflow.dlq.fallback import fallback_key, malformed_key, processing_key
 from payflow.ledger.accounts import create_account
-from payflow.ops.dlq_fallback import fallback_key, malformed_key, processing_key
 from payflow.retry import RetryPolicy, retrying
 from payflow_lab.bench.submit import DirectSubmitter
 from tests.conftest import APP_ROLE

@@ -10,8 +10,8 @@ import asyncpg
 
 from payflow.config import Settings
 from payflow.db.tx import transaction
-from payflow.ops.dlq import replay_dead_letter
-from payflow.ops.recovery import job_lock
+from payflow.jobs.lock import job_lock
+from payflow.ops.dlq_replay import replay_dead_letter
 from payflow.ops.sweeps import sweep_pending_payments, sweep_undelivered_webhooks
 from payflow_lab.bench.sink import WebhookSink
 from payflow_lab.bench.submit import DirectSubmitter
