@@ -26,6 +26,7 @@ import asyncpg
 from redis.asyncio import Redis
 from rich.console import Console
 
+from payflow.alerts import LogAlertSink
 from payflow.api.auth import create_merchant
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.lifecycle import process_deposits
@@ -37,7 +38,6 @@ from payflow.chain.watch.scanner import Scanner
 from payflow.config import Settings
 from payflow.db.pool import create_pool
 from payflow.observability import configure_logging
-from payflow.ops.alerts import LogAlertSink
 from payflow_lab.anvil import DEFAULT_ACCOUNTS, AnvilNode, encode_call
 from payflow_lab.bench.common import bench_database, result_line, setup_url
 
