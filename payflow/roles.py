@@ -31,8 +31,8 @@ from payflow.broker.topology import Names, declare_topology
 from payflow.config import Settings
 from payflow.db.pool import open_pool_when_ready
 from payflow.dlq.fallback import DlqFallback
+from payflow.gauges import refreshing_state
 from payflow.ledger.worker import LedgerWorker
-from payflow.metrics import refreshing_state
 from payflow.metrics_server import serving_metrics
 from payflow.observability import configure_logging
 from payflow.ops.scheduler import run_scheduler

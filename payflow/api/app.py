@@ -14,8 +14,8 @@ from payflow.config import Settings, load_settings
 from payflow.console import install_console
 from payflow.db.pool import create_pool
 from payflow.db.tx import transaction
+from payflow.gauges import refreshing_state
 from payflow.ingress.signature import require_secret
-from payflow.metrics import refreshing_state
 from payflow.observability import configure_logging, log
 from payflow.outbox.waker import RelayWaker
 

@@ -26,8 +26,9 @@ from payflow.broker.publisher import publish
 from payflow.broker.topology import declare_topology
 from payflow.config import Settings
 from payflow.errors import BadInput, InsufficientFunds, PayflowError, RetryableError
+from payflow.gauges import StateRefresher
 from payflow.ledger.posting import post_event
-from payflow.metrics import DLQ_UNRESOLVED, REGISTRY, StateRefresher
+from payflow.metrics import DLQ_UNRESOLVED, REGISTRY
 from payflow_lab.bench.sink import WebhookSink
 from payflow_lab.bench.submit import DirectSubmitter
 from payflow_lab.ports import free_port

@@ -12,7 +12,8 @@ import asyncpg
 
 from payflow.api.auth import create_merchant
 from payflow.config import Settings
-from payflow.metrics import REGISTRY, StateRefresher
+from payflow.gauges import StateRefresher
+from payflow.metrics import REGISTRY
 from payflow_lab.bench.submit import DirectSubmitter
 
 PERIOD_S = 60.0  # METRICS_REFRESH_S: a snapshot younger than 30 s is served as it is

@@ -1,7 +1,7 @@
 """`state_gauges`: the state gauges' snapshot, computed once per refresh period for the
 whole deployment instead of once per process.
 
-Every payflow process serves the state gauges (`payflow.metrics.StateRefresher`), and
+Every payflow process serves the state gauges (`payflow.gauges.StateRefresher`), and
 each used to compute them itself every `METRICS_REFRESH_S`: per-status counts of
 `payments` and `payment_events` are whole-table scans, so with the roles split over N
 processes the database paid N scans per period. On a ledger of 100,000 payments one
