@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 import aio_pika
 import orjson
@@ -88,3 +89,13 @@ def decode(message: aio_pika.abc.AbstractIncomingMessage) -> Envelope:
         attempt=attempt,
         body=message.body,
     )
+
+
+def payment_id_of(envelope: Envelope) -> UUID:
+    """The payment id a message is about (its payload's `payment_id`: the payment and
+    webhook topics); `BadInput` when missing or malformed."""
+    raw = envelope.payload.get("payment_id")
+    try:
+        return UUID(str(raw))
+    except ValueError:
+        raise BadInput(f"message has no valid payment_id ({raw!r})") from None

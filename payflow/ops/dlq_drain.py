@@ -49,7 +49,7 @@ from payflow.dlq.records import fallback_entry_recorded
 from payflow.errors import PayflowError, RetryableError, classify
 from payflow.jobs.spec import JobContext, JobResult
 from payflow.ledger.worker import dead_letter_event
-from payflow.payments.processor import dead_letter_payment
+from payflow.payments.dead_letters import dead_letter_payment
 from payflow.webhooks.sender import dead_letter_webhook
 
 SQL = load_queries("payflow.ops")

@@ -32,26 +32,21 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID, uuid4
 
 import asyncpg
 import structlog
 
-from payflow.broker.messages import Envelope
+from payflow.broker.messages import Envelope, payment_id_of
 from payflow.config import Settings
-from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds, transaction
 from payflow.dlq.fallback import DlqFallback
-from payflow.dlq.records import record_dead_letter
 from payflow.errors import (
     BadInput,
     NotFound,
     PayflowError,
-    RetryableError,
-    classify,
 )
 from payflow.ledger.posting import post_held_credit
 from payflow.metrics import POSTINGS
@@ -63,45 +58,21 @@ from payflow.payments.charges import (
     claim_first_charge,
     latest_attempt,
     lock_payment,
-    mark_needs_review,
     record_answer,
     release_claim,
 )
+from payflow.payments.dead_letters import dead_letter_payment, status_of
 from payflow.payments.finalize import (
-    FAILED,
-    SUCCEEDED,
     finalize,
     finalize_answered,
     finalize_payment,
 )
 from payflow.payments.gateway import ChargeRequest, ChargeResult, Gateway
-
-if TYPE_CHECKING:  # the webhooks package imports this module
-    from payflow.webhooks.direct import DirectSends
+from payflow.payments.records import load_payment
+from payflow.webhooks.direct import DirectSends
 
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.payments")
-
-
-def payment_id_of(envelope: Envelope) -> UUID:
-    """The payment id a message is about; `BadInput` when missing or malformed."""
-    raw = envelope.payload.get("payment_id")
-    try:
-        return UUID(str(raw))
-    except ValueError:
-        raise BadInput(f"message has no valid payment_id ({raw!r})") from None
-
-
-async def load_payment(conn: Connection, payment_id: UUID) -> asyncpg.Record:
-    """The payment with its merchant's webhook secret; `NotFound` when absent."""
-    row = await conn.fetchrow(SQL["payment_for_processing"], payment_id)
-    if row is None:
-        raise NotFound(f"payment {payment_id} does not exist")
-    return row
-
-
-def _status_of(result: ChargeResult) -> str:
-    return SUCCEEDED if result.approved else FAILED
 
 
 class PaymentProcessor:
@@ -170,14 +141,14 @@ class PaymentProcessor:
             async with self._pool.acquire() as conn, transaction(conn, self._settings):
                 claim = await claim_charge(conn, payment_id, token, lease_s)
                 if isinstance(claim, ChargeResult):  # answered: finalize from the record
-                    changed = await finalize(conn, payment, _status_of(claim), trace_id)
+                    changed = await finalize(conn, payment, status_of(claim), trace_id)
         if claim is None:
             log.info("payflow.payments.duplicate", status="final")
             return
         if isinstance(claim, ChargeResult):
             log.info(
                 "payflow.payments.finalized" if changed else "payflow.payments.duplicate",
-                status=_status_of(claim),
+                status=status_of(claim),
                 source="recorded answer",
             )
             return
@@ -206,7 +177,7 @@ class PaymentProcessor:
                         await lock_payment(conn, payment_id)
                         answer = await record_answer(conn, payment_id, result)
                         done = await finalize_payment(
-                            conn, payment, _status_of(answer), trace_id, credit_hold_s=hold_s
+                            conn, payment, status_of(answer), trace_id, credit_hold_s=hold_s
                         )
         except BaseException:
             if direct and reservation:  # a lease taken anyway runs out; its job stands
@@ -223,19 +194,19 @@ class PaymentProcessor:
                 if done.held_webhook is None:
                     direct.cancel(reservation)
                 else:  # committed: send it now (after the credit), its held job behind it
-                    final = {**dict(payment), "status": _status_of(result)}
+                    final = {**dict(payment), "status": status_of(result)}
                     final["trace_id"] = payment["trace_id"] or trace_id
                     direct.start(reservation, final, done.held_webhook)
         if answer != result:
             log.error(
                 "payflow.payments.answer_mismatch",
-                recorded=_status_of(answer),
-                received=_status_of(result),
+                recorded=status_of(answer),
+                received=status_of(result),
                 reference=result.reference,
             )
         log.info(
             "payflow.payments.finalized" if changed else "payflow.payments.duplicate",
-            status=_status_of(answer),
+            status=status_of(answer),
             reason=answer.reason,
             attempt=claim.attempt,
         )
@@ -315,81 +286,3 @@ class PaymentProcessor:
         await self._fallback.record_for(
             write, envelope, source="payment", subject_key="payment_id", error=text
         )
-
-    @staticmethod
-    async def settle_dead(
-        conn: Connection,
-        payment: asyncpg.Record,
-        known: ChargeResult | None,
-        note: str,
-        error: str,
-        trace_id: str | None,
-    ) -> None:
-        """`on_dead`'s decision for a locked pending payment (see `PaymentProcessor.on_dead`);
-        `error` is the dead-lettering error's text."""
-        latest = await latest_attempt(conn, payment["id"])
-        if latest is None:  # the gateway was never asked: failing is safe
-            await finalize(conn, payment, FAILED, trace_id)
-            return
-        answer = latest.answer if latest.answer is not None else known
-        if answer is not None:
-            # A savepoint: a refused finalize (say an IdCollision) must not take the DLQ
-            # row and the review mark down with it.
-            await conn.execute("SAVEPOINT settle_dead")
-            try:
-                await record_answer(conn, payment["id"], answer)
-                await finalize(conn, payment, _status_of(answer), trace_id)
-            except Exception as exc:
-                refusal = classify(exc)
-                if isinstance(refusal, RetryableError):
-                    raise
-                await conn.execute("ROLLBACK TO SAVEPOINT settle_dead")
-                note = (
-                    f"the gateway {'approved' if answer.approved else 'declined'} "
-                    f"(reference {answer.reference or '-'}) but finalizing was refused: "
-                    f"{type(refusal).__name__}: {refusal}"
-                )
-            else:
-                await conn.execute("RELEASE SAVEPOINT settle_dead")
-                return
-        attempt = await mark_needs_review(conn, payment["id"], f"{note}; dead: {error}")
-        log.error(
-            "payflow.payments.needs_review",
-            attempt=attempt,
-            reason=note,
-            error=error,
-        )
-
-
-async def dead_letter_payment(
-    conn: Connection,
-    payload: dict[str, Any],
-    error: str,
-    attempt: int,
-    *,
-    known: ChargeResult | None,
-    note: str,
-    trace_id: str | None,
-    fallback: Mapping[str, str] | None = None,
-) -> int:
-    """Inside the caller's transaction: under the payment's row lock, settle a still
-    pending payment (`PaymentProcessor.settle_dead`, with the gateway answer `known` if
-    one was asked outside the transaction) and record the DLQ row; returns its id.
-    Shared by `on_dead` and the Redis DLQ drain (which asks no gateway: `known` None)."""
-    raw = payload.get("payment_id")
-    try:
-        payment_id: UUID | None = UUID(str(raw))
-    except ValueError:
-        payment_id = None
-    if payment_id is not None and await lock_payment(conn, payment_id) == "pending":
-        payment = await load_payment(conn, payment_id)
-        await PaymentProcessor.settle_dead(conn, payment, known, note, error, trace_id)
-    return await record_dead_letter(
-        conn,
-        source="payment",
-        subject_id=str(raw),
-        payload=payload,
-        error=error,
-        attempt=attempt,
-        fallback=fallback,
-    )

@@ -25,7 +25,7 @@ from payflow.errors import Conflict
 from payflow.payments.charges import AttemptState, latest_attempt, lock_payment, record_answer
 from payflow.payments.finalize import FAILED, SUCCEEDED, finalize
 from payflow.payments.gateway import ChargeResult
-from payflow.payments.processor import load_payment
+from payflow.payments.records import load_payment
 
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.payments")

@@ -46,15 +46,23 @@ from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
 from payflow.dlq.records import record_dead_letter
 from payflow.errors import NotFound
-from payflow.payments.processor import load_payment
 from payflow.webhooks.dead import mark_webhook_dead
 
-SQL = load_queries("payflow.payments")
+SQL = load_queries("payflow.webhooks")
 log = structlog.get_logger("payflow.webhooks")
 
 IN_FLIGHT = "in_flight"
 OTHER_CHAIN = "other_chain"
 STALE_COPY = "stale_copy"
+
+
+async def payment_for_webhook(conn: Connection, payment_id: UUID) -> asyncpg.Record:
+    """The payment a webhook is built from, with its merchant's webhook secret and its
+    currency's scale; `NotFound` when absent."""
+    row = await conn.fetchrow(SQL["payment_for_webhook"], payment_id)
+    if row is None:
+        raise NotFound(f"payment {payment_id} does not exist")
+    return row
 
 
 def duplicate_reason(
@@ -107,7 +115,7 @@ async def dead_letter_webhook(
     subject = str(payload.get("payment_id"))
     attempts = attempt
     try:
-        payment = await load_payment(conn, UUID(subject))
+        payment = await payment_for_webhook(conn, UUID(subject))
     except (ValueError, NotFound):
         payment = None
     if payment is not None:

@@ -45,7 +45,7 @@ from payflow.db.tx import StatementBounds
 from payflow.webhooks.sender import PaymentRow, WebhookSender
 from payflow.webhooks.ssrf import UnsafeWebhookUrl
 
-SQL = load_queries("payflow.payments")
+SQL = load_queries("payflow.webhooks")
 log = structlog.get_logger("payflow.webhooks")
 
 

@@ -39,7 +39,7 @@ import asyncpg
 import orjson
 import structlog
 
-from payflow.broker.messages import Envelope
+from payflow.broker.messages import Envelope, payment_id_of
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds, transaction
@@ -56,14 +56,13 @@ from payflow.errors import (
 from payflow.metrics import WEBHOOK_ATTEMPTS
 from payflow.money import format_at_scale
 from payflow.observability import bind_stored_trace, outbound_traceparent
-from payflow.payments.processor import payment_id_of
 from payflow.webhooks.attempts import attempt_outcome
 from payflow.webhooks.chains import dead_letter_webhook, duplicate_reason, resolve_delivered_late
 from payflow.webhooks.client import WebhookClient, build_http_client
 from payflow.webhooks.signing import signature_headers
 from payflow.webhooks.ssrf import UnsafeWebhookUrl, resolve_webhook_url
 
-SQL = load_queries("payflow.payments")
+SQL = load_queries("payflow.webhooks")
 log = structlog.get_logger("payflow.webhooks")
 
 # A payment's columns as a claim read them (`lock_payment_for_webhook`), or a mapping of

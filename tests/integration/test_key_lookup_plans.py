@@ -242,7 +242,7 @@ LOOKUPS: tuple[Lookup, ...] = (
     Lookup("payflow.payments", "supersede_charge_attempt", ("{open_attempt}",), ATTEMPTS),
     Lookup("payflow.payments", "release_charge_claim", ("{open_attempt}", "live"), ATTEMPTS),
     Lookup(
-        "payflow.payments",
+        "payflow.webhooks",
         "record_webhook_attempt",
         (
             "{undelivered_payment}",
@@ -258,7 +258,7 @@ LOOKUPS: tuple[Lookup, ...] = (
         {**PAYMENTS, **OUTBOX},
     ),
     Lookup(
-        "payflow.payments",
+        "payflow.webhooks",
         "hand_back_direct_webhook",
         ("{undelivered_payment}", "lease-token", "{unpublished_job}", "2000"),
         {**PAYMENTS, **OUTBOX},

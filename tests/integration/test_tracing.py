@@ -14,7 +14,7 @@ from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.observability import is_trace_id
 from payflow.payments.finalize import SUCCEEDED, credit_event_id, finalize
-from payflow.payments.processor import load_payment
+from payflow.payments.records import load_payment
 from payflow_lab.bench.submit import DirectSubmitter
 
 MESSAGE_TRACE = "11111111111111111111111111111111"

@@ -15,7 +15,7 @@ import pytest
 
 from payflow.db.tx import transaction
 from payflow.payments.finalize import SUCCEEDED, finalize
-from payflow.payments.processor import load_payment
+from payflow.payments.records import load_payment
 
 from .alchemy import (
     USDC_CONTRACT,

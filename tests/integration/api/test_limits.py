@@ -18,7 +18,7 @@ from payflow.ledger.limits import set_limits
 from payflow.ledger.posting import post_event
 from payflow.ledger.recon import reconcile
 from payflow.payments.finalize import SUCCEEDED, credit_event_id, finalize
-from payflow.payments.processor import load_payment
+from payflow.payments.records import load_payment
 from payflow.webhooks.sender import webhook_body
 
 from .conftest import signed

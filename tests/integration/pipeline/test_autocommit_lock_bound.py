@@ -21,12 +21,12 @@ from payflow.errors import RetryableError, classify
 from payflow.payments.charges import claim_first_charge
 from payflow.payments.finalize import finalize_answered
 from payflow.payments.gateway import ChargeResult
-from payflow.payments.processor import load_payment
+from payflow.payments.records import load_payment
 from payflow.payments.service import NewPayment, create_payment
 from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.test_held_credit import _merchant_with_account, _pending
 
-SQL = load_queries("payflow.payments")
+SQL = load_queries("payflow.webhooks")
 BOUND_MS = 300
 BOUNDS = StatementBounds(lock_timeout_ms=BOUND_MS, statement_timeout_ms=30_000)
 

@@ -13,7 +13,7 @@ from payflow.api.auth import create_merchant
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.payments.finalize import FAILED, SUCCEEDED, credit_event_id, finalize
-from payflow.payments.processor import load_payment
+from payflow.payments.records import load_payment
 from payflow_lab.bench.submit import DirectSubmitter
 
 

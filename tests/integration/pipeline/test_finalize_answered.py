@@ -15,7 +15,7 @@ from payflow.db.tx import StatementBounds, transaction
 from payflow.payments.charges import claim_first_charge
 from payflow.payments.finalize import credit_event_id, finalize_answered
 from payflow.payments.gateway import ChargeResult
-from payflow.payments.processor import load_payment
+from payflow.payments.records import load_payment
 from tests.integration.pipeline.test_held_credit import _merchant_with_account, _pending
 
 BOUNDS = StatementBounds(lock_timeout_ms=2000, statement_timeout_ms=5000)

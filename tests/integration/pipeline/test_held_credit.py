@@ -23,7 +23,8 @@ from payflow.payments.finalize import (
     finalize_payment,
     merchant_account,
 )
-from payflow.payments.processor import PaymentProcessor, load_payment
+from payflow.payments.processor import PaymentProcessor
+from payflow.payments.records import load_payment
 from payflow.roles import default_gateway
 from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.ledger.helpers import open_at_balance_max

@@ -13,7 +13,7 @@ import structlog
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.payments.finalize import SUCCEEDED, finalize
-from payflow.payments.processor import load_payment
+from payflow.payments.records import load_payment
 from payflow_lab.bench.sink import WebhookSink
 from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import wait_until

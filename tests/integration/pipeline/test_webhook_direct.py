@@ -31,7 +31,7 @@ from tests.integration.pipeline.test_outbox_wake import finalized
 from tests.integration.pipeline.test_webhook_leases import _envelope
 
 BOUNDS = StatementBounds(lock_timeout_ms=2000, statement_timeout_ms=5000)
-SQL = load_queries("payflow.payments")
+SQL = load_queries("payflow.webhooks")
 
 
 class Worker:

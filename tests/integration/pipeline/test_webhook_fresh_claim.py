@@ -13,7 +13,7 @@ from payflow.db.queries import load_queries
 from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.test_webhook_leases import _final_payment
 
-SQL = load_queries("payflow.payments")
+SQL = load_queries("payflow.webhooks")
 LEASE = ("webhook_lease_token", "webhook_chain_message", "webhook_chain_attempt")
 
 

@@ -15,7 +15,8 @@ from payflow.db.tx import transaction
 from payflow.errors import IdCollision
 from payflow.payments.finalize import SUCCEEDED, credit_event_id, finalize
 from payflow.payments.gateway import EmulatedGateway
-from payflow.payments.processor import PaymentProcessor, load_payment
+from payflow.payments.processor import PaymentProcessor
+from payflow.payments.records import load_payment
 from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.charges.support import (
     announced_jobs,
