@@ -25,11 +25,12 @@ import aiormq
 from payflow.config import Settings
 from payflow.errors import PayflowError
 
+# Every topic payflow publishes, named here once (the domains import them).
 TOPIC_PAYMENT_CREATED = "payment.created"
 TOPIC_LEDGER_EVENT = "ledger.event"
 TOPIC_WEBHOOK_DELIVER = "webhook.deliver"
 TOPIC_NOTIFICATION = "notification.insufficient_funds"
-TOPIC_PAYOUT_NOTIFICATION = "notification.payout"  # payflow.chain.payouts.records
+TOPIC_PAYOUT_NOTIFICATION = "notification.payout"
 
 
 class TopologyMismatch(PayflowError):

@@ -7,7 +7,7 @@ Each run, per chain with an RPC configured, in batches (`CHAIN_DEPOSITS_BATCH`):
    until `CHAIN_REPORT_GRACE_S` has passed (it may not be mined yet), then refuted.
 2. verified deposits → final (block at that height still has the recorded hash and is
    final under the chain's policy) → credited: a compare-and-set to `credited` and the
-   payment event `chain:<transfer id>` (`record_and_announce`) commit together, then
+   payment event `chain:<transfer id>` (`ledger.accounts.record_and_announce`) commit together, then
    `post_event` posts it (the outbox's `ledger.event` replays harmlessly). A block
    hash that changed: the receipt elsewhere → moved; no receipt → orphaned.
 3. orphaned deposits, and credited ones a deep reorg reversed, are re-checked for
@@ -45,8 +45,7 @@ from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.errors import ChainUnavailable
-from payflow.ingress.service import record_and_announce
-from payflow.ledger.accounts import asset_scale
+from payflow.ledger.accounts import asset_scale, record_and_announce
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType
 from payflow.money import format_amount

@@ -23,8 +23,7 @@ from payflow.alerts import AlertSink, Severity
 from payflow.chain.deposits import SQL
 from payflow.config import Settings
 from payflow.db.tx import transaction
-from payflow.ingress.service import record_and_announce
-from payflow.ledger.accounts import asset_scale, set_account_status
+from payflow.ledger.accounts import asset_scale, record_and_announce, set_account_status
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import AccountStatus, EventType, Outcome
 from payflow.money import EXACT, format_amount

@@ -18,15 +18,13 @@ import asyncpg
 
 from payflow.chain.deposits import ObserveOutcome, ObserveResult, observe, recheck_transaction
 from payflow.chain.transfers import NATIVE_POSITION, TX_HASH_RE, Transfer
-from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.errors import Conflict
 from payflow.ingress.ids import ALCHEMY
 from payflow.ingress.payloads import ProviderEvent, UnmatchedReason, ambiguous
 from payflow.ingress.registry import RegisteredAsset, UnknownToken, resolve_asset
-from payflow.ledger.accounts import asset_scale, record_event
+from payflow.ledger.accounts import asset_scale
 from payflow.ledger.limits import LimitExceeded, LimitKind, check_limit
-from payflow.ledger.records import EventType
 from payflow.money import (
     EXACT,
     InvalidAmount,
@@ -35,10 +33,8 @@ from payflow.money import (
     parse_amount,
     to_base_units,
 )
-from payflow.outbox.writer import enqueue
 
 SQL = load_queries("payflow.ingress")
-LEDGER_EVENT_TOPIC = "ledger.event"
 
 
 class IngressResult(StrEnum):
@@ -72,34 +68,6 @@ class Delivery:
             await conn.execute(SQL["keep_delivery"], self.sha256, self.body)
             self._kept = True
         return self.sha256
-
-
-async def record_and_announce(
-    conn: Connection,
-    *,
-    event_id: str,
-    account_id: UUID,
-    amount: str,
-    event_type: EventType,
-    scale: int,
-    trace_id: str,
-) -> bool:
-    """Store a pending payment event and, only when it is new, its `ledger.event` outbox row.
-
-    Invariant: one outbox row per event id, ever; a duplicate writes nothing.
-    """
-    inserted = await record_event(
-        conn,
-        event_id=event_id,
-        account_id=account_id,
-        amount=amount,
-        event_type=event_type,
-        scale=scale,
-        trace_id=trace_id,
-    )
-    if inserted:
-        await enqueue(conn, LEDGER_EVENT_TOPIC, {"version": 1, "event_id": event_id}, trace_id)
-    return inserted
 
 
 def _amount_text(event: ProviderEvent, decimals: int | None) -> str | None:

@@ -7,11 +7,13 @@ from uuid import UUID
 
 import asyncpg
 
+from payflow.broker.topology import TOPIC_LEDGER_EVENT
 from payflow.db import Connection
 from payflow.errors import BadInput, NotFound
 from payflow.ledger.records import Account, AccountStatus, EventType
 from payflow.ledger.states import SQL
 from payflow.money import parse_amount
+from payflow.outbox.writer import enqueue
 
 
 def _account(row: asyncpg.Record) -> Account:
@@ -77,3 +79,31 @@ async def record_event(
         SQL["insert_event"], event_id, account_id, value, event_type.value, trace_id
     )
     return inserted is not None
+
+
+async def record_and_announce(
+    conn: Connection,
+    *,
+    event_id: str,
+    account_id: UUID,
+    amount: str,
+    event_type: EventType,
+    scale: int,
+    trace_id: str,
+) -> bool:
+    """Store a pending payment event and, only when it is new, its `ledger.event` outbox row.
+
+    Invariant: one outbox row per event id, ever; a duplicate writes nothing.
+    """
+    inserted = await record_event(
+        conn,
+        event_id=event_id,
+        account_id=account_id,
+        amount=amount,
+        event_type=event_type,
+        scale=scale,
+        trace_id=trace_id,
+    )
+    if inserted:
+        await enqueue(conn, TOPIC_LEDGER_EVENT, {"version": 1, "event_id": event_id}, trace_id)
+    return inserted

@@ -14,6 +14,7 @@ from uuid import UUID
 import asyncpg
 import orjson
 
+from payflow.broker.topology import TOPIC_PAYMENT_CREATED
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
 from payflow.errors import NotFound
@@ -27,7 +28,6 @@ from payflow.payments.idempotency import (
 
 SQL = load_queries("payflow.payments")
 CREATE_SCOPE = "payments.create"
-PAYMENT_CREATED_TOPIC = "payment.created"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +87,7 @@ async def create_payment(
         trace_id,
         request_hash,
         lock_key(merchant_id, CREATE_SCOPE, idempotency_key),
-        PAYMENT_CREATED_TOPIC,
+        TOPIC_PAYMENT_CREATED,
         bounds.lock_timeout_ms,
         notify,
         timeout=bounds.timeout_s,

@@ -33,13 +33,14 @@ from payflow.api.schemas import (
     problem_responses,
 )
 from payflow.api.state import api_state
+from payflow.broker.topology import TOPIC_LEDGER_EVENT
 from payflow.chain.deposits import pending_incoming
 from payflow.chain.payouts.holds import SQL as PAYOUT_SQL
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, Conflict, NotFound
 from payflow.idempotency import idempotency_key
 from payflow.ingress.payloads import normalise_address
-from payflow.ingress.service import LEDGER_EVENT_TOPIC, assign_address
+from payflow.ingress.service import assign_address
 from payflow.ledger.accounts import asset_scale, record_event
 from payflow.ledger.limits import LimitKind, check_limit
 from payflow.ledger.posting import posting_key
@@ -287,7 +288,7 @@ async def _record_withdrawal(
     if not inserted:
         log.error("payflow.withdrawal.derived_id_taken", event_id=event_id)
         raise DerivedEventTaken("the request conflicts with an existing event; nothing was written")
-    await enqueue(conn, LEDGER_EVENT_TOPIC, {"version": 1, "event_id": event_id}, trace_id)
+    await enqueue(conn, TOPIC_LEDGER_EVENT, {"version": 1, "event_id": event_id}, trace_id)
     body = {
         "event_id": event_id,
         "account_id": str(account["id"]),

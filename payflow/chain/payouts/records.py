@@ -1,10 +1,11 @@
-"""Payout states and topics, mirrored by the `payouts_status_valid` CHECK (0015)."""
+"""Payout states, mirrored by the `payouts_status_valid` CHECK (0015); the payout topic
+(named with every topic in `payflow.broker.topology`)."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-TOPIC_PAYOUT_NOTIFICATION = "notification.payout"
+from payflow.broker.topology import TOPIC_PAYOUT_NOTIFICATION as TOPIC_PAYOUT_NOTIFICATION
 
 
 class PayoutStatus(StrEnum):

@@ -17,7 +17,7 @@ from payflow.chain.recon import reconcile_chain
 from payflow.chain.recon_cli import run_chain_recon
 from payflow.config import Settings
 from payflow.db.tx import transaction
-from payflow.ingress.service import record_and_announce
+from payflow.ledger.accounts import record_and_announce
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType, Outcome
 from payflow_lab.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode

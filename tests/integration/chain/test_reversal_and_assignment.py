@@ -16,8 +16,8 @@ from payflow.chain.recon import reconcile_chain
 from payflow.chain.transfers import transfer_id
 from payflow.config import Settings
 from payflow.db.tx import transaction
-from payflow.ingress.service import assign_address, record_and_announce
-from payflow.ledger.accounts import create_account
+from payflow.ingress.service import assign_address
+from payflow.ledger.accounts import create_account, record_and_announce
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType, Outcome
 from payflow_lab.anvil import WEI_PER_ETH, AnvilNode
