@@ -32,6 +32,7 @@ from payflow.config import Settings
 from payflow.db.pool import open_pool_when_ready
 from payflow.dlq.fallback import DlqFallback
 from payflow.gauges import refreshing_state
+from payflow.ledger.announce import ON_PUBLISHED as LEDGER_ON_PUBLISHED
 from payflow.ledger.worker import LedgerWorker
 from payflow.metrics_server import serving_metrics
 from payflow.observability import configure_logging
@@ -114,7 +115,14 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
             channel = await confirm_channel(connection)
             try:
                 exchange = await channel.get_exchange(names.exchange)
-                await run_relay(pool, runtime.settings, exchange, stop, listen_pool=listen_pool)
+                await run_relay(
+                    pool,
+                    runtime.settings,
+                    exchange,
+                    stop,
+                    listen_pool=listen_pool,
+                    on_published=LEDGER_ON_PUBLISHED,
+                )
             finally:
                 with contextlib.suppress(Exception):
                     await channel.close()

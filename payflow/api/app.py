@@ -1,4 +1,5 @@
-"""The app factory: `create_app()` builds nothing until the lifespan starts."""
+"""The API's app factory: `create_api()` builds nothing until the lifespan starts. The
+served app (`payflow.app.create_app`) mounts the console on it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from payflow.config import Settings, load_settings
-from payflow.console import install_console
 from payflow.db.pool import create_pool
 from payflow.db.tx import transaction
 from payflow.gauges import refreshing_state
@@ -30,8 +30,9 @@ from .routing import BoundedJsonRoute
 from .state import ApiState
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the FastAPI app. Pool and Redis client are opened in the lifespan.
+def create_api(settings: Settings | None = None) -> FastAPI:
+    """Build the FastAPI app of the HTTP API (no console: `payflow.app` mounts it).
+    Pool and Redis client are opened in the lifespan.
 
     Invariant: importing this module or calling this function opens no connection;
     a missing or short provider secret fails here, before serving anything.
@@ -76,8 +77,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_exception_handler(app)
     for module in (payments, accounts, payouts, ingress, admin, health):
         app.include_router(module.router)
-    if settings.console_enabled:
-        install_console(app)  # server-rendered /console (issue 12)
     app.add_middleware(HeadAsGet)  # inside RequestMiddleware: logs and metrics say HEAD
     app.add_middleware(
         RequestMiddleware,

@@ -23,7 +23,7 @@ from .auth import create_merchant
 from .connections import PROTOCOL, ConnectionLimits, GuardedHttpToolsProtocol, raise_open_file_limit
 from .db import connection
 
-APP_FACTORY = "payflow.api.app:create_app"
+APP_FACTORY = "payflow.app:create_app"  # the composition root's: API and console
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

@@ -6,8 +6,9 @@ all while holding the row locks, so concurrent relays never publish the same row
 the same time. A crash between publish and mark rolls the marks back: the rows are
 published again (a duplicate message, never a lost one) and consumers dedupe.
 
-For `ledger.event` rows the same transaction moves the event pending -> enqueued
-through the state machine, so recovery can find events that were handed to the
+For the rows of a hooked topic (`PublishHook`, wired in `payflow.roles`: the ledger's
+`ledger.event`) the same transaction moves the subject (the event pending -> enqueued
+through its state machine), so recovery can find events that were handed to the
 broker but never finished.
 
 A row the broker refuses (returned as unroutable, or nacked) is not retried first on
@@ -38,13 +39,12 @@ import structlog
 
 from payflow.broker.messages import encode_payload
 from payflow.broker.publisher import publish
-from payflow.broker.topology import TOPIC_LEDGER_EVENT, UNROUTED_TOPICS
+from payflow.broker.topology import UNROUTED_TOPICS
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import classify, is_connection_error
-from payflow.ledger.states import EventStatus, existing_events, transition_many
 from payflow.outbox.writer import NOTIFY_CHANNEL
 
 SQL = load_queries("payflow.outbox")
@@ -96,29 +96,29 @@ async def _publish_row(exchange: aio_pika.abc.AbstractExchange, row: asyncpg.Rec
     return int(row["id"])
 
 
-def _event_id(row: asyncpg.Record) -> str | None:
-    """The payment event a `ledger.event` row announces (None for other topics)."""
-    if row["topic"] != TOPIC_LEDGER_EVENT:
+@dataclass(frozen=True, slots=True)
+class PublishHook:
+    """A domain's status moves for the subjects its topic's rows announce, made inside the
+    relay's transaction (wired in the composition root: the ledger's `ON_PUBLISHED`).
+
+    `publishing(conn, subjects)` runs before the batch is handed to the broker (the
+    subjects' row locks are then the relay's until commit, and a rollback undoes the
+    move); `not_published(conn, subjects)` for those not handed over after all.
+    `subject_key` names the payload key holding a row's subject id (text).
+    """
+
+    topic: str
+    subject_key: str
+    publishing: Callable[[Connection, set[str]], Awaitable[None]]
+    not_published: Callable[[Connection, set[str]], Awaitable[None]]
+
+
+def _subject(row: asyncpg.Record, hook: PublishHook | None) -> str | None:
+    """The subject a row of the hook's topic announces (None for other topics)."""
+    if hook is None or row["topic"] != hook.topic:
         return None
-    event_id = row["payload"].get("event_id")
-    return event_id if isinstance(event_id, str) else None
-
-
-async def _mark_events(
-    conn: Connection, event_ids: set[str], target: EventStatus, expected: EventStatus
-) -> None:
-    """Best-effort status move for announced events, in one statement: a moved-on event
-    is a no-op, and an unknown one is published anyway so that the worker dead-letters
-    it (a poison row must never block the relay). Unknown ids cost one extra read,
-    only when some event did not move."""
-    if not event_ids:
-        return
-    moved = await transition_many(conn, event_ids, target, expected=expected)
-    if len(moved) == len(event_ids):
-        return
-    missing = event_ids - moved
-    for event_id in sorted(missing - await existing_events(conn, missing)):
-        log.warning("payflow.outbox.unknown_event", event_id=event_id)
+    subject = row["payload"].get(hook.subject_key)
+    return subject if isinstance(subject, str) else None
 
 
 async def relay_once(
@@ -128,6 +128,7 @@ async def relay_once(
     *,
     after_publish: AfterPublish | None = None,
     batch_size: int | None = None,
+    on_published: PublishHook | None = None,
 ) -> RelayPass:
     """Publish one batch of due unpublished outbox rows; returns the counts.
 
@@ -136,7 +137,8 @@ async def relay_once(
     back-off (`next_attempt_at`, `last_error`, `publish_attempts + 1`) in the same
     transaction and never delays the rows behind it. `after_publish` (tests) runs
     between the confirms and the marks. `batch_size` rows at most (None:
-    `RELAY_BATCH_SIZE`). Raises (classified) only when nothing was
+    `RELAY_BATCH_SIZE`). `on_published`: the status moves of one topic's subjects
+    (`PublishHook`), in this transaction. Raises (classified) only when nothing was
     confirmed because the way to the broker failed.
     """
     transport_errors: list[BaseException] = []
@@ -147,12 +149,13 @@ async def relay_once(
         rows = await tx.fetch(SQL["claim_batch"], batch_size or settings.relay_batch_size)
         if not rows:
             return RelayPass()
-        # Mark ledger events enqueued BEFORE publishing: the row lock is then ours
-        # until commit, so a fast consumer waits a moment instead of the relay
-        # queueing behind postings; a rollback leaves them pending.
-        events = {int(row["id"]): _event_id(row) for row in rows}
+        # Move the announced subjects (ledger events: to enqueued) BEFORE publishing: the
+        # row lock is then ours until commit, so a fast consumer waits a moment instead
+        # of the relay queueing behind postings; a rollback leaves them as they were.
+        events = {int(row["id"]): _subject(row, on_published) for row in rows}
         announced = {e for e in events.values() if e is not None}
-        await _mark_events(tx, announced, EventStatus.ENQUEUED, EventStatus.PENDING)
+        if on_published is not None and announced:
+            await on_published.publishing(tx, announced)
         # A feed topic whose queue is not declared (no consumer anywhere) is settled
         # without a publish: nothing would read it, and a mandatory publish would be
         # returned and retried for ever.
@@ -196,7 +199,8 @@ async def relay_once(
             # Not handed over after all (unless another row of the batch announced it).
             handed = {events[i] for i in confirmed}
             unsent = {e for i in failed if (e := events[i]) is not None and e not in handed}
-            await _mark_events(tx, unsent, EventStatus.PENDING, EventStatus.ENQUEUED)
+            if on_published is not None and unsent:
+                await on_published.not_published(tx, unsent)
     errors = [exc for _, exc in refused] + transport_errors
     if errors:
         log.warning(
@@ -233,6 +237,7 @@ async def run_relay(
     stop: asyncio.Event,
     *,
     listen_pool: asyncpg.Pool | None = None,
+    on_published: PublishHook | None = None,
 ) -> None:
     """Relay until `stop` is set. After a pass that found rows the next claim follows
     `RELAY_LINGER_MS` later, without waiting for a wake-up (busy: the relay polls on its
@@ -255,7 +260,9 @@ async def run_relay(
             listener.wake.clear()
             try:
                 await listener.ensure()
-                done = await relay_once(pool, settings, exchange, batch_size=batch.size)
+                done = await relay_once(
+                    pool, settings, exchange, batch_size=batch.size, on_published=on_published
+                )
             except Exception as exc:
                 log.warning(
                     "payflow.outbox.relay_error",

@@ -19,7 +19,7 @@ import httpx
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from payflow.api.app import create_app
+from payflow.app import create_app
 from payflow.broker.consumer import Consumer, Route
 from payflow.broker.messages import Envelope
 from payflow.broker.publisher import publish

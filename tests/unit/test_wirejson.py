@@ -86,8 +86,8 @@ def test_an_unterminated_string_does_not_hide_brackets() -> None:
 def test_every_api_and_console_route_decodes_json_with_the_bound() -> None:
     from fastapi.routing import APIRoute
 
-    from payflow.api.app import create_app
     from payflow.api.routing import BoundedJsonRoute
+    from payflow.app import create_app
     from payflow.config import load_settings
 
     app = create_app(

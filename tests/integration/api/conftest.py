@@ -12,8 +12,8 @@ import pytest
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
-from payflow.api.app import create_app
 from payflow.api.auth import create_merchant
+from payflow.app import create_app
 from payflow.config import Settings, load_settings
 from payflow.ingress.signature import sign
 from tests.conftest import (

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from payflow.api.app import create_app
+from payflow.app import create_app
 from payflow.config import SettingsError, load_settings
 
 from .conftest import API_KEY

@@ -19,7 +19,7 @@ from eth_keys.datatypes import PrivateKey
 from eth_utils.address import to_checksum_address
 from fastapi import FastAPI
 
-from payflow.api.app import create_app
+from payflow.app import create_app
 from payflow.chain.watch.derivation import XpubInvalid, derive_address
 from payflow.config import Settings
 from payflow_lab.anvil import DEFAULT_ACCOUNTS, DEFAULT_MNEMONIC

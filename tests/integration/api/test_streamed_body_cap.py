@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from payflow.api.app import create_app
+from payflow.app import create_app
 from payflow.config import Settings
 
 from .conftest import API_KEY, signed

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from payflow.api.app import create_app
 from payflow.api.auth import create_merchant
+from payflow.app import create_app
 from payflow.config import Settings
 from tests.integration.api.conftest import (  # noqa: F401 - fixtures by name
     api_settings,

@@ -10,6 +10,7 @@ from structlog.testing import capture_logs
 from payflow.broker.connection import confirm_channel, connect
 from payflow.broker.topology import TOPIC_WEBHOOK_DELIVER, declare_topology
 from payflow.config import Settings
+from payflow.ledger.announce import ON_PUBLISHED
 from payflow.outbox.relay import relay_once
 from payflow.outbox.waker import RelayWaker
 from tests.integration.pipeline.conftest import queue_depth, wait_until
@@ -67,16 +68,18 @@ async def test_refused_row_waits_a_doubling_capped_backoff(
         channel = await confirm_channel(connection)
         names = await declare_topology(channel, settings)
         exchange = await channel.get_exchange(names.exchange)
-        first = await relay_once(pool, settings, exchange)
+        first = await relay_once(pool, settings, exchange, on_published=ON_PUBLISHED)
         assert (first.claimed, first.published, first.deferred) == (2, 1, 1)
-        assert (await relay_once(pool, settings, exchange)).claimed == 0  # not due yet
+        assert (
+            await relay_once(pool, settings, exchange, on_published=ON_PUBLISHED)
+        ).claimed == 0  # not due yet
         waits = []
         for attempts in (1, 2, 3, 4):
             await owner_pool.execute(
                 "UPDATE outbox SET next_attempt_at = now() WHERE published_at IS NULL"
             )
             with capture_logs() as logs:
-                again = await relay_once(pool, settings, exchange)
+                again = await relay_once(pool, settings, exchange, on_published=ON_PUBLISHED)
             assert (again.claimed, again.deferred) == (1, 1)
             alerts = [e for e in logs if e["event"] == "payflow.outbox.unpublishable"]
             # From RELAY_UNPUBLISHABLE_ALERT_ATTEMPTS (5) failures on, each one alerts.
