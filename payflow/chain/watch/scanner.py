@@ -351,7 +351,12 @@ class Scanner:
     async def walk_back(self, chain: str, cursor: Cursor, head: int) -> StepResult:
         """The chain no longer holds the cursor's block: find the fork point (the newest
         kept block whose hash the node still has at that height), never below the last
-        finalized block, and move the cursor there; the next step re-scans."""
+        finalized block, and move the cursor there; the next step re-scans. The node is
+        checked first, uncached (`NodeMisconfigured`: another network, nothing moves)."""
+        # A cursor block the node no longer has may be a reorg, or an endpoint swapped
+        # to another network behind the RPC URL: ask its chain id again before moving
+        # the cursor (the cached check is up to CHAIN_IDENTITY_RECHECK_S old).
+        await check_node(self.pool, self.oracle, chain, force=True)
         call = self._call(chain)
         # Never below the last finalized block, and never above the cursor (a cursor
         # already below finality re-anchors where it stands: no block is ever skipped).
