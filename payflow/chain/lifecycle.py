@@ -19,7 +19,9 @@ Each run, per chain with an RPC configured, in batches (`CHAIN_DEPOSITS_BATCH`):
    without the policy's `finalized` tag stops that chain (`stats.stopped`, the alert
    `chain.node:<chain>`); the other chains run.
 4. confirmations chains: credited deposits within `CHAIN_REORG_WATCH_BLOCKS` of head are
-   watched; a reorg that removed them → `reversal.reverse`.
+   watched; a reorg that removed them → `reversal.reverse`. Only ANOTHER block at the
+   deposit's height proves a reorg: a node with no block there (a lagging replica) moves
+   no money, and no verified deposit is orphaned on it either.
 
 Every RPC read goes through the oracle's breaker: `ChainUnavailable` stops that chain
 for this run and everything waits (nothing fails). RPC runs with no transaction open;
@@ -334,7 +336,10 @@ async def _watch_credits(
             settings.chain_deposits_batch,
         )
     for row in rows:
-        if await oracle.block_hash(chain, row["block_number"]) == row["block_hash"]:
+        current = await oracle.block_hash(chain, row["block_number"])
+        if current is None or current == row["block_hash"]:
+            # Only another block at that height proves a reorg; none at all is a node
+            # (replica) behind, or a chain shorter for now: decided when it has one.
             continue
         where = await _where_now(oracle, row)
         if where is not None:

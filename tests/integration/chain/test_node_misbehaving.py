@@ -23,13 +23,22 @@ from payflow.chain.rpc import RpcClient, hex_int
 from payflow.chain.transfers import transfer_id
 from payflow.chain.watch.blocks import RangeMoved
 from payflow.chain.watch.logs import SPLITS, ProviderThrottled
+from payflow.chain.watch.scanner import REORGS
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ingress.service import assign_address
 from payflow.ledger.accounts import create_account
 from payflow_lab.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
 
-from .deposit_support import balance, deliver, generic_event, new_address, run
+from .deposit_support import (
+    balance,
+    deliver,
+    generic_event,
+    ledger,
+    new_address,
+    open_account,
+    run,
+)
 from .deposit_support import chain_settings as lifecycle_settings
 from .rpc_proxy import RpcProxy, error
 from .scanning import CHAIN, ETH_ADDRESS, USDC_ADDRESS, build_world, cursor, scanner_deposits
@@ -390,3 +399,93 @@ async def test_a_report_whose_block_the_replica_lacks_waits_for_the_assignment_r
     assert row["reason"].startswith("not creditable: before_assignment")
     assert await balance(pool, account.id) == Decimal(0)
     assert await pool.fetchval("SELECT count(*) FROM chain_deposits") == 0
+
+
+async def test_a_head_going_backwards_is_a_node_behind_not_a_reorg(
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    settings: Settings,
+    anvil: AnvilNode,
+    proxy: RpcProxy,
+) -> None:
+    """The load balancer sends `eth_blockNumber` to a replica 5 blocks behind, which has
+    no block at the cursor's height. The old scanner took it for a reorg: it counted one,
+    walked the cursor back and dropped the kept hashes above."""
+    world = await build_world(pool, owner_pool, settings, anvil, eth_rpc_url=proxy.url)
+    await anvil.mine(12)
+    await world.scanner.catch_up(CHAIN)
+    before = await cursor(pool)
+    replica_head = before[0] - 5
+
+    def behind(method: str, params: list[Any], answer: dict[str, Any]) -> dict[str, Any]:
+        if method == "eth_blockNumber":
+            return {**answer, "result": hex(replica_head)}
+        if method == "eth_getBlockByNumber" and (hex_int(params[0]) or 0) > replica_head:
+            return {**answer, "result": None}
+        return answer
+
+    proxy.rewrite = behind
+    reorgs = REORGS.labels(CHAIN)._value.get()
+    for _ in range(3):
+        result = await world.scanner.step(CHAIN)
+        assert result.caught_up and result.reorg_depth is None
+    assert REORGS.labels(CHAIN)._value.get() == reorgs
+    assert await cursor(pool) == before
+    kept = await pool.fetchval(
+        "SELECT count(*) FROM chain_scanner_blocks WHERE chain = $1 AND block_number > $2",
+        CHAIN,
+        replica_head,
+    )
+    assert kept == 5
+    proxy.rewrite = lambda _m, _p, answer: answer
+    assert (await world.scanner.step(CHAIN)).caught_up
+    assert await cursor(pool) == before
+    await world.oracle.aclose()
+
+
+async def test_a_replica_without_the_credited_block_reverses_nothing(
+    pool: asyncpg.Pool, anvil: AnvilNode, proxy: RpcProxy, database_url: str, migration_url: str
+) -> None:
+    """On `confirmations:1`, a credited 1 ETH deposit is watched for reorgs. The replica
+    that answers has neither the block at the deposit's height (null header) nor the
+    receipt, while the head says the chain is past it. The old job took that for a reorg
+    and debited the 1 ETH (reversal, and a shortfall froze the account had it been
+    spent); only another block at that height proves a reorg."""
+    settings = lifecycle_settings(
+        database_url, migration_url, proxy.url, eth_confirmation_policy="confirmations:1"
+    )
+    account, address = await open_account(pool, settings, "ETH")
+    tx = await anvil.send_eth(address, WEI_PER_ETH)
+    await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
+    await anvil.mine(2)
+    height = hex_int((await anvil.receipt(tx))["blockNumber"])
+    oracle = FinalityOracle(settings, None)
+    try:
+        stats = [await run(pool, settings, oracle) for _ in range(3)]
+        assert sum(s.credited for s in stats) == 1
+        assert await balance(pool, account) == Decimal(1)
+        lagging = True
+
+        def replica(method: str, params: list[Any], answer: dict[str, Any]) -> dict[str, Any]:
+            if not lagging:
+                return answer
+            if method == "eth_getBlockByNumber" and hex_int(params[0]) == height:
+                return {**answer, "result": None}
+            if method in ("eth_getTransactionReceipt", "eth_getTransactionByHash"):
+                return {**answer, "result": None}
+            return answer
+
+        proxy.rewrite = replica
+        stats = [await run(pool, settings, oracle) for _ in range(3)]
+        assert sum(s.reversed for s in stats) == 0
+        assert await balance(pool, account) == Decimal(1)
+        lagging = False
+        stats = [await run(pool, settings, oracle) for _ in range(2)]
+    finally:
+        await oracle.aclose()
+    assert sum(s.reversed + s.credited for s in stats) == 0
+    assert await ledger(pool, account) == [
+        (f"chain:{transfer_id(CHAIN, tx, -1)}", "deposit", Decimal(1))
+    ]
+    status = await pool.fetchval("SELECT status FROM chain_deposits WHERE tx_hash = $1", tx)
+    assert status == "credited"
