@@ -420,8 +420,9 @@ async def test_a_head_going_backwards_is_a_node_behind_not_a_reorg(
     def behind(method: str, params: list[Any], answer: dict[str, Any]) -> dict[str, Any]:
         if method == "eth_blockNumber":
             return {**answer, "result": hex(replica_head)}
-        if method == "eth_getBlockByNumber" and (hex_int(params[0]) or 0) > replica_head:
-            return {**answer, "result": None}
+        if method == "eth_getBlockByNumber" and str(params[0]).startswith("0x"):
+            if (hex_int(params[0]) or 0) > replica_head:
+                return {**answer, "result": None}
         return answer
 
     proxy.rewrite = behind
