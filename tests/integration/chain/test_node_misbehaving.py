@@ -490,3 +490,48 @@ async def test_a_replica_without_the_credited_block_reverses_nothing(
     ]
     status = await pool.fetchval("SELECT status FROM chain_deposits WHERE tx_hash = $1", tx)
     assert status == "credited"
+
+
+async def test_a_replica_without_a_verified_deposits_block_orphans_nothing(
+    pool: asyncpg.Pool, anvil: AnvilNode, proxy: RpcProxy, database_url: str, migration_url: str
+) -> None:
+    """A verified (not yet final) deposit, and the answering replica has neither its
+    block's header nor its receipt. The old job called it orphaned; it stays verified
+    and is credited once when the node shows the block final."""
+    settings = lifecycle_settings(
+        database_url, migration_url, proxy.url, eth_confirmation_policy="confirmations:1"
+    )
+    account, address = await open_account(pool, settings, "ETH")
+    tx = await anvil.send_eth(address, WEI_PER_ETH)
+    await anvil.receipt(tx)
+    await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
+    height = hex_int((await anvil.receipt(tx))["blockNumber"])
+    oracle = FinalityOracle(settings, None)
+    lagging = False
+
+    def replica(method: str, params: list[Any], answer: dict[str, Any]) -> dict[str, Any]:
+        if not lagging:
+            return answer
+        if method == "eth_getBlockByNumber" and str(params[0]).startswith("0x"):
+            if hex_int(params[0]) == height:
+                return {**answer, "result": None}
+        if method in ("eth_getTransactionReceipt", "eth_getTransactionByHash"):
+            return {**answer, "result": None}
+        return answer
+
+    proxy.rewrite = replica
+    try:
+        assert (await run(pool, settings, oracle)).credited == 0  # verified, not final
+        lagging = True
+        await anvil.mine(2)
+        stats = [await run(pool, settings, oracle) for _ in range(3)]
+        assert sum(s.orphaned for s in stats) == 0
+        status = await pool.fetchval("SELECT status FROM chain_deposits WHERE tx_hash = $1", tx)
+        assert status == "verified"
+        lagging = False
+        await pool.execute("UPDATE chain_deposits SET next_check_at = now()")
+        stats = [await run(pool, settings, oracle) for _ in range(2)]
+    finally:
+        await oracle.aclose()
+    assert sum(s.credited for s in stats) == 1
+    assert await balance(pool, account) == Decimal(1)
