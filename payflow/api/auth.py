@@ -17,6 +17,7 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader
 
 from payflow.config import Settings
+from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.errors import BadInput
 
@@ -120,13 +121,20 @@ def _cached(state: ApiState, digest: str) -> Merchant | None:
     return None
 
 
+async def merchant_by_key_hash(conn: Connection, digest: str) -> Merchant | None:
+    """The merchant whose API key hashes to `digest` (`hash_api_key`), or None."""
+    row = await conn.fetchrow(SQL["merchant_by_key_hash"], digest)
+    if row is None:
+        return None
+    return Merchant(id=row["id"], name=row["name"], is_admin=row["is_admin"])
+
+
 async def _lookup(state: ApiState, digest: str) -> Merchant | None:
     now = time.monotonic()
     async with connection(state.pool) as conn:
-        row = await conn.fetchrow(SQL["merchant_by_key_hash"], digest)
-    if row is None:
+        merchant = await merchant_by_key_hash(conn, digest)
+    if merchant is None:
         return None
-    merchant = Merchant(id=row["id"], name=row["name"], is_admin=row["is_admin"])
     if state.settings.api_auth_cache_seconds > 0:
         if len(state.auth_cache) > 10_000:
             state.auth_cache.clear()

@@ -24,14 +24,13 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from payflow.api.auth import MAX_KEY_LENGTH, Merchant, hash_api_key
+from payflow.api.auth import MAX_KEY_LENGTH, Merchant, hash_api_key, merchant_by_key_hash
 from payflow.api.db import connection
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.observability import log
 
 SQL = load_queries("payflow.console")
-API_SQL = load_queries("payflow.api")
 
 COOKIE = "payflow_console"
 PRE_COOKIE = "payflow_console_signin"  # carries the sign-in form's CSRF token
@@ -184,9 +183,7 @@ async def sign_in(
     merchant = None
     if key and len(key) <= MAX_KEY_LENGTH and key.isascii() and key.isprintable():
         async with connection(pool) as conn:
-            row = await conn.fetchrow(API_SQL["merchant_by_key_hash"], hash_api_key(key))
-        if row is not None:
-            merchant = Merchant(id=row["id"], name=row["name"], is_admin=row["is_admin"])
+            merchant = await merchant_by_key_hash(conn, hash_api_key(key))
     if merchant is None:
         await count_failure(redis, settings, address)
         log.info("payflow.console.signin_failed", client=address)

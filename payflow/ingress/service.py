@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal, InvalidOperation, localcontext
 from enum import StrEnum
 from uuid import UUID
@@ -18,6 +19,7 @@ import asyncpg
 
 from payflow.chain.deposits import ObserveOutcome, ObserveResult, observe, recheck_transaction
 from payflow.chain.transfers import NATIVE_POSITION, TX_HASH_RE, Transfer
+from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.errors import Conflict
 from payflow.ingress.ids import ALCHEMY
@@ -257,3 +259,13 @@ async def assign_address(
         raise Conflict(f"address {address} is already assigned on {chain}") from None
     assert row is not None
     return row
+
+
+async def list_unmatched(
+    conn: Connection, after_at: datetime | None, after_id: str | None, limit: int
+) -> list[asyncpg.Record]:
+    """Unreviewed unmatched provider events, oldest first, after the cursor
+    `(after_at, after_id)` (both None: from the start), at most `limit` (event_id, reason,
+    chain, address, asset, amount, tx_hash, trace_id, created_at, detail, position)."""
+    rows: list[asyncpg.Record] = await conn.fetch(SQL["list_unmatched"], after_at, after_id, limit)
+    return rows

@@ -75,10 +75,51 @@ async def record_event(
     Invariant: the stored amount is a validated positive Decimal within `scale`.
     """
     value = parse_amount(amount, scale)
+    return await store_event(
+        conn,
+        event_id=event_id,
+        account_id=account_id,
+        amount=value,
+        event_type=event_type,
+        trace_id=trace_id,
+    )
+
+
+async def store_event(
+    conn: Connection,
+    *,
+    event_id: str,
+    account_id: UUID,
+    amount: Decimal,
+    event_type: EventType,
+    trace_id: str | None = None,
+) -> bool:
+    """Store a pending payment event of an amount already exact (`Decimal` > 0 within the
+    asset's scale, e.g. a payout's); False when `event_id` already exists (a duplicate).
+    Inside the caller's transaction."""
     inserted = await conn.fetchval(
-        SQL["insert_event"], event_id, account_id, value, event_type.value, trace_id
+        SQL["insert_event"], event_id, account_id, amount, event_type.value, trace_id
     )
     return inserted is not None
+
+
+async def get_event(conn: Connection, event_id: str) -> asyncpg.Record | None:
+    """The payment event `event_id` (event_id, account_id, amount, event_type, status,
+    retry_count, last_error, trace_id, created_at, updated_at), or None."""
+    row: asyncpg.Record | None = await conn.fetchrow(SQL["get_event"], event_id)
+    return row
+
+
+async def ledger_entries(
+    conn: Connection, account_id: UUID, before_id: int | None, limit: int
+) -> list[asyncpg.Record]:
+    """Up to `limit` ledger entries of the account (id, amount, event_type,
+    source_event_id, balance_after, created_at), newest first, with ids below
+    `before_id` when given (the append-only ledger pages by id)."""
+    rows: list[asyncpg.Record] = await conn.fetch(
+        SQL["ledger_entries"], account_id, before_id, limit
+    )
+    return rows
 
 
 async def record_and_announce(

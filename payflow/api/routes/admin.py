@@ -20,7 +20,7 @@ from payflow.api.schemas import (
 )
 from payflow.api.state import api_state
 from payflow.dlq import DeadLetter, get_dead_letter, list_dead_letters
-from payflow.ingress.service import SQL as INGRESS_SQL
+from payflow.ingress.service import list_unmatched
 from payflow.ops.dlq_replay import replay_dead_letter
 
 DlqId = Annotated[int, Path(ge=1, le=2**63 - 1)]
@@ -44,7 +44,7 @@ async def unmatched_events(
     state = api_state(request)
     after_at, after_id = decode_cursor(cursor, id_kind=str) if cursor else (None, None)
     async with connection(state.pool) as conn:
-        rows = await conn.fetch(INGRESS_SQL["list_unmatched"], after_at, after_id, limit + 1)
+        rows = await list_unmatched(conn, after_at, after_id, limit + 1)
     page = rows[:limit]
     items = [
         {

@@ -22,7 +22,12 @@ from payflow.api.errors import ApiProblem, FieldError
 from payflow.api.responses import JsonResponse
 from payflow.api.schemas import DepositAddressCreate
 from payflow.api.state import api_state
-from payflow.chain.watch.derivation import SQL, XpubInvalid, allocate_address, derived_by_key
+from payflow.chain.watch.derivation import (
+    XpubInvalid,
+    allocate_address,
+    chain_carries_asset,
+    derived_by_key,
+)
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.errors import NotFound
@@ -48,7 +53,7 @@ async def ensure_chain_carries(conn: Connection, chain: str, asset: str) -> None
     """`FieldError` (422 on `body.chain`) unless the token registry knows `chain` and
     registers `asset` on it: an address on any other chain could never be credited as
     the account's asset. Reads the registry in the caller's transaction."""
-    carries = await conn.fetchval(SQL["chain_carries_asset"], chain, asset)
+    carries = await chain_carries_asset(conn, chain, asset)
     if carries is None:
         raise FieldError("body.chain", f"unknown chain {chain}")
     if not carries:

@@ -18,7 +18,12 @@ from payflow.api.responses import JsonResponse, iso, wire_amount
 from payflow.api.routing import api_router
 from payflow.api.schemas import COMMON_PROBLEMS, PayoutView, WithdrawalCreate, problem_responses
 from payflow.api.state import api_state
-from payflow.chain.payouts.holds import SQL, PayoutKeyReused, PayoutRefused, place_payout
+from payflow.chain.payouts.holds import (
+    PayoutKeyReused,
+    PayoutRefused,
+    payout_scoped,
+    place_payout,
+)
 from payflow.config import Settings
 from payflow.errors import AccountFrozen, InsufficientFunds, NotFound
 from payflow.payments.idempotency import IdempotencyKeyReused
@@ -95,9 +100,7 @@ async def read_payout(request: Request, payout_id: UUID, merchant: CurrentMercha
     """Other merchants' payouts answer 404."""
     state = api_state(request)
     async with connection(state.pool) as conn:
-        row = await conn.fetchrow(
-            SQL["get_payout_scoped"], payout_id, merchant.id, merchant.is_admin
-        )
+        row = await payout_scoped(conn, payout_id, merchant.id, merchant.is_admin)
     if row is None:
         raise NotFound(f"payout {payout_id} does not exist")
     return JsonResponse(payout_view(row))

@@ -13,6 +13,8 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+import asyncpg
+
 from payflow.chain.payouts.records import TOPIC_PAYOUT_NOTIFICATION, PayoutStatus
 from payflow.chain.payouts.sinks import known_sink
 from payflow.config import Settings
@@ -169,3 +171,20 @@ async def place_payout(
         raise PayoutKeyReused("a payout with this Idempotency-Key was made concurrently")
     await enqueue(conn, TOPIC_PAYOUT_NOTIFICATION, payout_event(row, PayoutStatus.HELD), trace_id)
     return row, True
+
+
+async def payout_by_key(conn: Connection, merchant_id: UUID, key: str) -> asyncpg.Record | None:
+    """The merchant's payout made under Idempotency-Key `key` (a `payouts` row), or None."""
+    row: asyncpg.Record | None = await conn.fetchrow(SQL["payout_by_key"], merchant_id, key)
+    return row
+
+
+async def payout_scoped(
+    conn: Connection, payout_id: UUID, merchant_id: UUID, is_admin: bool
+) -> asyncpg.Record | None:
+    """The payout (a `payouts` row) if it is the merchant's, or any for an admin; else None
+    (a payout of another merchant is indistinguishable from a missing one)."""
+    row: asyncpg.Record | None = await conn.fetchrow(
+        SQL["get_payout_scoped"], payout_id, merchant_id, is_admin
+    )
+    return row

@@ -36,9 +36,9 @@ from payflow.chain.payouts.records import (
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.tx import transaction
+from payflow.ledger.accounts import store_event
 from payflow.ledger.posting import post_within
 from payflow.ledger.records import EventType
-from payflow.ledger.states import SQL as LEDGER_SQL
 from payflow.money import add, from_base_units
 from payflow.outbox.writer import enqueue
 
@@ -86,13 +86,13 @@ def paid_fee(payout: Any, landed: Landed) -> Decimal:
 async def _record_and_post(
     conn: Connection, event_id: str, payout: Any, amount: Decimal, event_type: EventType
 ) -> None:
-    await conn.execute(
-        LEDGER_SQL["insert_event"],
-        event_id,
-        payout["account_id"],
-        amount,
-        event_type.value,
-        payout["trace_id"],
+    await store_event(
+        conn,
+        event_id=event_id,
+        account_id=payout["account_id"],
+        amount=amount,
+        event_type=event_type,
+        trace_id=payout["trace_id"],
     )
     await post_within(conn, event_id, consumes_hold=True)
 

@@ -188,3 +188,10 @@ async def derived_by_key(
     checksum = derive_address(xpub, index)
     path = account_key(xpub).path(index)
     return DerivedAddress(row["chain"], row["address"], checksum, row["account_id"], index, path)
+
+
+async def chain_carries_asset(conn: Connection, chain: str, asset: str) -> bool | None:
+    """Whether `asset` is `chain`'s native asset or a token registered on it; None when
+    the token registry knows no such chain. Reads in the caller's transaction."""
+    carries: bool | None = await conn.fetchval(SQL["chain_carries_asset"], chain, asset)
+    return carries
