@@ -12,9 +12,10 @@ from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import NodeMisconfigured
 from payflow.chain.identity import alert_key as node_alert_key
 from payflow.chain.lifecycle import process_deposits
+from payflow.chain.payouts.job import payouts_job
 from payflow.chain.recon import reconcile_chain
 from payflow.errors import ChainUnavailable
-from payflow.jobs.spec import JobContext, JobResult, Outcome
+from payflow.jobs.spec import JobContext, JobResult, JobSpec, Outcome
 
 
 async def chain_deposits_job(ctx: JobContext) -> JobResult:
@@ -89,3 +90,27 @@ async def _not_creditable_alert(ctx: JobContext, chain: str, listed: list[str]) 
         " not credit (see the reasons)",
         details={"transfers": listed[:10]},
     )
+
+
+# The chain's maintenance jobs (payouts included); the scheduler (composition root)
+# gathers them.
+JOBS: tuple[JobSpec, ...] = (
+    JobSpec(
+        "payouts",
+        payouts_job,
+        lambda s: s.payout_interval_s,
+        "sign, send, track, fee-bump and settle on-chain payouts",
+    ),
+    JobSpec(
+        "chain_deposits",
+        chain_deposits_job,
+        lambda s: s.chain_deposits_interval_s,
+        "verify chain deposit reports, credit final deposits, orphan dropped ones",
+    ),
+    JobSpec(
+        "recon_chain",
+        recon_chain_job,
+        lambda s: s.recon_chain_interval_s,
+        "final blocks vs credits: uncredited transfers, credits without a transfer",
+    ),
+)

@@ -1,7 +1,9 @@
-"""The scheduler role and the job registry (issue 9).
+"""The scheduler role and the job registry.
 
 `JOBS` maps each job's name to its `JobSpec` (function, interval from settings, one-line
-description). Every `SCHEDULER_INTERVAL_S` the scheduler starts each job that is due and
+description): the operational checks and sweeps defined here, and the jobs each package
+exports as its `JOBS` (ledger, webhooks, chain, outbox), gathered in one place. Every
+`SCHEDULER_INTERVAL_S` the scheduler starts each job that is due and
 not still running in this process. Due-ness is decided in PostgreSQL, across replicas:
 under a transaction-scoped advisory lock (PgBouncer-safe, no session state) a run is
 claimed by inserting its `job_runs` row only when no run of the job started less than
@@ -24,14 +26,13 @@ import structlog
 from redis.asyncio import Redis
 
 from payflow.alerts import AlertSink, LogAlertSink
-from payflow.chain.jobs import chain_deposits_job, recon_chain_job
-from payflow.chain.payouts.job import payouts_job
+from payflow.chain.jobs import JOBS as CHAIN_JOBS
 from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import DRIVER_ERRORS, classify
 from payflow.jobs.spec import JobContext, JobResult, JobSpec, Outcome
-from payflow.ledger.retention import cleanup_processed_events_job
+from payflow.ledger.retention import JOBS as LEDGER_JOBS
 from payflow.metrics import JOB_RUNS
 from payflow.ops.checks import (
     check_dlq_growth,
@@ -45,8 +46,8 @@ from payflow.ops.dlq_drain import drain_redis_dlq
 from payflow.ops.recovery import recover_stale_events_job
 from payflow.ops.retention import cleanup_idempotency_keys_job
 from payflow.ops.sweeps import sweep_pending_payments_job, sweep_undelivered_webhooks_job
-from payflow.outbox.maintenance import alert_stale_outbox_job, cleanup_outbox_job
-from payflow.webhooks.attempts.retention import cleanup_webhook_attempt_log_job
+from payflow.outbox.maintenance import JOBS as OUTBOX_JOBS
+from payflow.webhooks.attempts.retention import JOBS as WEBHOOK_JOBS
 
 SQL = load_queries("payflow.ops")
 log = structlog.get_logger("payflow.scheduler")
@@ -98,46 +99,18 @@ _SPECS: tuple[JobSpec, ...] = (
         _tick,
         "re-announce undelivered webhooks",
     ),
-    JobSpec("alert_stale_outbox", alert_stale_outbox_job, _tick, "outbox rows left unpublished"),
-    JobSpec("cleanup_outbox", cleanup_outbox_job, _tick, "retention of published outbox rows"),
+    *OUTBOX_JOBS,
     JobSpec(
         "cleanup_idempotency_keys",
         cleanup_idempotency_keys_job,
         _tick,
         "retention of api_idempotency records",
     ),
-    JobSpec(
-        "cleanup_processed_events",
-        cleanup_processed_events_job,
-        _tick,
-        "retention of old posting claims (never pending ones)",
-    ),
-    JobSpec(
-        "cleanup_webhook_attempt_log",
-        cleanup_webhook_attempt_log_job,
-        _tick,
-        "retention of the webhook attempt log (never under 1 day)",
-    ),
+    *LEDGER_JOBS,
+    *WEBHOOK_JOBS,
     JobSpec("cleanup_job_runs", cleanup_job_runs, lambda s: 3600.0, "retention of job_runs"),
     JobSpec("drain_redis_dlq", drain_redis_dlq, _checks, "Redis DLQ fallback -> PostgreSQL"),
-    JobSpec(
-        "payouts",
-        payouts_job,
-        lambda s: s.payout_interval_s,
-        "sign, send, track, fee-bump and settle on-chain payouts",
-    ),
-    JobSpec(
-        "chain_deposits",
-        chain_deposits_job,
-        lambda s: s.chain_deposits_interval_s,
-        "verify chain deposit reports, credit final deposits, orphan dropped ones",
-    ),
-    JobSpec(
-        "recon_chain",
-        recon_chain_job,
-        lambda s: s.recon_chain_interval_s,
-        "final blocks vs credits: uncredited transfers, credits without a transfer",
-    ),
+    *CHAIN_JOBS,
 )
 JOBS: dict[str, JobSpec] = {spec.name: spec for spec in _SPECS}
 

@@ -10,7 +10,7 @@ from payflow.config import Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.jobs.lock import job_lock
-from payflow.jobs.spec import JobContext, JobResult, Outcome
+from payflow.jobs.spec import JobContext, JobResult, JobSpec, Outcome
 
 SQL = load_queries("payflow.outbox")
 log = structlog.get_logger("payflow.outbox")
@@ -74,3 +74,20 @@ async def cleanup_outbox_job(ctx: JobContext) -> JobResult:
     if ctx.settings.outbox_retention_hours <= 0:
         return JobResult(Outcome.SKIPPED, "disabled (OUTBOX_RETENTION_HOURS=0)")
     return JobResult(Outcome.OK, f"deleted={await cleanup_outbox(ctx.pool, ctx.settings)}")
+
+
+# The outbox's maintenance jobs; the scheduler (composition root) gathers them.
+JOBS: tuple[JobSpec, ...] = (
+    JobSpec(
+        "alert_stale_outbox",
+        alert_stale_outbox_job,
+        lambda s: s.scheduler_interval_s,
+        "outbox rows left unpublished",
+    ),
+    JobSpec(
+        "cleanup_outbox",
+        cleanup_outbox_job,
+        lambda s: s.scheduler_interval_s,
+        "retention of published outbox rows",
+    ),
+)
