@@ -47,6 +47,7 @@ lint: install
 	uv run ruff check payflow lab tests
 	uv run ruff format --check payflow lab tests
 	uv run mypy
+	uv run lint-imports  # the layers contract in pyproject.toml (docs/architecture.md)
 
 # The readable head schema: payflow/db/schema.sql and each package's functions.sql, from a
 # throwaway database migrated to head on this server (docs/architecture.md, "Schema and

@@ -82,3 +82,21 @@ def test_parser_rejects_duplicate_names() -> None:
 
 def test_parser_strips_parameter_comments() -> None:
     assert parse_queries("-- name: a\n-- $1 thing\nSELECT $1;\n") == {"a": "SELECT $1"}
+
+
+def _top(module: str) -> str:
+    """The package of payflow a module or a queries.sql belongs to (`payflow.chain`)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_module_reads_another_packages_sql() -> None:
+    """A package's queries.sql is its own: another package calls its functions instead
+    (docs/architecture.md, "Layers"). The harness (payflow_lab) is outside the rule."""
+    borrowed = sorted(
+        f"{module} uses {package}'s SQL"
+        for module, names in _bindings(_sources()).items()
+        if module.startswith("payflow.")
+        for package in names.values()
+        if _top(package) != _top(module)
+    )
+    assert borrowed == []
