@@ -1,8 +1,9 @@
-"""Alerts: one sink interface every job and role raises alerts through (issue 9).
+"""Alerts: one sink interface every job and role raises alerts through.
 
 The interface is fixed here so that jobs depend on it alone. The real sink (cooldown
 per key, bounded memory, the `alerts` table, pluggable delivery) lives in
-`payflow.alerts.sink` and is built by `build_alert_sink(settings, pool)`. An alert sink
+`payflow.alerts.sink` and is built by `payflow.alerts.build.build_alert_sink(settings, pool)`;
+`store.py` is the `alerts` table, `cli.py` the `payflow alerts` commands. An alert sink
 NEVER raises into the job that called it.
 """
 
@@ -13,6 +14,8 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 import structlog
+
+__all__ = ["AlertSink", "LogAlertSink", "Severity"]
 
 log = structlog.get_logger("payflow.alerts")
 

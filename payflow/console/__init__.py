@@ -1,4 +1,4 @@
-"""The console (issue 12): server-rendered pages under /console, served by the API role.
+"""The console: server-rendered pages under /console, served by the API role.
 
 `install_console(app)` adds the routes, the stylesheet and the two exception handlers
 that turn `ConsoleError` and `SignInNeeded` into pages. Nothing is built at import time
@@ -11,6 +11,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from .web import HERE, ConsoleError, SignInNeeded, page, redirect, secure
+
+__all__ = ["install_console"]
 
 STYLESHEET = "console.css"
 

@@ -7,3 +7,5 @@ from asyncpg.pool import PoolConnectionProxy
 
 # What query functions accept: a bare connection or one borrowed from a pool.
 Connection: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
+
+__all__ = ["Connection"]

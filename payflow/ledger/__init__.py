@@ -1,1 +1,68 @@
-"""Accounts, payment events and their state machine, exactly-once posting, reconciliation."""
+"""The ledger (lowest domain): accounts and payment events, exactly-once posting, the
+event state machine, per-asset limits, reconciliation, the ledger worker, retention of
+posting claims (`JOBS`), its DLQ replayer and its hook on the outbox relay.
+
+The names other packages use; import them from here or from their module."""
+
+from payflow.ledger.accounts import (
+    asset_scale,
+    record_and_announce,
+    record_event,
+    set_account_status,
+    store_event,
+)
+from payflow.ledger.announce import ON_PUBLISHED
+from payflow.ledger.limits import (
+    AssetLimits,
+    LimitExceeded,
+    LimitKind,
+    all_limits,
+    check_limit,
+    limits_from_row,
+    set_limits,
+)
+from payflow.ledger.posting import (
+    post_event,
+    post_held_credit,
+    post_within,
+    posting_key,
+    success_path_args,
+)
+from payflow.ledger.recon import ReconReport, reconcile
+from payflow.ledger.records import AccountStatus, EventType, Outcome
+from payflow.ledger.replay import replay_event
+from payflow.ledger.retention import JOBS
+from payflow.ledger.states import EventStatus, transition
+from payflow.ledger.worker import LedgerWorker, dead_letter_event
+
+__all__ = [
+    "JOBS",
+    "ON_PUBLISHED",
+    "AccountStatus",
+    "AssetLimits",
+    "EventStatus",
+    "EventType",
+    "LedgerWorker",
+    "LimitExceeded",
+    "LimitKind",
+    "Outcome",
+    "ReconReport",
+    "all_limits",
+    "asset_scale",
+    "check_limit",
+    "dead_letter_event",
+    "limits_from_row",
+    "post_event",
+    "post_held_credit",
+    "post_within",
+    "posting_key",
+    "reconcile",
+    "record_and_announce",
+    "record_event",
+    "replay_event",
+    "set_account_status",
+    "set_limits",
+    "store_event",
+    "success_path_args",
+    "transition",
+]

@@ -1,1 +1,18 @@
-"""The transactional outbox: writes that commit with the state change, and the relay."""
+"""The outbox (machinery): writes with NOTIFY, the relay (domains hook it through
+`PublishHook`), the after-commit waker, retention and stale alerts (`JOBS`).
+
+The names other packages use; import them from here or from their module."""
+
+from payflow.outbox.maintenance import JOBS
+from payflow.outbox.relay import PublishHook, run_relay
+from payflow.outbox.waker import RelayWaker
+from payflow.outbox.writer import enqueue, release_held_job
+
+__all__ = [
+    "JOBS",
+    "PublishHook",
+    "RelayWaker",
+    "enqueue",
+    "release_held_job",
+    "run_relay",
+]

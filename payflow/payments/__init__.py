@@ -1,2 +1,53 @@
-"""Merchant payments: creation with its outbox row, tenant-scoped reads, gateway processing,
-crediting and webhook jobs."""
+"""Merchant payments (above webhooks and the ledger): creation with its idempotency
+record, reads, the gateway, the charge-claim protocol, finalizing, the payment worker,
+its dead letters and DLQ replayer, operator review.
+
+The names other packages use; import them from here or from their module."""
+
+from payflow.payments.dead_letters import dead_letter_payment
+from payflow.payments.finalize import credit_event_id
+from payflow.payments.gateway import EmulatedGateway, Gateway
+from payflow.payments.idempotency import (
+    KEY_PATTERN,
+    IdempotencyInProgress,
+    IdempotencyKeyReused,
+    StoredResponse,
+    is_key_race,
+    lookup,
+    request_hash,
+    store,
+)
+from payflow.payments.processor import PaymentProcessor
+from payflow.payments.replay import replay_payment
+from payflow.payments.review import print_review, resolve_cli
+from payflow.payments.service import (
+    CREATE_SCOPE,
+    NewPayment,
+    create_payment,
+    get_payment,
+    list_payments,
+)
+
+__all__ = [
+    "CREATE_SCOPE",
+    "KEY_PATTERN",
+    "EmulatedGateway",
+    "Gateway",
+    "IdempotencyInProgress",
+    "IdempotencyKeyReused",
+    "NewPayment",
+    "PaymentProcessor",
+    "StoredResponse",
+    "create_payment",
+    "credit_event_id",
+    "dead_letter_payment",
+    "get_payment",
+    "is_key_race",
+    "list_payments",
+    "lookup",
+    "print_review",
+    "replay_payment",
+    "request_hash",
+    "resolve_cli",
+    "store",
+]

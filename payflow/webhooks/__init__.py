@@ -1,1 +1,26 @@
-"""Outbound merchant webhooks: signing, the SSRF guard and delivery."""
+"""Merchant webhooks (above the ledger, below payments, which pass them what to send):
+signing, the SSRF guard, the HTTP client, the sender, retry chains and dead letters,
+the direct first send, the attempt log with its retention (`JOBS`).
+
+The names other packages use; import them from here or from their module."""
+
+from payflow.webhooks.attempts import attempts_of
+from payflow.webhooks.attempts.retention import JOBS
+from payflow.webhooks.client import WebhookClient, build_http_client
+from payflow.webhooks.dead import replay_webhook
+from payflow.webhooks.direct import DirectSends
+from payflow.webhooks.sender import WebhookSender, dead_letter_webhook
+from payflow.webhooks.ssrf import check_webhook_url, parse_nat64_prefixes
+
+__all__ = [
+    "JOBS",
+    "DirectSends",
+    "WebhookClient",
+    "WebhookSender",
+    "attempts_of",
+    "build_http_client",
+    "check_webhook_url",
+    "dead_letter_webhook",
+    "parse_nat64_prefixes",
+    "replay_webhook",
+]
