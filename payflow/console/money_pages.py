@@ -12,13 +12,15 @@ from fastapi.responses import HTMLResponse
 
 from payflow.api.db import connection
 from payflow.api.routing import api_router
+from payflow.db.queries import load_queries
 from payflow.ledger.posting import posting_key
 from payflow.payments.finalize import credit_event_id
 from payflow.webhooks.attempts import attempts_of
 
-from .pages import SQL, Live, _choice, _page_rows, _time, _uncursor, _uuid
+from .pages import Live, _choice, _page_rows, _time, _uncursor, _uuid
 from .web import ConsoleError, page, scope, state
 
+SQL = load_queries("payflow.console")
 router = api_router(prefix="/console", include_in_schema=False)
 PAYMENT_STATUSES = ("pending", "succeeded", "failed")
 EVENT_STATUSES = ("pending", "enqueued", "processing", "confirmed", "failed")

@@ -8,14 +8,16 @@ from fastapi.responses import HTMLResponse
 
 from payflow.api.db import connection
 from payflow.api.routing import api_router
+from payflow.db.queries import load_queries
 from payflow.errors import NotFound
 from payflow.ops.alerting.store import AlertStore
 from payflow.ops.dlq import get_dead_letter, list_dead_letters
 from payflow.ops.jobs_cli import job_overview
 
-from .pages import SQL, Live, _page_rows, _uncursor
+from .pages import Live, _page_rows, _uncursor
 from .web import ConsoleError, page, require_admin, state
 
+SQL = load_queries("payflow.console")
 router = api_router(prefix="/console", include_in_schema=False)
 
 
