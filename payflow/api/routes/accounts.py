@@ -38,9 +38,7 @@ from payflow.ingress.service import assign_address
 from payflow.ledger.accounts import asset_scale
 from payflow.ledger.states import SQL as LEDGER_SQL
 from payflow.money import add, negate
-from payflow.payments.idempotency import (
-    KEY_PATTERN,
-)
+from payflow.payments.idempotency import KEY_PATTERN
 
 router = api_router(prefix="/api/v1", tags=["accounts"])
 WITHDRAWAL_SCOPE = "accounts.withdraw"
