@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
-from fastapi import Depends, Header, Path, Query, Request
+from fastapi import Depends, Header, Query, Request
 from pydantic import BeforeValidator
 
 from payflow.api.auth import SQL, CurrentMerchant, Merchant, require_admin
@@ -42,7 +42,6 @@ from payflow.payments.idempotency import KEY_PATTERN
 
 router = api_router(prefix="/api/v1", tags=["accounts"])
 WITHDRAWAL_SCOPE = "accounts.withdraw"
-EventId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
 
 
 def account_view(row: Any, pending: Decimal = Decimal(0)) -> dict[str, Any]:
