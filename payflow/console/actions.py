@@ -19,7 +19,8 @@ from payflow.ops.dlq_replay import replay_dead_letter
 from payflow.ops.jobs_cli import job_overview
 from payflow.ops.scheduler import JOBS, run_job
 
-from .pages import Live, dlq_number
+from .ops_pages import dlq_number
+from .pages import Live
 from .sessions import (
     COOKIE,
     PRE_COOKIE,
