@@ -6,12 +6,12 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
+from payflow.alerts.store import AlertStore
 from payflow.api.db import connection
 from payflow.api.routing import api_router
 from payflow.db.queries import load_queries
-from payflow.errors import NotFound
-from payflow.alerts.store import AlertStore
 from payflow.dlq import get_dead_letter, list_dead_letters
+from payflow.errors import NotFound
 from payflow.ops.jobs_cli import job_overview
 
 from .pages import Live, _page_rows, _uncursor
