@@ -28,8 +28,8 @@ from payflow.errors import (
     RetryableError,
     classify,
 )
+from payflow.idempotency.records import IdempotencyInProgress, IdempotencyKeyReused
 from payflow.observability import log
-from payflow.payments.idempotency import IdempotencyInProgress, IdempotencyKeyReused
 
 from .responses import ProblemResponse, problem
 

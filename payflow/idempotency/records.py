@@ -24,7 +24,7 @@ from payflow.db.queries import load_queries
 from payflow.errors import Conflict
 from payflow.idempotency import idempotency_key
 
-SQL = load_queries("payflow.payments")
+SQL = load_queries("payflow.idempotency")
 
 KEY_PATTERN = r"^[!-~]{1,255}$"
 RACE_CONSTRAINTS = frozenset({"api_idempotency_pkey", "payments_merchant_idempotency_unique"})

@@ -3,7 +3,8 @@ deposit-address mapping, unmatched events and their replay.
 
 The names other packages use; import them from here or from their module."""
 
-from payflow.ingress.payloads import EVM_ADDRESS, InvalidPayload, normalise_address, parse_payload
+from payflow.ingress.formats import parse_payload
+from payflow.ingress.payloads import EVM_ADDRESS, InvalidPayload, normalise_address
 from payflow.ingress.rawjson import NotJson, decode_body
 from payflow.ingress.registry import add_chain_cli, add_token_cli, list_tokens_cli
 from payflow.ingress.replay import replay_unmatched

@@ -33,11 +33,19 @@ from payflow.ledger.records import AccountStatus, EventType, Outcome
 from payflow.ledger.replay import replay_event
 from payflow.ledger.retention import JOBS
 from payflow.ledger.states import EventStatus, transition
+from payflow.ledger.withdrawals import (
+    WITHDRAWAL_SCOPE,
+    PlacePayout,
+    WithdrawalRequest,
+    replay_withdrawal,
+    request_withdrawal,
+)
 from payflow.ledger.worker import LedgerWorker, dead_letter_event
 
 __all__ = [
     "JOBS",
     "ON_PUBLISHED",
+    "WITHDRAWAL_SCOPE",
     "AccountStatus",
     "AssetLimits",
     "EventStatus",
@@ -46,7 +54,9 @@ __all__ = [
     "LimitExceeded",
     "LimitKind",
     "Outcome",
+    "PlacePayout",
     "ReconReport",
+    "WithdrawalRequest",
     "all_limits",
     "asset_scale",
     "check_limit",
@@ -60,6 +70,8 @@ __all__ = [
     "record_and_announce",
     "record_event",
     "replay_event",
+    "replay_withdrawal",
+    "request_withdrawal",
     "set_account_status",
     "set_limits",
     "store_event",

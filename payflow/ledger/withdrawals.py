@@ -30,9 +30,9 @@ from uuid import UUID
 import asyncpg
 
 from payflow.broker.topology import TOPIC_LEDGER_EVENT
-from payflow.chain.payouts.holds import SQL as PAYOUT_SQL
 from payflow.errors import Conflict
 from payflow.idempotency import idempotency_key
+from payflow.idempotency.records import IdempotencyKeyReused, StoredResponse, lookup, store
 from payflow.ledger.accounts import record_event
 from payflow.ledger.limits import LimitKind, check_limit
 from payflow.ledger.records import EventType
@@ -40,10 +40,14 @@ from payflow.ledger.states import SQL
 from payflow.money import wire_amount
 from payflow.observability import log
 from payflow.outbox.writer import enqueue
-from payflow.payments.idempotency import IdempotencyKeyReused, StoredResponse, lookup, store
 
 WITHDRAWAL_SCOPE = "accounts.withdraw"
 ACCEPTED = 202
+
+# Finds the merchant's payout made under an Idempotency-Key, in the caller's transaction:
+# (conn, merchant id, key) -> its row or None. The payouts are the chain's; the caller
+# (the API) passes `payflow.chain.payouts.holds.payout_by_key`.
+PayoutByKey = Callable[[asyncpg.Connection, UUID, str], Awaitable[object | None]]
 
 # Places the on-chain payout in the caller's transaction: (account row, amount) ->
 # (the payout's wire body, created). It raises its own refusals (funds, frozen, chain).
@@ -96,12 +100,14 @@ async def request_withdrawal(
     conn: asyncpg.Connection,
     request: WithdrawalRequest,
     *,
+    payout_by_key: PayoutByKey,
     place_payout: PlacePayout | None = None,
 ) -> StoredResponse:
     """Record the withdrawal and store the key's answer (202 and its wire body).
 
     Runs after `replay_withdrawal` found nothing, in its transaction. `place_payout`
-    None makes a ledger-only withdrawal, otherwise an on-chain payout. Raises
+    None makes a ledger-only withdrawal, otherwise an on-chain payout; `payout_by_key`
+    finds a payout the key already made (so one key never names one of each). Raises
     `LimitExceeded` (422 naming `amount_field`) above the asset's `max_withdrawal`;
     `IdempotencyKeyReused` (409) when the key already made the other kind, or a
     ledger withdrawal with other details; `DerivedEventTaken` (409) when the derived
@@ -115,7 +121,9 @@ async def request_withdrawal(
     asset: str = request.account["asset"]
     await check_limit(conn, asset, LimitKind.WITHDRAWAL, request.amount, field=request.amount_field)
     event_id = withdrawal_event_id(request.merchant_id, request.idempotency_key)
-    await _refuse_the_other_kind(conn, request, event_id, on_chain=place_payout is not None)
+    await _refuse_the_other_kind(
+        conn, request, event_id, on_chain=place_payout is not None, payout_by_key=payout_by_key
+    )
     if place_payout is not None:
         answer, created = await place_payout(conn, request.account, request.amount)
     else:
@@ -192,7 +200,12 @@ async def _record_withdrawal(
 
 
 async def _refuse_the_other_kind(
-    conn: asyncpg.Connection, request: WithdrawalRequest, event_id: str, *, on_chain: bool
+    conn: asyncpg.Connection,
+    request: WithdrawalRequest,
+    event_id: str,
+    *,
+    on_chain: bool,
+    payout_by_key: PayoutByKey,
 ) -> None:
     """Under the key's advisory lock, after its record was found missing: one
     Idempotency-Key names one withdrawal, ledger-only (`wd:` event) or on-chain (a
@@ -203,9 +216,7 @@ async def _refuse_the_other_kind(
         taken = await conn.fetchval(SQL["get_event"], event_id)
         kind = "a ledger withdrawal"
     else:
-        taken = await conn.fetchval(
-            PAYOUT_SQL["payout_by_key"], request.merchant_id, request.idempotency_key
-        )
+        taken = await payout_by_key(conn, request.merchant_id, request.idempotency_key)
         kind = "an on-chain payout"
     if taken is not None:
         raise IdempotencyKeyReused(f"this Idempotency-Key was already used for {kind}")

@@ -7,16 +7,6 @@ The names other packages use; import them from here or from their module."""
 from payflow.payments.dead_letters import dead_letter_payment
 from payflow.payments.finalize import credit_event_id
 from payflow.payments.gateway import EmulatedGateway, Gateway
-from payflow.payments.idempotency import (
-    KEY_PATTERN,
-    IdempotencyInProgress,
-    IdempotencyKeyReused,
-    StoredResponse,
-    is_key_race,
-    lookup,
-    request_hash,
-    store,
-)
 from payflow.payments.processor import PaymentProcessor
 from payflow.payments.replay import replay_payment
 from payflow.payments.review import print_review, resolve_cli
@@ -30,24 +20,16 @@ from payflow.payments.service import (
 
 __all__ = [
     "CREATE_SCOPE",
-    "KEY_PATTERN",
     "EmulatedGateway",
     "Gateway",
-    "IdempotencyInProgress",
-    "IdempotencyKeyReused",
     "NewPayment",
     "PaymentProcessor",
-    "StoredResponse",
     "create_payment",
     "credit_event_id",
     "dead_letter_payment",
     "get_payment",
-    "is_key_race",
     "list_payments",
-    "lookup",
     "print_review",
     "replay_payment",
-    "request_hash",
     "resolve_cli",
-    "store",
 ]

@@ -18,13 +18,13 @@ from payflow.broker.topology import TOPIC_PAYMENT_CREATED
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
 from payflow.errors import NotFound
-from payflow.ledger.limits import LimitExceeded, LimitKind, limits_from_row
-from payflow.payments.idempotency import (
+from payflow.idempotency.records import (
     IdempotencyKeyReused,
     StoredResponse,
     check_stored,
     lock_key,
 )
+from payflow.ledger.limits import LimitExceeded, LimitKind, limits_from_row
 
 SQL = load_queries("payflow.payments")
 CREATE_SCOPE = "payments.create"

@@ -33,12 +33,11 @@ from payflow.api.state import api_state
 from payflow.chain.deposits import pending_incoming
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound
+from payflow.idempotency.records import KEY_PATTERN
 from payflow.ingress.payloads import normalise_address
 from payflow.ingress.service import assign_address
-from payflow.ledger.accounts import asset_scale
-from payflow.ledger.states import SQL as LEDGER_SQL
+from payflow.ledger.accounts import asset_scale, ledger_entries
 from payflow.money import add, negate
-from payflow.payments.idempotency import KEY_PATTERN
 
 router = api_router(prefix="/api/v1", tags=["accounts"])
 WITHDRAWAL_SCOPE = "accounts.withdraw"
@@ -124,9 +123,7 @@ async def list_entries(
     state = api_state(request)
     async with connection(state.pool) as conn:
         account = await owned_account(conn, account_id, merchant)
-        rows = await conn.fetch(
-            LEDGER_SQL["ledger_entries"], account_id, int(cursor) if cursor else None, limit + 1
-        )
+        rows = await ledger_entries(conn, account_id, int(cursor) if cursor else None, limit + 1)
     page = rows[:limit]
     asset = account["asset"]
     items = [

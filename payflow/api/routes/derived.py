@@ -31,7 +31,7 @@ from payflow.chain.watch.derivation import (
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.errors import NotFound
-from payflow.payments.idempotency import (
+from payflow.idempotency.records import (
     IdempotencyKeyReused,
     StoredResponse,
     is_key_race,

@@ -36,8 +36,8 @@ from payflow.api.schemas import (
 from payflow.api.state import api_state
 from payflow.db.tx import StatementBounds
 from payflow.errors import BadInput
+from payflow.idempotency.records import KEY_PATTERN, is_key_race, request_hash
 from payflow.money import parse_amount, scale_of
-from payflow.payments.idempotency import KEY_PATTERN, is_key_race, request_hash
 from payflow.payments.service import (
     CREATE_SCOPE,
     NewPayment,

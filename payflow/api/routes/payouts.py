@@ -26,7 +26,7 @@ from payflow.chain.payouts.holds import (
 )
 from payflow.config import Settings
 from payflow.errors import AccountFrozen, InsufficientFunds, NotFound
-from payflow.payments.idempotency import IdempotencyKeyReused
+from payflow.idempotency.records import IdempotencyKeyReused
 
 router = api_router(prefix="/api/v1", tags=["payouts"])
 

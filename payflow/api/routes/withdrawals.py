@@ -32,9 +32,11 @@ from payflow.api.schemas import (
     problem_responses,
 )
 from payflow.api.state import api_state
+from payflow.chain.payouts.holds import payout_by_key
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.errors import BadInput
+from payflow.idempotency.records import KEY_PATTERN, is_key_race, request_hash
 from payflow.ledger.accounts import asset_scale
 from payflow.ledger.withdrawals import (
     WITHDRAWAL_SCOPE,
@@ -44,7 +46,6 @@ from payflow.ledger.withdrawals import (
     request_withdrawal,
 )
 from payflow.money import parse_amount
-from payflow.payments.idempotency import KEY_PATTERN, is_key_race, request_hash
 
 router = api_router(prefix="/api/v1", tags=["accounts"])
 # The docstring of `withdraw` is its OpenAPI description: `_record_withdrawal` is in
@@ -140,7 +141,9 @@ async def withdraw(
                         scale=scale,
                         trace_id=trace_id,
                     )
-                    stored = await request_withdrawal(conn, withdrawal, place_payout=place_payout)
+                    stored = await request_withdrawal(
+                        conn, withdrawal, payout_by_key=payout_by_key, place_payout=place_payout
+                    )
             return JsonResponse(stored.body, status_code=stored.status)
         except Exception as exc:
             if attempt == 1 and is_key_race(exc):

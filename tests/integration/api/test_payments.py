@@ -109,7 +109,7 @@ async def test_keys_are_scoped_per_merchant(
 
 
 async def test_in_flight_key_answers_409_in_progress(app: Any, client: httpx.AsyncClient) -> None:
-    from payflow.payments.idempotency import lock_key
+    from payflow.idempotency.records import lock_key
     from payflow.payments.service import CREATE_SCOPE
 
     headers = key()
