@@ -64,7 +64,7 @@ SLICES: tuple[type[Slice], ...] = (
 )
 
 
-class Settings(  # type: ignore[misc]  # the slices' model_config merge into the root's
+class Settings(
     DatabaseSettings,
     RedisSettings,
     BrokerSettings,

@@ -23,9 +23,8 @@ from uuid import UUID
 from bip32 import BIP32  # type: ignore[import-untyped]  # no stubs, no py.typed
 from eth_keys.datatypes import PublicKey
 
-from payflow.config.xpub import (
-    check_account_xpub,
-)
+from payflow.config.xpub import XpubInvalid as XpubInvalid  # re-exported: the API's 503
+from payflow.config.xpub import check_account_xpub
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 
