@@ -95,6 +95,9 @@ class Slice(BaseModel):
 
     #: The attribute of the root `Settings` holding this slice (`settings.database`).
     slice_name: ClassVar[str] = ""
+    #: Settings whose default is derived from another setting when left unset: the rule,
+    #: as docs/configuration.md shows it in place of a default.
+    derived_defaults: ClassVar[dict[str, str]] = {}
 
     def require(self, *names: str) -> None:
         """Raise `SettingsError` naming the first of `names` that is unset."""

@@ -4,6 +4,8 @@ lease, the credit hold, shutdown grace and the re-announcement sweeps
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field
 
 from payflow.config.base import Slice
@@ -19,6 +21,9 @@ class PipelineSettings(Slice):
     """The `pipeline` slice (`settings.pipeline`); the module's docstring says what it covers."""
 
     slice_name = "pipeline"
+    derived_defaults: ClassVar[dict[str, str]] = {
+        "credit_hold_s": "min(15, OUTBOX_STALE_ALERT_S / 2)"
+    }
 
     # Gateway calls in flight per process (also the payments queue's prefetch). Little's
     # law: 240 payments/s at a 3.5 s mean gateway delay needs 840 calls in flight.
@@ -40,8 +45,9 @@ class PipelineSettings(Slice):
     (no job at all); when that statement cannot post (a contended or refused balance change), the
     credit's `ledger.event` job is held back this long while the worker posts it right after the
     commit; the relay publishes it only if that worker died or the full posting path must decide
-    (an overflow). Keep it above `LOCK_TIMEOUT_MS`; it must stay below `OUTBOX_STALE_ALERT_S`;
-    `0` turns both shortcuts off (the ledger worker posts every credit)."""
+    (an overflow). Keep it above `LOCK_TIMEOUT_MS`; it must stay below `OUTBOX_STALE_ALERT_S`
+    (unset: 15, or half of that when less); `0` turns both shortcuts off (the ledger worker posts
+    every credit)."""
     shutdown_grace_s: float = Field(default=30.0, gt=0)
     """How long SIGTERM waits for in-flight messages."""
     stale_event_timeout_s: float = Field(default=300.0, gt=0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Iterable
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
@@ -41,6 +41,9 @@ class WebhookSettings(Slice):
     """The `webhooks` slice (`settings.webhooks`); the module's docstring says what it covers."""
 
     slice_name = "webhooks"
+    derived_defaults: ClassVar[dict[str, str]] = {
+        "webhook_lease_s": "max(30, 2 * WEBHOOK_TIMEOUT_S)"
+    }
 
     webhook_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
     """Comma-separated hosts exempt from the webhook SSRF guard (`make run` allows
@@ -65,7 +68,8 @@ class WebhookSettings(Slice):
     # How long a send's lease keeps other sends of the same job away; above the timeout.
     webhook_lease_s: float = Field(default=30.0, gt=0)
     """How long a send's lease keeps other sends of the same webhook away; must exceed
-    `WEBHOOK_TIMEOUT_S`. A crashed send's webhook is sent again once it expires."""
+    `WEBHOOK_TIMEOUT_S` (unset: twice it, at least 30). A crashed send's webhook is sent again
+    once it expires."""
     # The worker that finalizes a payment sends the webhook's first attempt itself when
     # a send slot is free, its job held back as the guarantee (payflow.webhooks.direct);
     # false: every webhook job goes through the relay and the webhooks queue.
