@@ -27,7 +27,7 @@ import asyncpg
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from payflow.config import Settings
+from payflow.config import BrokerSettings, Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 
@@ -171,7 +171,7 @@ STATE_LAST_REFRESH = Gauge(
 )
 
 
-def queue_names(settings: Settings) -> list[str]:
+def queue_names(settings: BrokerSettings) -> list[str]:
     """Every queue payflow declares: per work queue, itself, its retry tiers and its DLQ."""
     from payflow.broker.topology import WORK_QUEUES, Names
 

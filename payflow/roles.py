@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 from payflow.broker.connection import confirm_channel, connect
 from payflow.broker.consumer import Consumer, Route
 from payflow.broker.topology import Names, declare_topology
-from payflow.config import Settings
+from payflow.config import ChainSettings, Settings
 from payflow.db.pool import open_pool_when_ready
 from payflow.ledger.worker import LedgerWorker
 from payflow.metrics import refreshing_state
@@ -213,7 +213,7 @@ ROLES: dict[str, Role] = {
 UP_ROLES: tuple[str, ...] = ("api", "relay", "worker", "scheduler")
 
 
-def up_roles(settings: Settings) -> tuple[str, ...]:
+def up_roles(settings: ChainSettings) -> tuple[str, ...]:
     """The roles `payflow up` runs: `UP_ROLES`, plus the scanner when a chain's RPC is
     configured (`ETH_RPC_URL` or `EVM_CHAINS`)."""
     if settings.eth_rpc_url or settings.evm_chains:

@@ -14,7 +14,7 @@ from uuid import UUID
 import asyncpg
 import uvicorn
 
-from payflow.config import Settings, SettingsError
+from payflow.config import ApiSettings, Settings, SettingsError
 from payflow.db.pool import open_pool_when_ready, tool_pool
 from payflow.db.tx import transaction
 from payflow.ingress.signature import require_secret
@@ -39,7 +39,7 @@ async def _wait_for_postgres(settings: Settings) -> None:
             await pool.close()
 
 
-async def require_fiat_assets(pool: asyncpg.Pool, settings: Settings) -> None:
+async def require_fiat_assets(pool: asyncpg.Pool, settings: ApiSettings) -> None:
     """Raise `SettingsError` naming FIAT_CURRENCIES when one of them has no `assets` row:
     a payment in it could never be accepted (found by a tester: `FIAT_CURRENCIES=USD,GBP`
     started, and every GBP payment got a 422 blaming `body.amount`)."""

@@ -11,7 +11,7 @@ import aiormq
 
 from payflow.broker.connection import short_connection
 from payflow.broker.topology import FEED_QUEUES, WORK_QUEUES, Names
-from payflow.config import Settings
+from payflow.config import BrokerSettings, Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,7 @@ class BrokerUnreachable(Exception):
     """RabbitMQ did not answer within the timeout (or refused the connection)."""
 
 
-def queue_names(settings: Settings) -> list[tuple[str, str]]:
+def queue_names(settings: BrokerSettings) -> list[tuple[str, str]]:
     """(name, kind) of every work, retry-tier and parking (DLQ) queue of the topology,
     then each notification feed queue as kind ``feed``: not declared any more, but one
     left by an earlier version may still hold messages with nothing to drain it."""

@@ -22,7 +22,7 @@ from typing import Any
 import aio_pika
 import aiormq
 
-from payflow.config import Settings
+from payflow.config import BrokerSettings, Settings
 from payflow.errors import PayflowError
 
 TOPIC_PAYMENT_CREATED = "payment.created"
@@ -104,7 +104,7 @@ class Names:
         return f"{self.prefix}.{short}.dlq"
 
 
-def declared_names(settings: Settings) -> tuple[list[str], list[str]]:
+def declared_names(settings: BrokerSettings) -> tuple[list[str], list[str]]:
     """(queues, exchanges) that `declare_topology` may have declared under
     `settings.broker_prefix`: every work queue with its retry tiers and parking queue,
     the notification feeds' too (declared by earlier versions), and the three
@@ -119,7 +119,7 @@ def declared_names(settings: Settings) -> tuple[list[str], list[str]]:
     return queues, [names.exchange, names.retry_exchange, names.dlx]
 
 
-def _queue_args(settings: Settings, extra: dict[str, Any]) -> dict[str, Any]:
+def _queue_args(settings: BrokerSettings, extra: dict[str, Any]) -> dict[str, Any]:
     """Arguments of one queue: `extra`, plus the queue type. A quorum queue that
     dead-letters gets `x-dead-letter-strategy: at-least-once` (RabbitMQ re-publishes with
     confirms and keeps the message until the target queue has it) with the

@@ -40,7 +40,7 @@ from payflow.chain.identity import alert_key as node_alert_key
 from payflow.chain.reversal import reverse
 from payflow.chain.transfers import Transfer
 from payflow.chain.verify import Missing, Truth, verify_claim
-from payflow.config import Settings
+from payflow.config import ChainSettings, Settings
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.errors import ChainUnavailable
@@ -87,7 +87,7 @@ def credit_event_id(tid: str, generation: int = 0) -> str:
     return f"chain:{tid}" if generation == 0 else f"chain:{tid}~{generation}"
 
 
-def _backoff(settings: Settings, checks: int) -> float:
+def _backoff(settings: ChainSettings, checks: int) -> float:
     return float(min(settings.chain_recheck_s * (2 ** min(checks, 10)), MAX_BACKOFF_S))
 
 
@@ -167,7 +167,7 @@ async def _reports(
 
 async def _confirm(
     conn: Connection,
-    settings: Settings,
+    settings: ChainSettings,
     row: asyncpg.Record,
     truth: Truth,
     block_time: int | None,

@@ -22,7 +22,7 @@ from payflow.api.db import connection
 from payflow.api.routing import api_router
 from payflow.chain.config import chain_configs
 from payflow.chain.payouts.records import fee_event_id, withdrawal_event_id
-from payflow.config import Settings, SettingsError
+from payflow.config import PayoutSettings, Settings, SettingsError
 from payflow.db.queries import load_queries
 from payflow.money import from_base_units
 
@@ -197,7 +197,7 @@ async def payouts(
     )
 
 
-async def hot_wallets(conn: Any, settings: Settings) -> dict[str, Any]:
+async def hot_wallets(conn: Any, settings: PayoutSettings) -> dict[str, Any]:
     """What the database knows of the hot wallets: each wallet's next nonce and pending
     payouts, what its signed, unmined payouts still commit (amounts and gas at most), the
     transactions stuck longer than `PAYOUT_STUCK_AFTER_S` and the payouts that wait."""

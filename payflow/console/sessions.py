@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 
 from payflow.api.auth import MAX_KEY_LENGTH, Merchant, hash_api_key
 from payflow.api.db import connection
-from payflow.config import Settings
+from payflow.config import ConsoleSettings, Settings
 from payflow.db.queries import load_queries
 from payflow.observability import log
 
@@ -75,7 +75,7 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def cookie_secure(request: Request, settings: Settings) -> bool:
+def cookie_secure(request: Request, settings: ConsoleSettings) -> bool:
     """Whether cookies get the Secure flag: always/never, or auto (HTTPS seen)."""
     if settings.console_cookie_secure != "auto":
         return settings.console_cookie_secure == "always"

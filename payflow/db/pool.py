@@ -21,7 +21,7 @@ import asyncpg
 import orjson
 import structlog
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, Settings
 from payflow.db import Connection
 from payflow.errors import is_retryable
 
@@ -46,7 +46,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 async def create_pool(
-    settings: Settings,
+    settings: DatabaseSettings,
     *,
     dsn: str | None = None,
     min_size: int | None = None,

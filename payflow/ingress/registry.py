@@ -18,7 +18,7 @@ from typing import cast
 
 import asyncpg
 
-from payflow.config import Settings
+from payflow.config import ChainSettings, Settings
 from payflow.db.pool import tool_pool
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
@@ -204,7 +204,7 @@ DECIMALS_SELECTOR = "0x313ce567"  # ERC-20 decimals()
 
 
 async def check_token_decimals(
-    rpc_url: str, chain: str, contract: str, decimals: int, settings: Settings
+    rpc_url: str, chain: str, contract: str, decimals: int, settings: ChainSettings
 ) -> None:
     """Raise `BadInput` unless the contract at `contract` on `chain` answers `decimals()`
     with `decimals` (an `eth_call` at the latest block); `ChainUnavailable` when the node

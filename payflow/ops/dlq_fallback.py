@@ -36,7 +36,7 @@ import structlog
 from redis.asyncio import Redis
 
 from payflow.broker.messages import Envelope
-from payflow.config import Settings
+from payflow.config import RedisSettings, Settings
 from payflow.errors import BadInput, is_connection_error
 from payflow.ops.dlq import SOURCES
 
@@ -60,17 +60,17 @@ class MalformedEntry(BadInput):
     """A Redis fallback entry that is not a valid version-1 document."""
 
 
-def fallback_key(settings: Settings) -> str:
+def fallback_key(settings: RedisSettings) -> str:
     """The list the hooks push to (newest at the head): ``<prefix>dlq:fallback``."""
     return f"{settings.redis_key_prefix}dlq:fallback"
 
 
-def processing_key(settings: Settings) -> str:
+def processing_key(settings: RedisSettings) -> str:
     """The list an entry sits in while the drain moves it: ``<prefix>dlq:fallback:processing``."""
     return f"{settings.redis_key_prefix}dlq:fallback:processing"
 
 
-def malformed_key(settings: Settings) -> str:
+def malformed_key(settings: RedisSettings) -> str:
     """Where unusable entries are set aside, never dropped: ``<prefix>dlq:malformed``."""
     return f"{settings.redis_key_prefix}dlq:malformed"
 

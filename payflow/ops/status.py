@@ -18,7 +18,7 @@ from rich.table import Table
 
 from payflow.broker.depths import BrokerUnreachable, QueueDepth, queue_depths, unconsumed
 from payflow.chain.payouts.wallet import stalled_counts
-from payflow.config import Settings
+from payflow.config import JobsSettings, Settings
 from payflow.db import Connection
 from payflow.db.pool import tool_pool
 from payflow.db.queries import load_queries
@@ -107,7 +107,7 @@ async def _alerts(conn: Connection) -> list[dict[str, Any]] | None:
     ]
 
 
-def judge(status: Status, settings: Settings) -> list[str]:
+def judge(status: Status, settings: JobsSettings) -> list[str]:
     """The problems of `status`, one line each, naming what is wrong."""
     problems = []
     for recon in status.recon:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 import structlog
 
-from payflow.config import Settings
+from payflow.config import OutboxSettings, Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.ops.alerts import Severity
@@ -18,7 +18,7 @@ log = structlog.get_logger("payflow.outbox")
 RETENTION_BATCH = 5000
 
 
-async def alert_stale_outbox(pool: asyncpg.Pool, settings: Settings) -> int:
+async def alert_stale_outbox(pool: asyncpg.Pool, settings: OutboxSettings) -> int:
     """Log `payflow.outbox.stale` when rows stay unpublished too long; returns their count."""
     async with pool.acquire() as conn:
         row = await conn.fetchrow(SQL["stale_unpublished"], settings.outbox_stale_alert_s)

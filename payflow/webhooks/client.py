@@ -41,7 +41,7 @@ import certifi
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from payflow.config import Settings
+from payflow.config import Settings, WebhookSettings
 from payflow.errors import WebhookTransportError
 
 # What is read of an answer's body (the status is all a delivery needs; reading a small
@@ -95,7 +95,7 @@ class _PinnedResolver(AbstractResolver):
         """Nothing to release."""
 
 
-def _ssl_context(settings: Settings) -> ssl.SSLContext:
+def _ssl_context(settings: WebhookSettings) -> ssl.SSLContext:
     """Verifies against `WEBHOOK_CA_BUNDLE` when set (a PEM file), else certifi's roots."""
     return ssl.create_default_context(cafile=settings.webhook_ca_bundle or certifi.where())
 

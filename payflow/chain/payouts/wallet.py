@@ -11,7 +11,7 @@ from payflow.chain.payouts.holds import SQL
 from payflow.chain.payouts.job import payout_chain_config
 from payflow.chain.payouts.signer import wallets_from_settings
 from payflow.chain.rpc import RpcClient, RpcUnavailable, hex_int
-from payflow.config import Settings
+from payflow.config import PayoutSettings, Settings
 from payflow.db import Connection
 from payflow.db.pool import tool_pool
 from payflow.errors import BadInput
@@ -19,7 +19,7 @@ from payflow.money import format_amount, from_base_units
 
 
 async def wallet_status(
-    pool: asyncpg.Pool, settings: Settings, rpc: RpcClient | None, addresses: list[str]
+    pool: asyncpg.Pool, settings: PayoutSettings, rpc: RpcClient | None, addresses: list[str]
 ) -> dict[str, Any]:
     """{chain, wallets: [{address, balance (ETH string), chain_nonce, chain_pending_nonce,
     next_nonce, pending, lowest_pending_nonce}], stuck: [...], waiting: [...]}.

@@ -21,7 +21,7 @@ from payflow.chain.identity import NodeMisconfigured, alert_key
 from payflow.chain.rpc import RpcError
 from payflow.chain.watch.logs import LogsTooDense
 from payflow.chain.watch.scanner import Scanner
-from payflow.config import Settings
+from payflow.config import ChainSettings, Settings
 from payflow.errors import RetryableError, classify
 from payflow.ops.alerts import AlertSink, LogAlertSink, Severity
 
@@ -117,7 +117,7 @@ class _Edges:
             await self.sink.resolve(key)
 
 
-async def _lag_alert(scanner: Scanner, settings: Settings, alerts: _Edges, chain: str) -> None:
+async def _lag_alert(scanner: Scanner, settings: ChainSettings, alerts: _Edges, chain: str) -> None:
     """Fire or resolve `chain.scanner_lag:<chain>` from the last lag the scanner saw."""
     lag = scanner.lag.get(chain)
     if lag is None:

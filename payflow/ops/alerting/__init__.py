@@ -8,7 +8,7 @@ import socket
 
 import asyncpg
 
-from payflow.config import Settings, SettingsError
+from payflow.config import AlertSettings, Settings, SettingsError
 from payflow.ops.alerting.delivery import (
     AlertDelivery,
     LogDelivery,
@@ -21,7 +21,7 @@ from payflow.ops.alerting.store import AlertStore
 __all__ = ["CooldownAlertSink", "build_alert_delivery", "build_alert_sink"]
 
 
-def build_alert_delivery(settings: Settings) -> AlertDelivery:
+def build_alert_delivery(settings: AlertSettings) -> AlertDelivery:
     """The delivery `ALERT_DELIVERY` names (log | webhook | pagerduty).
 
     Raises `SettingsError` naming the missing setting (ALERT_WEBHOOK_URL,
