@@ -16,7 +16,7 @@ from wsgiref.simple_server import WSGIServer
 import structlog
 from prometheus_client import start_http_server
 
-from payflow.config import ObservabilitySettings, Settings
+from payflow.config import ObservabilitySettings
 from payflow.metrics import REGISTRY
 
 log = structlog.get_logger("payflow.metrics")
@@ -46,7 +46,7 @@ def start_metrics_server(
 
 
 @contextmanager
-def serving_metrics(settings: Settings) -> Iterator[None]:
+def serving_metrics(settings: ObservabilitySettings) -> Iterator[None]:
     """Serve metrics for the duration of the block, then stop the server thread."""
     started = start_metrics_server(settings)
     try:

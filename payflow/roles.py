@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 from payflow.broker.connection import confirm_channel, connect
 from payflow.broker.consumer import Consumer, Route
 from payflow.broker.topology import Names, declare_topology
-from payflow.config import ChainSettings, Settings
+from payflow.config import BrokerSettings, ChainSettings, Settings
 from payflow.db.pool import open_pool_when_ready
 from payflow.ledger.worker import LedgerWorker
 from payflow.metrics import refreshing_state
@@ -222,7 +222,7 @@ def up_roles(settings: ChainSettings) -> tuple[str, ...]:
 
 
 async def _connect_with_retry(
-    settings: Settings, name: str, stop: asyncio.Event
+    settings: BrokerSettings, name: str, stop: asyncio.Event
 ) -> aio_pika.abc.AbstractRobustConnection | None:
     while not stop.is_set():
         try:

@@ -14,7 +14,7 @@ from uuid import UUID
 import asyncpg
 import uvicorn
 
-from payflow.config import ApiSettings, Settings, SettingsError
+from payflow.config import ApiSettings, DatabaseSettings, Settings, SettingsError
 from payflow.db.pool import open_pool_when_ready, tool_pool
 from payflow.db.tx import transaction
 from payflow.ingress.signature import require_secret
@@ -126,7 +126,7 @@ def in_process_server(settings: Settings) -> uvicorn.Server:
 
 
 async def create_merchant_cli(
-    settings: Settings, name: str, *, admin: bool
+    settings: DatabaseSettings, name: str, *, admin: bool
 ) -> tuple[UUID, str, str]:
     """Create a merchant in its own transaction; returns (id, api key, webhook secret)."""
     async with tool_pool(settings) as pool, connection(pool) as conn:

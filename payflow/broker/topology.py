@@ -22,7 +22,7 @@ from typing import Any
 import aio_pika
 import aiormq
 
-from payflow.config import BrokerSettings, Settings
+from payflow.config import BrokerSettings
 from payflow.errors import PayflowError
 
 TOPIC_PAYMENT_CREATED = "payment.created"
@@ -134,7 +134,9 @@ def _queue_args(settings: BrokerSettings, extra: dict[str, Any]) -> dict[str, An
     return args
 
 
-async def declare_topology(channel: aio_pika.abc.AbstractChannel, settings: Settings) -> Names:
+async def declare_topology(
+    channel: aio_pika.abc.AbstractChannel, settings: BrokerSettings
+) -> Names:
     """Declare every exchange and queue; safe to run any number of times.
 
     Invariant: all exchanges and queues are durable; a queue that exists with other

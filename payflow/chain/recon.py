@@ -30,7 +30,7 @@ from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import check_node
 from payflow.chain.watch.blocks import read_range
 from payflow.chain.watch.logs import SpanMemory
-from payflow.config import ChainSettings, Settings
+from payflow.config import ChainSettings
 from payflow.db import Connection
 from payflow.ledger.limits import LimitExceeded, LimitKind, check_limit
 from payflow.money import from_base_units
@@ -118,7 +118,7 @@ async def _final_transfers(
 
 async def reconcile_chain(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: ChainSettings,
     oracle: FinalityOracle,
     chain: str,
     *,

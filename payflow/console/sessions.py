@@ -84,7 +84,12 @@ def cookie_secure(request: Request, settings: ConsoleSettings) -> bool:
 
 
 def set_cookie(
-    response: Response, request: Request, settings: Settings, name: str, value: str, max_age: int
+    response: Response,
+    request: Request,
+    settings: ConsoleSettings,
+    name: str,
+    value: str,
+    max_age: int,
 ) -> None:
     """Set a console cookie: HttpOnly, SameSite=Strict, Path=/console, Secure behind HTTPS."""
     response.set_cookie(
@@ -98,7 +103,9 @@ def set_cookie(
     )
 
 
-def clear_cookie(response: Response, request: Request, settings: Settings, name: str) -> None:
+def clear_cookie(
+    response: Response, request: Request, settings: ConsoleSettings, name: str
+) -> None:
     """Expire a console cookie in the browser."""
     response.delete_cookie(
         name,

@@ -16,7 +16,7 @@ from typing import Literal
 
 import structlog
 
-from payflow.config import DatabaseSettings, Settings
+from payflow.config import DatabaseSettings
 from payflow.db import Connection
 
 log = structlog.get_logger("payflow.db")
@@ -83,7 +83,7 @@ def _begin_statement(
 @asynccontextmanager
 async def transaction(
     conn: Connection,
-    settings: Settings,
+    settings: DatabaseSettings,
     *,
     isolation: Isolation = "read committed",
     readonly: bool = False,

@@ -16,7 +16,7 @@ from uuid import UUID
 import asyncpg
 
 from payflow.broker.topology import TOPIC_LEDGER_EVENT, TOPIC_PAYMENT_CREATED, TOPIC_WEBHOOK_DELIVER
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
@@ -107,7 +107,7 @@ async def get_dead_letter(pool: asyncpg.Pool, dlq_id: int) -> DeadLetter:
 
 
 async def replay_dead_letter(
-    pool: asyncpg.Pool, settings: Settings, dlq_id: int, *, operator: str, reason: str = ""
+    pool: asyncpg.Pool, settings: DatabaseSettings, dlq_id: int, *, operator: str, reason: str = ""
 ) -> str:
     """Replay one DLQ row by hand; returns the recorded resolution (with `reason`, the
     operator's why, appended as ``; reason: …`` when given, e.g. by the console).

@@ -19,7 +19,7 @@ from payflow.api.routing import api_router
 from payflow.api.schemas import COMMON_PROBLEMS, PayoutView, WithdrawalCreate, problem_responses
 from payflow.api.state import api_state
 from payflow.chain.payouts.holds import SQL, PayoutKeyReused, PayoutRefused, place_payout
-from payflow.config import Settings
+from payflow.config import PayoutSettings
 from payflow.errors import AccountFrozen, InsufficientFunds, NotFound
 from payflow.payments.idempotency import IdempotencyKeyReused
 
@@ -47,7 +47,7 @@ def payout_view(row: Any) -> dict[str, Any]:
 
 async def record_payout(
     conn: asyncpg.Connection,
-    settings: Settings,
+    settings: PayoutSettings,
     *,
     merchant: Merchant,
     key: str,

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from payflow.chain.payouts.records import TOPIC_PAYOUT_NOTIFICATION, PayoutStatus
 from payflow.chain.payouts.sinks import known_sink
-from payflow.config import PayoutSettings, Settings
+from payflow.config import PayoutSettings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.errors import AccountFrozen, BadInput, InsufficientFunds
@@ -99,7 +99,7 @@ def payout_event(row: Any, status: str | None = None) -> dict[str, Any]:
 
 async def place_payout(
     conn: Connection,
-    settings: Settings,
+    settings: PayoutSettings,
     *,
     merchant_id: UUID,
     idempotency_key: str,

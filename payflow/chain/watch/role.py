@@ -54,7 +54,7 @@ async def run_scanner(
 async def _loop(
     scanner: Scanner,
     oracle: FinalityOracle,
-    settings: Settings,
+    settings: ChainSettings,
     stop: asyncio.Event,
     alerts: _Edges,
 ) -> None:
