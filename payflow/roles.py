@@ -114,7 +114,14 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
             channel = await confirm_channel(connection)
             try:
                 exchange = await channel.get_exchange(names.exchange)
-                await run_relay(pool, runtime.settings, exchange, stop, listen_pool=listen_pool)
+                await run_relay(
+                    pool,
+                    runtime.settings.outbox,
+                    exchange,
+                    stop,
+                    database=runtime.settings.database,
+                    listen_pool=listen_pool,
+                )
             finally:
                 with contextlib.suppress(Exception):
                     await channel.close()

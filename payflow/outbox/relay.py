@@ -39,7 +39,7 @@ import structlog
 from payflow.broker.messages import encode_payload
 from payflow.broker.publisher import publish
 from payflow.broker.topology import TOPIC_LEDGER_EVENT, UNROUTED_TOPICS
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, OutboxSettings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
@@ -123,9 +123,10 @@ async def _mark_events(
 
 async def relay_once(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: OutboxSettings,
     exchange: aio_pika.abc.AbstractExchange,
     *,
+    database: DatabaseSettings,
     after_publish: AfterPublish | None = None,
     batch_size: int | None = None,
 ) -> RelayPass:
@@ -136,14 +137,15 @@ async def relay_once(
     back-off (`next_attempt_at`, `last_error`, `publish_attempts + 1`) in the same
     transaction and never delays the rows behind it. `after_publish` (tests) runs
     between the confirms and the marks. `batch_size` rows at most (None:
-    `RELAY_BATCH_SIZE`). Raises (classified) only when nothing was
-    confirmed because the way to the broker failed.
+    `RELAY_BATCH_SIZE`). `settings` is the outbox slice; the claiming transaction keeps
+    `database`'s statement bounds. Raises (classified) only when nothing was confirmed
+    because the way to the broker failed.
     """
     transport_errors: list[BaseException] = []
     refused: list[tuple[int, BaseException]] = []
     alerts: list[asyncpg.Record] = []
     started = time.monotonic()
-    async with pool.acquire() as conn, transaction(conn, settings) as tx:
+    async with pool.acquire() as conn, transaction(conn, database) as tx:
         rows = await tx.fetch(SQL["claim_batch"], batch_size or settings.relay_batch_size)
         if not rows:
             return RelayPass()
@@ -228,10 +230,11 @@ async def relay_once(
 
 async def run_relay(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: OutboxSettings,
     exchange: aio_pika.abc.AbstractExchange,
     stop: asyncio.Event,
     *,
+    database: DatabaseSettings,
     listen_pool: asyncpg.Pool | None = None,
 ) -> None:
     """Relay until `stop` is set. After a pass that found rows the next claim follows
@@ -242,7 +245,7 @@ async def run_relay(
     Invariant: unpublished rows are eventually published as long as the broker and
     the database come back; failures are logged and retried, never dropped. The LISTEN
     connection comes from `listen_pool` (default `pool`), which must reset sessions and
-    reach PostgreSQL itself (`Settings.direct_url()`, DATABASE_DIRECT_URL): through
+    reach PostgreSQL itself (`DatabaseSettings.direct_url()`, DATABASE_DIRECT_URL): through
     PgBouncer in transaction pooling a LISTEN hears nothing, and only the poll every
     `RELAY_POLL_INTERVAL_S` finds new rows (slower, never lost).
     """
@@ -255,7 +258,9 @@ async def run_relay(
             listener.wake.clear()
             try:
                 await listener.ensure()
-                done = await relay_once(pool, settings, exchange, batch_size=batch.size)
+                done = await relay_once(
+                    pool, settings, exchange, database=database, batch_size=batch.size
+                )
             except Exception as exc:
                 log.warning(
                     "payflow.outbox.relay_error",

@@ -104,7 +104,7 @@ async def test_every_message_delivered_three_times_has_one_effect(
         channel = await confirm_channel(connection)
         names = await declare_topology(channel, pipe_settings)
         exchange = TripleExchange(await channel.get_exchange(names.exchange))
-        relay = asyncio.create_task(run_relay(pool, pipe_settings, exchange, stop))  # type: ignore[arg-type]
+        relay = asyncio.create_task(run_relay(pool, pipe_settings, exchange, stop, database=pipe_settings))  # type: ignore[arg-type]
         await _assert_exactly_once(pool, pipe_settings, merchant[0], account, sink)
     finally:
         stop.set()
@@ -157,7 +157,7 @@ async def test_relay_dying_between_publish_and_mark_gives_a_duplicate_not_a_loss
             raise Crash
 
         with pytest.raises(Crash):
-            await relay_once(pool, pipe_settings, exchange, after_publish=crash)
+            await relay_once(pool, pipe_settings, exchange, database=pipe_settings, after_publish=crash)
         assert confirmed  # the broker has the message...
         # ...but the mark rolled back with the "crash": the row is still unpublished.
         assert await pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 1
@@ -250,7 +250,7 @@ async def test_under_load_the_relay_lingers_so_rows_committed_meanwhile_share_a_
         channel = await confirm_channel(connection)
         names = await declare_topology(channel, lingering)
         exchange = await channel.get_exchange(names.exchange)
-        relay = asyncio.create_task(run_relay(pool, lingering, exchange, stop))
+        relay = asyncio.create_task(run_relay(pool, lingering, exchange, stop, database=lingering))
         first = [await one_job(0)]
         await wait_until(lambda: published(first))
         burst = []

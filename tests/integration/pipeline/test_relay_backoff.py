@@ -67,16 +67,16 @@ async def test_refused_row_waits_a_doubling_capped_backoff(
         channel = await confirm_channel(connection)
         names = await declare_topology(channel, settings)
         exchange = await channel.get_exchange(names.exchange)
-        first = await relay_once(pool, settings, exchange)
+        first = await relay_once(pool, settings, exchange, database=settings)
         assert (first.claimed, first.published, first.deferred) == (2, 1, 1)
-        assert (await relay_once(pool, settings, exchange)).claimed == 0  # not due yet
+        assert (await relay_once(pool, settings, exchange, database=settings)).claimed == 0  # not due yet
         waits = []
         for attempts in (1, 2, 3, 4):
             await owner_pool.execute(
                 "UPDATE outbox SET next_attempt_at = now() WHERE published_at IS NULL"
             )
             with capture_logs() as logs:
-                again = await relay_once(pool, settings, exchange)
+                again = await relay_once(pool, settings, exchange, database=settings)
             assert (again.claimed, again.deferred) == (1, 1)
             alerts = [e for e in logs if e["event"] == "payflow.outbox.unpublishable"]
             # From RELAY_UNPUBLISHABLE_ALERT_ATTEMPTS (5) failures on, each one alerts.
