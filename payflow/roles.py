@@ -198,7 +198,9 @@ async def scanner_role(runtime: Runtime, stop: asyncio.Event) -> None:
     from payflow.chain.finality import FinalityOracle
     from payflow.chain.watch.role import run_scanner
 
-    oracle = FinalityOracle(runtime.settings, runtime.redis)
+    oracle = FinalityOracle(
+        runtime.settings.chain, runtime.redis, redis_settings=runtime.settings.redis
+    )
     try:
         if not oracle.configs:
             log.warning("payflow.scanner.no_chain", hint="set ETH_RPC_URL or EVM_CHAINS")

@@ -24,7 +24,9 @@ async def chain_deposits_job(ctx: JobContext) -> JobResult:
     configs = chain_configs(ctx.settings)
     if not configs:
         return JobResult(Outcome.OK, "no chain RPC configured: deposits wait")
-    oracle = FinalityOracle(ctx.settings, ctx.redis, configs)
+    oracle = FinalityOracle(
+        ctx.settings.chain, ctx.redis, configs, redis_settings=ctx.settings.redis
+    )
     try:
         stats = await process_deposits(ctx.pool, ctx.settings, oracle, ctx.alerts)
     finally:
@@ -37,7 +39,9 @@ async def recon_chain_job(ctx: JobContext) -> JobResult:
     configs = chain_configs(ctx.settings)
     if not configs:
         return JobResult(Outcome.OK, "no chain RPC configured: nothing to compare")
-    oracle = FinalityOracle(ctx.settings, ctx.redis, configs)
+    oracle = FinalityOracle(
+        ctx.settings.chain, ctx.redis, configs, redis_settings=ctx.settings.redis
+    )
     summaries: list[str] = []
     dirty = False
     try:

@@ -14,7 +14,6 @@ role but missing or invalid stops that process with one line naming it (see
 from __future__ import annotations
 
 import sys
-from functools import cached_property
 from typing import TypeVar
 
 from pydantic import ValidationError, model_validator
@@ -94,93 +93,95 @@ class Settings(
 
     def slice(self, kind: type[S]) -> S:
         """This configuration's slice of class `kind`, a frozen object holding that
-        slice's settings alone (already checked here, so not validated again)."""
+        slice's settings alone (already checked here, so not validated again). Built on
+        each access, never cached: a `model_copy(update=…)` of the root (as tests make)
+        hands out slices of its own values."""
         return kind.model_construct(
             _fields_set=self.model_fields_set & set(kind.model_fields),
             **{name: getattr(self, name) for name in kind.model_fields},
         )
 
-    @cached_property
+    @property
     def database(self) -> DatabaseSettings:
         """PostgreSQL: URLs, roles, pool, transaction bounds."""
         return self.slice(DatabaseSettings)
 
-    @cached_property
+    @property
     def redis(self) -> RedisSettings:
         """Redis: its URL and key prefix."""
         return self.slice(RedisSettings)
 
-    @cached_property
+    @property
     def broker(self) -> BrokerSettings:
         """RabbitMQ: URL, queue names and kind, prefetch, retry tiers."""
         return self.slice(BrokerSettings)
 
-    @cached_property
+    @property
     def api(self) -> ApiSettings:
         """The HTTP API."""
         return self.slice(ApiSettings)
 
-    @cached_property
+    @property
     def ingress(self) -> IngressSettings:
         """Provider webhooks."""
         return self.slice(IngressSettings)
 
-    @cached_property
+    @property
     def webhooks(self) -> WebhookSettings:
         """Merchant webhooks."""
         return self.slice(WebhookSettings)
 
-    @cached_property
+    @property
     def outbox(self) -> OutboxSettings:
         """The outbox relay."""
         return self.slice(OutboxSettings)
 
-    @cached_property
+    @property
     def pipeline(self) -> PipelineSettings:
         """Workers and sweeps of the payment pipeline."""
         return self.slice(PipelineSettings)
 
-    @cached_property
+    @property
     def emulator(self) -> EmulatorSettings:
         """The gateway emulator."""
         return self.slice(EmulatorSettings)
 
-    @cached_property
+    @property
     def jobs(self) -> JobsSettings:
         """The scheduler, its checks and `payflow status`."""
         return self.slice(JobsSettings)
 
-    @cached_property
+    @property
     def dlq(self) -> DlqSettings:
         """The Redis DLQ fallback and its drain."""
         return self.slice(DlqSettings)
 
-    @cached_property
+    @property
     def retention(self) -> RetentionSettings:
         """Retention of finished rows and cleanup batches."""
         return self.slice(RetentionSettings)
 
-    @cached_property
+    @property
     def chain(self) -> ChainSettings:
         """Chains, finality, deposits, scanner, chain recon."""
         return self.slice(ChainSettings)
 
-    @cached_property
+    @property
     def payouts(self) -> PayoutSettings:
         """On-chain payouts."""
         return self.slice(PayoutSettings)
 
-    @cached_property
+    @property
     def alerts(self) -> AlertSettings:
         """Alert delivery."""
         return self.slice(AlertSettings)
 
-    @cached_property
+    @property
     def console(self) -> ConsoleSettings:
         """The web console."""
         return self.slice(ConsoleSettings)
 
-    @cached_property
+    @property
     def observability(self) -> ObservabilitySettings:
         """Logs and metrics."""
         return self.slice(ObservabilitySettings)

@@ -61,7 +61,8 @@ def test_the_root_hands_out_frozen_slices_holding_their_settings_alone(
     assert database.direct_url() == settings.database_url
     assert not hasattr(database, "rabbitmq_url")
     assert settings.webhooks.webhook_allow_hosts == ("127.0.0.1", "localhost")
-    assert settings.database is database  # built once
+    copied = settings.model_copy(update={"db_pool_max": 9})
+    assert copied.database.db_pool_max == 9 and settings.database.db_pool_max == 7
     with pytest.raises(ValidationError):
         database.db_pool_max = 8  # type: ignore[misc]
 

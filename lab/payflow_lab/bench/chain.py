@@ -205,9 +205,9 @@ async def _run(
     scan_settings = settings.model_copy(
         update={"eth_scanner_start_block": first, "eth_scanner_lag_blocks": head - last}
     )
-    oracle = FinalityOracle(scan_settings, redis)
+    oracle = FinalityOracle(scan_settings.chain, redis, redis_settings=scan_settings.redis)
     try:
-        scanner = Scanner(pool, oracle.settings, oracle)
+        scanner = Scanner(pool, oracle.settings, oracle, database=scan_settings.database)
         rpc0, http0 = rpc_total(), oracle.rpc_calls
         t0 = time.perf_counter()
         results = await scanner.catch_up(CHAIN)

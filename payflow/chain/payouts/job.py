@@ -32,7 +32,9 @@ async def payout_oracle(
     if config is None:
         yield None
         return
-    oracle = FinalityOracle(settings, redis, {config.name: config})
+    oracle = FinalityOracle(
+        settings.chain, redis, {config.name: config}, redis_settings=settings.redis
+    )
     try:
         yield oracle
     finally:

@@ -18,13 +18,13 @@ async def scan_once(settings: Settings) -> bool:
     chain's node failed its check (one line saying what to change)."""
     configure_logging(settings)
     out = Console(soft_wrap=True)
-    oracle = FinalityOracle(settings, None)
+    oracle = FinalityOracle(settings.chain, None, redis_settings=settings.redis)
     if not oracle.configs:
         out.print("payflow: no chain configured (ETH_RPC_URL or EVM_CHAINS)", style="red")
         return False
     pool = await create_pool(settings, min_size=1, max_size=2)
     try:
-        scanner = Scanner(pool, settings, oracle)
+        scanner = Scanner(pool, settings.chain, oracle, database=settings.database)
         ok = True
         for chain in oracle.configs:
             try:

@@ -44,7 +44,7 @@ async def run_scanner(
     `ETH_SCANNER_POLL_INTERVAL_S` once caught up. A node outage, an open breaker or a
     busy database is logged and retried after the interval (the cursor stays put, so
     nothing is missed); nothing here ends the role but `stop`."""
-    scanner = Scanner(pool, settings, oracle)
+    scanner = Scanner(pool, settings.chain, oracle, database=settings.database)
     try:
         await _loop(scanner, oracle, settings, stop, _Edges(alerts or LogAlertSink()))
     finally:

@@ -67,7 +67,7 @@ async def redis(settings: Settings) -> AsyncIterator[Redis]:
 
 @pytest.fixture
 async def oracle(settings: Settings, redis: Redis) -> AsyncIterator[FinalityOracle]:
-    found = FinalityOracle(settings, redis)
+    found = FinalityOracle(settings, redis, redis_settings=settings)
     yield found
     await found.aclose()
 

@@ -83,10 +83,10 @@ async def test_an_rpc_of_another_network_stops_every_chain_path_in_one_line(
     assert f"chain.node:{CHAIN}: {MISMATCH}" in status.problems
     assert any(p.startswith("chain job chain_deposits: last run alert") for p in status.problems)
 
-    oracle = FinalityOracle(settings, None)
+    oracle = FinalityOracle(settings, None, redis_settings=settings)
     try:
         with pytest.raises(NodeMisconfigured) as scanned:
-            await Scanner(pool, settings, oracle).step(CHAIN)
+            await Scanner(pool, settings, oracle, database=settings).step(CHAIN)
         assert str(scanned.value) == MISMATCH
         assert await pool.fetchval("SELECT count(*) FROM chain_scanner_cursors") == 0
         with pytest.raises(NodeMisconfigured):
@@ -97,7 +97,7 @@ async def test_an_rpc_of_another_network_stops_every_chain_path_in_one_line(
     assert await scan_once(settings) is False
     # the scanner role keeps running, and says so through its alert sink
     recording, stop = RecordingSink(), asyncio.Event()
-    oracle = FinalityOracle(settings, None)
+    oracle = FinalityOracle(settings, None, redis_settings=settings)
     try:
         role = asyncio.create_task(run_scanner(pool, settings, oracle, stop, recording))
         await asyncio.sleep(1.0)
@@ -118,7 +118,7 @@ async def test_an_rpc_of_another_network_stops_every_chain_path_in_one_line(
 
     # the setting pointed at the node's network: the chains table still says 1
     moved = settings.model_copy(update={"eth_chain_id": 137})
-    oracle = FinalityOracle(moved, None)
+    oracle = FinalityOracle(moved, None, redis_settings=moved)
     try:
         stats = await run(pool, moved, oracle)
     finally:

@@ -104,7 +104,9 @@ async def test_every_message_delivered_three_times_has_one_effect(
         channel = await confirm_channel(connection)
         names = await declare_topology(channel, pipe_settings)
         exchange = TripleExchange(await channel.get_exchange(names.exchange))
-        relay = asyncio.create_task(run_relay(pool, pipe_settings, exchange, stop, database=pipe_settings))  # type: ignore[arg-type]
+        relay = asyncio.create_task(
+            run_relay(pool, pipe_settings, exchange, stop, database=pipe_settings)
+        )  # type: ignore[arg-type]
         await _assert_exactly_once(pool, pipe_settings, merchant[0], account, sink)
     finally:
         stop.set()
@@ -157,7 +159,9 @@ async def test_relay_dying_between_publish_and_mark_gives_a_duplicate_not_a_loss
             raise Crash
 
         with pytest.raises(Crash):
-            await relay_once(pool, pipe_settings, exchange, database=pipe_settings, after_publish=crash)
+            await relay_once(
+                pool, pipe_settings, exchange, database=pipe_settings, after_publish=crash
+            )
         assert confirmed  # the broker has the message...
         # ...but the mark rolled back with the "crash": the row is still unpublished.
         assert await pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 1

@@ -69,7 +69,9 @@ async def test_refused_row_waits_a_doubling_capped_backoff(
         exchange = await channel.get_exchange(names.exchange)
         first = await relay_once(pool, settings, exchange, database=settings)
         assert (first.claimed, first.published, first.deferred) == (2, 1, 1)
-        assert (await relay_once(pool, settings, exchange, database=settings)).claimed == 0  # not due yet
+        assert (
+            await relay_once(pool, settings, exchange, database=settings)
+        ).claimed == 0  # not due yet
         waits = []
         for attempts in (1, 2, 3, 4):
             await owner_pool.execute(
