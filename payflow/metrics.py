@@ -277,7 +277,7 @@ class StateRefresher:
         declare. A missing queue closes the channel (404); it is skipped, the channel
         reopened."""
         assert self._connection is not None
-        for name in queue_names(self._settings):
+        for name in queue_names(self._settings.broker):
             if self._channel is None or self._channel.is_closed:
                 self._channel = await self._connection.channel()
             try:

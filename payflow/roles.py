@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 from payflow.broker.connection import confirm_channel, connect
 from payflow.broker.consumer import Consumer, Route
 from payflow.broker.topology import Names, declare_topology
-from payflow.config import BrokerSettings, ChainSettings, Settings
+from payflow.config import BrokerSettings, ChainSettings, EmulatorSettings, RedisSettings, Settings
 from payflow.db.pool import open_pool_when_ready
 from payflow.ledger.worker import LedgerWorker
 from payflow.metrics import refreshing_state
@@ -78,12 +78,14 @@ def _broker(runtime: Runtime) -> tuple[aio_pika.abc.AbstractRobustConnection, Na
     return runtime.connection, runtime.names
 
 
-def default_gateway(settings: Settings, redis: Redis) -> Gateway:
-    """The gateway emulator configured from settings; it remembers charges in `redis`
+def default_gateway(
+    settings: EmulatorSettings, redis: Redis, *, redis_settings: RedisSettings
+) -> Gateway:
+    """The gateway emulator configured from its slice; it remembers charges in `redis`
     (under `REDIS_KEY_PREFIX`), shared by every worker process like a real gateway."""
     return EmulatedGateway(
         redis,
-        settings.redis_key_prefix,
+        redis_settings.redis_key_prefix,
         settings.gateway_delay_min_s,
         settings.gateway_delay_max_s,
         settings.gateway_failure_rate,
@@ -100,13 +102,13 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
     # in transaction pooling) and its pool resets sessions on release (UNLISTEN); the
     # batch pool only runs transactions with SET LOCAL, so it skips that round trip.
     listen_pool = await open_pool_when_ready(
-        runtime.settings, stop, dsn=runtime.settings.direct_url(), min_size=1, max_size=1
+        runtime.settings.database, stop, dsn=runtime.settings.direct_url(), min_size=1, max_size=1
     )
     if listen_pool is None:
         return
     try:
         pool = await open_pool_when_ready(
-            runtime.settings, stop, min_size=1, max_size=1, reset_session=False
+            runtime.settings.database, stop, min_size=1, max_size=1, reset_session=False
         )
         if pool is None:
             return
@@ -263,26 +265,28 @@ async def run_roles(
         raise ValueError(f"unknown role(s): {', '.join(unknown)}")
     # Workers and the scheduler never set session state (SET LOCAL and transaction-scoped
     # advisory locks only; the relay LISTENs on its own pool), so releases skip the reset.
-    pool = await open_pool_when_ready(settings, stop, reset_session=False)
+    pool = await open_pool_when_ready(settings.database, stop, reset_session=False)
     if pool is None:
         return
-    http = build_http_client(settings)
+    http = build_http_client(settings.webhooks)
     # One Redis client (connects lazily): the DLQ fallback, and the emulator's memory.
     redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
     if gateway is None:
-        gateway = default_gateway(settings, redis)
+        gateway = default_gateway(settings.emulator, redis, redis_settings=settings.redis)
     connection = None
     exits = contextlib.AsyncExitStack()
     try:
         if "api" not in roles:
-            exits.enter_context(serving_metrics(settings))
+            exits.enter_context(serving_metrics(settings.observability))
         names = None
         if BROKER_ROLES.intersection(roles):
-            connection = await _connect_with_retry(settings, "payflow:" + "+".join(roles), stop)
+            connection = await _connect_with_retry(
+                settings.broker, "payflow:" + "+".join(roles), stop
+            )
             if connection is None:
                 return
             channel = await connection.channel()
-            names = await declare_topology(channel, settings)
+            names = await declare_topology(channel, settings.broker)
             await channel.close()
         await exits.enter_async_context(refreshing_state(pool, settings, connection))
         runtime = Runtime(
@@ -328,7 +332,7 @@ async def serve(
     settings: Settings, roles: Sequence[str], *, worker_queues: tuple[str, ...] = WORKER_QUEUES
 ) -> None:
     """Run `roles` in this process until SIGTERM or SIGINT, then shut down gracefully."""
-    configure_logging(settings)
+    configure_logging(settings.observability)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

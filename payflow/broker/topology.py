@@ -165,7 +165,9 @@ async def declare_topology(
             )
             await queue.bind(work, routing_key=wq.topic)
             parking = await channel.declare_queue(
-                names.parking_queue(wq.name), durable=True, arguments=_queue_args(settings, {})
+                names.parking_queue(wq.name),
+                durable=True,
+                arguments=_queue_args(settings, {}),
             )
             await parking.bind(dlx, routing_key=queue_name)
             for tier in settings.retry_tiers_ms:

@@ -47,7 +47,7 @@ async def recon_chain_job(ctx: JobContext) -> JobResult:
     try:
         for chain in configs:
             try:
-                report = await reconcile_chain(ctx.pool, ctx.settings, oracle, chain)
+                report = await reconcile_chain(ctx.pool, ctx.settings.chain, oracle, chain)
             except ChainUnavailable as error:
                 summaries.append(f"chain={chain} unavailable: {error}")
                 dirty = True

@@ -144,13 +144,13 @@ async def _reports(
             block_time = await oracle.block_time(chain, found.block_hash)
         async with pool.acquire() as conn, transaction(conn, settings):
             if isinstance(found, Truth):
-                if await _confirm(conn, settings, row, found, block_time):
+                if await _confirm(conn, settings.chain, row, found, block_time):
                     stats.confirmed += 1
                 else:
                     stats.refuted += 1
             elif isinstance(found, Missing) and row["age_s"] < settings.chain_report_grace_s:
                 await conn.execute(
-                    SQL["reschedule_report"], row["id"], _backoff(settings, row["checks"])
+                    SQL["reschedule_report"], row["id"], _backoff(settings.chain, row["checks"])
                 )
             else:
                 reason = found if isinstance(found, str) else "no such transaction on the chain"
@@ -261,7 +261,7 @@ async def _deposits(
                     SQL["reschedule_deposit"],
                     row["transfer_id"],
                     row["status"],  # orphaned or reversed: still gone
-                    _backoff(settings, row["checks"]),
+                    _backoff(settings.chain, row["checks"]),
                 )
 
 

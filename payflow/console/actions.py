@@ -45,7 +45,7 @@ def signin_page(request: Request, status: int = 200, error: str | None = None) -
     token, cookie = signin_token(request, settings)
     response = page(request, "signin.html", None, code=status, csrf=token, error=error)
     if cookie is not None:
-        set_cookie(response, request, settings, PRE_COOKIE, cookie, PRE_SESSION_MAX_AGE_S)
+        set_cookie(response, request, settings.console, PRE_COOKIE, cookie, PRE_SESSION_MAX_AGE_S)
     return response
 
 
@@ -81,9 +81,14 @@ async def signin(request: Request) -> Response:
         return signin_page(request, refused.status, refused.message)
     response = redirect("/console")
     set_cookie(
-        response, request, st.settings, COOKIE, cookie, int(st.settings.console_session_ttl_s)
+        response,
+        request,
+        st.settings.console,
+        COOKIE,
+        cookie,
+        int(st.settings.console_session_ttl_s),
     )
-    clear_cookie(response, request, st.settings, PRE_COOKIE)
+    clear_cookie(response, request, st.settings.console, PRE_COOKIE)
     return response
 
 
@@ -94,7 +99,7 @@ async def signout(request: Request, session: Live) -> Response:
     st = state(request)
     await sign_out(st.pool, session)
     response = redirect("/console/signin")
-    clear_cookie(response, request, st.settings, COOKIE)
+    clear_cookie(response, request, st.settings.console, COOKIE)
     return response
 
 
@@ -118,7 +123,7 @@ async def dlq_replay(request: Request, session: Live, dlq_id: str) -> Response:
     try:
         await replay_dead_letter(
             st.pool,
-            st.settings,
+            st.settings.database,
             number,
             operator=f"console:{session.merchant.name}",
             reason=reason[:MAX_REASON],

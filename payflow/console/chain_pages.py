@@ -183,7 +183,7 @@ async def payouts(
             size + 1,
         )
         if session.merchant.is_admin and cursor is None:
-            wallets = await hot_wallets(conn, st.settings)
+            wallets = await hot_wallets(conn, st.settings.payouts)
     rows, next_cursor = _page_rows(rows, size, "id")
     return page(
         request,

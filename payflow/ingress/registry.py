@@ -178,7 +178,10 @@ async def add_chain_cli(
     settings: DatabaseSettings, chain: str, asset: str, decimals: int, chain_id: int | None = None
 ) -> TokenRow:
     """`payflow tokens add-chain`: `add_chain` in its own transaction."""
-    async with _tool_connection(settings, operator=True) as conn, transaction(conn, settings):
+    async with (
+        _tool_connection(settings, operator=True) as conn,
+        transaction(conn, settings),
+    ):
         return await add_chain(conn, chain, asset, decimals, chain_id)
 
 
@@ -195,8 +198,11 @@ async def add_token_cli(
 
     config = chain_configs(settings).get(chain)
     if config is not None:
-        await check_token_decimals(config.rpc_url, chain, contract, decimals, settings)
-    async with _tool_connection(settings, operator=True) as conn, transaction(conn, settings):
+        await check_token_decimals(config.rpc_url, chain, contract, decimals, settings.chain)
+    async with (
+        _tool_connection(settings.database, operator=True) as conn,
+        transaction(conn, settings),
+    ):
         return await add_token(conn, chain, contract, asset, decimals)
 
 

@@ -200,20 +200,20 @@ async def drain_redis_dlq(ctx: JobContext) -> JobResult:
     stats = DrainStats()
     consecutive = 0
     while stats.handled < settings.dlq_drain_batch:
-        raw = await _next_raw(redis, settings)
+        raw = await _next_raw(redis, settings.redis)
         if raw is None:
             break
         try:
             entry = _checked(FallbackEntry.from_json(raw))
         except MalformedEntry as exc:
-            await _set_aside(redis, settings, raw)
+            await _set_aside(redis, settings.redis, raw)
             stats.set_aside += 1
             log.error("payflow.dlq.fallback_malformed", reason=str(exc))
             continue
         bound = {"entry_id": entry.entry_id, "source": entry.source, "subject_id": entry.subject_id}
-        outcome, error = await _drain_one(ctx.pool, settings, entry)
+        outcome, error = await _drain_one(ctx.pool, settings.database, entry)
         if outcome == "refused":
-            await _set_aside(redis, settings, raw)
+            await _set_aside(redis, settings.redis, raw)
             stats.set_aside += 1
             log.error("payflow.dlq.fallback_refused", error=str(error), **bound)
             continue
@@ -226,7 +226,7 @@ async def drain_redis_dlq(ctx: JobContext) -> JobResult:
                 break
             continue
         consecutive = 0
-        await redis.lrem(processing_key(settings), -1, raw)  # type: ignore[arg-type]  # as above
+        await redis.lrem(processing_key(settings.redis), -1, raw)  # type: ignore[arg-type]  # as above
         if outcome == "moved":
             stats.moved += 1
         elif outcome == "settled":
@@ -234,15 +234,15 @@ async def drain_redis_dlq(ctx: JobContext) -> JobResult:
         else:
             stats.duplicates += 1
         log.info("payflow.dlq.fallback_drained", outcome=outcome, **bound)
-    left = int(await redis.llen(fallback_key(settings))) + int(
-        await redis.llen(processing_key(settings))
+    left = int(await redis.llen(fallback_key(settings.redis))) + int(
+        await redis.llen(processing_key(settings.redis))
     )
     summary = stats.summary(left)
     if stats.set_aside:
         await ctx.alerts.fire(
             ALERT_MALFORMED,
             Severity.WARNING,
-            f"{stats.set_aside} Redis DLQ entries set aside in {malformed_key(settings)}: "
+            f"{stats.set_aside} Redis DLQ entries set aside in {malformed_key(settings.redis)}: "
             "inspect them and record each by hand",
             details={"set_aside": stats.set_aside},
         )

@@ -191,7 +191,7 @@ async def push_entry(redis: Redis, settings: Settings, entry: FallbackEntry) -> 
     The TTL (`DLQ_FALLBACK_TTL_S`) is the list's and is refreshed by every push, so an
     entry lives at least that long after the newest push. Raises the Redis error.
     """
-    key = fallback_key(settings)
+    key = fallback_key(settings.redis)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.lpush(key, entry.to_json())
         pipe.expire(key, settings.dlq_fallback_ttl_s)

@@ -213,7 +213,7 @@ async def collect_status(pool: asyncpg.Pool, settings: Settings) -> Status:
     stuck, _examples = await stuck_claim_count(ctx)
     zombies = await zombie_counts(ctx)
     try:
-        queues = await queue_depths(settings, settings.status_broker_timeout_s)
+        queues = await queue_depths(settings.broker, settings.status_broker_timeout_s)
         broker = "ok"
     except BrokerUnreachable as exc:
         queues, broker = [], f"unreachable: {exc}"
@@ -296,7 +296,7 @@ def render(status: Status, console: Console) -> None:
 
 async def print_status(settings: Settings, *, as_json: bool) -> bool:
     """Collect and print the status (rich screen or `--json`); True when all is well."""
-    async with tool_pool(settings) as pool:
+    async with tool_pool(settings.database) as pool:
         status = await collect_status(pool, settings)
     if as_json:
         print(to_json(status))

@@ -56,7 +56,7 @@ async def cleanup_outbox(pool: asyncpg.Pool, settings: Settings) -> int:
 async def alert_stale_outbox_job(ctx: JobContext) -> JobResult:
     """The scheduler job `alert_stale_outbox`: warning `outbox.stale` while rows stay
     unpublished longer than OUTBOX_STALE_ALERT_S, resolved when none do."""
-    stale = await alert_stale_outbox(ctx.pool, ctx.settings)
+    stale = await alert_stale_outbox(ctx.pool, ctx.settings.outbox)
     if stale:
         await ctx.alerts.fire(
             "outbox.stale",

@@ -136,5 +136,10 @@ async def resolve_cli(
 
     async with tool_pool(settings) as pool:
         return await resolve_charge(
-            pool, settings, payment_id, approved=approved, reference=reference, operator=operator
+            pool,
+            settings,
+            payment_id,
+            approved=approved,
+            reference=reference,
+            operator=operator,
         )

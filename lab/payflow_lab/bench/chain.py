@@ -200,7 +200,7 @@ async def _run(
     bare_logs = await _bare_walk(node.url, first, last, token, config.batch_blocks)
     bare_s = time.perf_counter() - t0
 
-    pool = await create_pool(settings, min_size=1, max_size=4)
+    pool = await create_pool(settings.database, min_size=1, max_size=4)
     head = await node.head()
     scan_settings = settings.model_copy(
         update={"eth_scanner_start_block": first, "eth_scanner_lag_blocks": head - last}

@@ -53,7 +53,7 @@ async def _hold_all(pool: asyncpg.Pool, settings: Settings, account: uuid.UUID, 
             row = await conn.fetchrow("SELECT id, asset FROM accounts WHERE id = $1", account)
             await place_payout(
                 conn,
-                settings,
+                settings.payouts,
                 merchant_id=uuid.UUID(int=7),
                 idempotency_key=uuid.uuid4().hex,
                 account=row,

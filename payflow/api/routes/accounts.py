@@ -367,7 +367,7 @@ async def withdraw(
                 if body.to_address is not None:  # an on-chain payout (issue 11)
                     answer, created = await record_payout(
                         conn,
-                        state.settings,
+                        state.settings.payouts,
                         merchant=merchant,
                         key=key,
                         account=account,

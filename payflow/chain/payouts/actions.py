@@ -279,13 +279,13 @@ async def action_cli(
     from payflow.chain.payouts.signer import wallets_from_settings
     from payflow.db.pool import tool_pool
 
-    wallets = wallets_from_settings(settings)
+    wallets = wallets_from_settings(settings.payouts)
     async with payout_oracle(settings, None) as oracle:
         if not wallets or oracle is None:
             raise BadInput(
                 f"no hot wallet or no RPC is configured for PAYOUT_CHAIN {settings.payout_chain}"
             )
-        async with tool_pool(settings) as pool:
+        async with tool_pool(settings.database) as pool:
             engine = PayoutEngine(
                 pool, settings, oracle.clients[settings.payout_chain], wallets, finality=oracle
             )
@@ -298,7 +298,7 @@ async def stalled_cli(settings: Any) -> list[dict[str, Any]]:
     """`payflow payouts stalled`: every open payout that does not progress (all chains)."""
     from payflow.db.pool import tool_pool
 
-    async with tool_pool(settings) as pool, pool.acquire() as conn:
+    async with tool_pool(settings.database) as pool, pool.acquire() as conn:
         rows = await conn.fetch(SQL["stalled_payouts"], None, settings.payout_stuck_after_s)
     return [
         {

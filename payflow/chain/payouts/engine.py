@@ -67,7 +67,7 @@ class PayoutEngine:
         anything is signed with it (`NodeMisconfigured`: another network, nothing signed)."""
         if self._chain_id is None:
             answered = hex_int(await self.rpc.call("eth_chainId"))
-            await check_signing_chain(self.pool, self.settings, self.chain, answered or 0)
+            await check_signing_chain(self.pool, self.settings.chain, self.chain, answered or 0)
             self._chain_id = answered
         assert self._chain_id is not None
         return self._chain_id

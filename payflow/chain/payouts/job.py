@@ -50,7 +50,7 @@ async def payouts_job(ctx: JobContext) -> JobResult:
     (`payouts.unconfigured`); `ok` otherwise.
     A node that cannot be asked raises the retryable `ChainUnavailable` (a failed run;
     the next tick resumes from PostgreSQL)."""
-    wallets = wallets_from_settings(ctx.settings)
+    wallets = wallets_from_settings(ctx.settings.payouts)
     async with payout_oracle(ctx.settings, ctx.redis) as oracle:
         if not wallets or oracle is None:
             return await _unconfigured(ctx)

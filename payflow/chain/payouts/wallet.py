@@ -88,9 +88,9 @@ async def wallet_status_cli(settings: Settings) -> dict[str, Any]:
 
     Raises `BadInput` when `PAYOUT_CHAIN` is not a chain in payflow's registry (a typo
     would otherwise print an empty, healthy-looking report)."""
-    addresses = [wallet.address for wallet in wallets_from_settings(settings)]
+    addresses = [wallet.address for wallet in wallets_from_settings(settings.payouts)]
     config = payout_chain_config(settings)
-    async with tool_pool(settings) as pool:
+    async with tool_pool(settings.database) as pool:
         async with pool.acquire() as conn:
             if await conn.fetchrow(CHAIN_SQL["native_asset"], settings.payout_chain) is None:
                 raise BadInput(

@@ -55,7 +55,7 @@ def build_alert_sink(settings: Settings, pool: asyncpg.Pool | None) -> CooldownA
     """
     return CooldownAlertSink(
         store=AlertStore(pool, settings) if pool is not None else None,
-        delivery=build_alert_delivery(settings),
+        delivery=build_alert_delivery(settings.alerts),
         cooldown_s=settings.alert_cooldown_s,
         max_keys=settings.alert_max_keys,
     )

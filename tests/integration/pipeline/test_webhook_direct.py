@@ -42,7 +42,10 @@ class Worker:
         self.sender = WebhookSender(pool, settings, self.client)
         self.direct = DirectSends(pool, settings, self.sender)
         self.processor = PaymentProcessor(
-            pool, settings, default_gateway(settings, redis), direct=self.direct
+            pool,
+            settings,
+            default_gateway(settings, redis, redis_settings=settings),
+            direct=self.direct,
         )
 
 
