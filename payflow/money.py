@@ -216,3 +216,17 @@ def format_at_scale(amount: Decimal, scale: int) -> str:
 def format_amount(amount: Decimal) -> str:
     """Render an amount for the wire: plain notation, no exponent, no trailing zeros."""
     return format_at_scale(amount, 0)
+
+
+def wire_amount(amount: Decimal, asset: str) -> str:
+    """An amount as a string with exactly the asset's number of decimals.
+
+    Rendered by `money.format_at_scale`, which is exact and context-free: no stored
+    value (up to NUMERIC(78,18) balances) can make a read fail.
+    An asset unknown to this build is shown plainly, without trailing zeros.
+    """
+    try:
+        scale = scale_of(asset)
+    except BadInput:
+        return format_amount(amount)
+    return format_at_scale(amount, scale)

@@ -25,7 +25,7 @@ from .errors import install_exception_handler
 from .head import HeadAsGet
 from .metrics import Metrics
 from .middleware import RequestMiddleware
-from .routes import accounts, admin, health, ingress, payments, payouts
+from .routes import accounts, admin, events, health, ingress, payments, payouts, withdrawals
 from .routing import BoundedJsonRoute
 from .state import ApiState
 
@@ -74,7 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # request's Host header (a redirect to any host the client names), before auth.
     app.router.redirect_slashes = False
     install_exception_handler(app)
-    for module in (payments, accounts, payouts, ingress, admin, health):
+    for module in (payments, accounts, withdrawals, events, payouts, ingress, admin, health):
         app.include_router(module.router)
     if settings.console_enabled:
         install_console(app)  # server-rendered /console (issue 12)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
 import orjson
 from starlette.responses import Response
 
-from payflow.errors import BadInput
-from payflow.money import format_amount, format_at_scale, scale_of
+from payflow.money import wire_amount
+
+__all__ = ["JsonResponse", "ProblemResponse", "iso", "problem", "wire_amount"]
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -50,17 +50,3 @@ def iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def wire_amount(amount: Decimal, asset: str) -> str:
-    """An amount as a string with exactly the asset's number of decimals.
-
-    Rendered by `money.format_at_scale`, which is exact and context-free: no stored
-    value (up to NUMERIC(78,18) balances) can make a read fail.
-    An asset unknown to this build is shown plainly, without trailing zeros.
-    """
-    try:
-        scale = scale_of(asset)
-    except BadInput:
-        return format_amount(amount)
-    return format_at_scale(amount, scale)

@@ -219,9 +219,12 @@ class FinalityOracle:
 
     async def is_final(self, chain: str, number: int, block_hash: str) -> bool | None:
         """True when block `number` is final and its hash is `block_hash`; False when the
-        canonical block at `number` has another hash (or none) now; None when it is not
-        final yet but still canonical."""
+        canonical block at `number` has another hash now; None when it is not final yet
+        but still canonical, or when the node has no block at `number` (a replica behind
+        the one that gave the receipt, or a chain shorter for now): no proof either way."""
         current = await self.block_hash(chain, number)
+        if current is None:
+            return None
         if current != block_hash:
             return False
         return True if number <= await self.finalized_height(chain) else None

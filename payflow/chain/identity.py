@@ -87,24 +87,56 @@ async def expected_chain_id(pool: asyncpg.Pool, settings: ChainSettings, chain: 
     return config.chain_id
 
 
+def _shown(value: object) -> str:
+    """A node's answer as it goes into a line: at most about 40 characters."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        # a decimal of a huge int is both unreadable and refused past 4,300 digits
+        return f"{hex(value)[:20]}… ({value.bit_length()} bits)"
+    text = "null" if value is None else str(value) if isinstance(value, int) else repr(value)
+    return text if len(text) <= 40 else f"{text[:24]}… ({len(text)} characters)"
+
+
 def mismatch_line(chain: str, expected: int, answered: int) -> str:
     """The one line for a node on another network."""
     return (
-        f"the configured RPC answers eth_chainId {answered}, expected {expected}"
+        f"the configured RPC answers eth_chainId {_shown(answered)}, expected {expected}"
         f" ({_setting(chain)}): it belongs to another network; chain work stopped"
     )
 
 
+def answered_chain_id(chain: str, raw: object) -> int:
+    """The chain id in a node's `eth_chainId` result `raw` (a hex quantity). Raises
+    `NodeMisconfigured` naming what the node sent when it is none (null, a JSON number,
+    garbage): a node that cannot say which network it is gets nothing signed or credited."""
+    try:
+        answered = hex_int(raw) if isinstance(raw, str) else None
+    except ValueError:
+        answered = None
+    if answered is None:
+        raise NodeMisconfigured(
+            chain,
+            f"the configured RPC answers eth_chainId with {_shown(raw)}, not a hex chain id:"
+            " chain work stopped",
+        )
+    return answered
+
+
 async def check_signing_chain(
-    pool: asyncpg.Pool, settings: ChainSettings, chain: str, answered: int
-) -> None:
-    """Before a payout is signed for `chain` with the node's `answered` chain id: raise
-    `NodeMisconfigured` unless it is the chain's expected id (so a transaction is never
-    signed for another network)."""
+    pool: asyncpg.Pool, settings: ChainSettings, chain: str, raw: object
+) -> int:
+    """Before a payout is signed for `chain`, with `raw` the node's `eth_chainId` result
+    asked just now: the chain id to sign with. Raises `NodeMisconfigured` unless it is
+    the chain's expected id (so a transaction is never signed for another network, even
+    when the endpoint behind the RPC URL changed since the last signing)."""
     expected = await expected_chain_id(pool, settings, chain)
-    if answered != expected:
+    try:
+        answered = answered_chain_id(chain, raw)
+        if answered != expected:
+            raise NodeMisconfigured(chain, mismatch_line(chain, expected, answered))
+    except NodeMisconfigured:
         NODE_PROBLEM.labels(chain).set(1)
-        raise NodeMisconfigured(chain, mismatch_line(chain, expected, answered))
+        raise
+    return answered
 
 
 async def check_node(
@@ -133,17 +165,13 @@ async def _check(pool: asyncpg.Pool, oracle: FinalityOracle, chain: str) -> None
     expected = await expected_chain_id(pool, oracle.settings, chain)
     try:
         raw = await oracle.call(chain, lambda rpc: rpc.call("eth_chainId"))
-        answered = hex_int(raw)
     except RpcError as error:
         raise NodeMisconfigured(
-            chain, f"the configured RPC does not answer eth_chainId ({error.message})"
+            chain, f"the configured RPC does not answer eth_chainId ({error.message[:80]})"
         ) from None
-    except ValueError:
-        raise NodeMisconfigured(
-            chain, "the configured RPC answers eth_chainId with something not a number"
-        ) from None
+    answered = answered_chain_id(chain, raw)
     if answered != expected:
-        raise NodeMisconfigured(chain, mismatch_line(chain, expected, answered or 0))
+        raise NodeMisconfigured(chain, mismatch_line(chain, expected, answered))
     if config.policy.kind is PolicyKind.FINALIZED:
         try:
             await oracle.call(chain, lambda rpc: rpc.get_block("finalized"))

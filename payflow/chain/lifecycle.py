@@ -4,7 +4,9 @@ Each run, per chain with an RPC configured, in batches (`CHAIN_DEPOSITS_BATCH`):
 1. pending reports → verified against the node (`verify_claim`): a match records or
    refreshes the deposit (the node's content) and confirms the report; a refutation is
    kept with its reason. A report whose transaction the node does not know is retried
-   until `CHAIN_REPORT_GRACE_S` has passed (it may not be mined yet), then refuted.
+   until `CHAIN_REPORT_GRACE_S` has passed (it may not be mined yet), then refuted; one
+   whose block the node cannot give a header for (a replica behind) waits: the
+   assignment rule needs that block's time.
 2. verified deposits → final (block at that height still has the recorded hash and is
    final under the chain's policy) → credited: a compare-and-set to `credited` and the
    payment event `chain:<transfer id>` (`record_and_announce`) commit together, then
@@ -13,11 +15,13 @@ Each run, per chain with an RPC configured, in batches (`CHAIN_DEPOSITS_BATCH`):
 3. orphaned deposits, and credited ones a deep reorg reversed, are re-checked for
    `CHAIN_ORPHAN_RECHECK_S`: re-included → verified at the new block (same deposit, one
    credit once final; a reversed one is credited again under `chain:<id>~<n>`).
-0. before all that, per chain, `identity.check_node`: a node of another network or
+0. before all that, per chain, `identity.check_node` (asked every run): a node of another network or
    without the policy's `finalized` tag stops that chain (`stats.stopped`, the alert
    `chain.node:<chain>`); the other chains run.
 4. confirmations chains: credited deposits within `CHAIN_REORG_WATCH_BLOCKS` of head are
-   watched; a reorg that removed them → `reversal.reverse`.
+   watched; a reorg that removed them → `reversal.reverse`. Only ANOTHER block at the
+   deposit's height proves a reorg: a node with no block there (a lagging replica) moves
+   no money, and no verified deposit is orphaned on it either.
 
 Every RPC read goes through the oracle's breaker: `ChainUnavailable` stops that chain
 for this run and everything waits (nothing fails). RPC runs with no transaction open;
@@ -98,7 +102,9 @@ async def process_deposits(
     stats = LifecycleStats()
     for chain, config in oracle.configs.items():
         try:
-            await check_node(pool, oracle, chain)
+            # Asked again every run (not the scanner's cached check): the endpoint
+            # behind the RPC URL may have been swapped since the last run.
+            await check_node(pool, oracle, chain, force=True)
         except NodeMisconfigured as error:
             stats.stopped.append(str(error))
             await alerts.fire(node_alert_key(chain), Severity.CRITICAL, str(error))
@@ -143,7 +149,13 @@ async def _reports(
         if isinstance(found, Truth):  # read before the transaction opens
             block_time = await oracle.block_time(chain, found.block_hash)
         async with pool.acquire() as conn, transaction(conn, settings):
-            if isinstance(found, Truth):
+            if isinstance(found, Truth) and block_time is None:
+                # The receipt names a block the answering node (a replica) does not hold
+                # yet: without its time the assignment rule cannot be applied. Wait.
+                await conn.execute(
+                    SQL["reschedule_report"], row["id"], _backoff(settings.chain, row["checks"])
+                )
+            elif isinstance(found, Truth):
                 if await _confirm(conn, settings.chain, row, found, block_time):
                     stats.confirmed += 1
                 else:
@@ -324,7 +336,10 @@ async def _watch_credits(
             settings.chain_deposits_batch,
         )
     for row in rows:
-        if await oracle.block_hash(chain, row["block_number"]) == row["block_hash"]:
+        current = await oracle.block_hash(chain, row["block_number"])
+        if current is None or current == row["block_hash"]:
+            # Only another block at that height proves a reorg; none at all is a node
+            # (replica) behind, or a chain shorter for now: decided when it has one.
             continue
         where = await _where_now(oracle, row)
         if where is not None:

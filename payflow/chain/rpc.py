@@ -17,6 +17,7 @@ Quantities on the wire are hex strings; `hex_int`/`to_hex` convert them exactly.
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any
 
 import httpx
@@ -32,6 +33,9 @@ RPC_REQUESTS = Counter(
     ("method", "outcome"),
     registry=REGISTRY,
 )
+
+
+_QUANTITY = re.compile(r"0x[0-9a-fA-F]+")
 
 
 class RpcUnavailable(RetryableError):
@@ -52,8 +56,8 @@ def hex_int(value: str | None) -> int | None:
     """A JSON-RPC quantity ("0x1a") as an int; None stays None. ValueError on garbage."""
     if value is None:
         return None
-    if not isinstance(value, str) or not value.startswith("0x"):
-        raise ValueError(f"not a hex quantity: {value!r}")
+    if not isinstance(value, str) or not _QUANTITY.fullmatch(value):
+        raise ValueError(f"not a hex quantity: {value[:40] if isinstance(value, str) else value!r}")
     return int(value, 16)
 
 

@@ -17,7 +17,7 @@ STYLESHEET = "console.css"
 
 def install_console(app: FastAPI) -> None:
     """Mount /console on `app` (pages, forms, /console/static/console.css, error pages)."""
-    from . import actions, chain_pages, pages
+    from . import actions, chain_pages, money_pages, ops_pages, pages
 
     css = (HERE / "static" / STYLESHEET).read_bytes()
 
@@ -31,7 +31,9 @@ def install_console(app: FastAPI) -> None:
         f"/console/static/{STYLESHEET}", stylesheet, methods=["GET"], include_in_schema=False
     )
     app.include_router(actions.router)
-    app.include_router(chain_pages.router)  # before pages' catch-all /console/{rest:path}
+    app.include_router(chain_pages.router)  # these before pages' catch-all /console/{rest:path}
+    app.include_router(money_pages.router)
+    app.include_router(ops_pages.router)
     app.include_router(pages.router)
 
     async def on_console_error(request: Request, exc: Exception) -> Response:

@@ -18,7 +18,8 @@ from payflow.ops.jobs import JobContext
 from payflow.ops.jobs_cli import job_overview
 from payflow.ops.scheduler import JOBS, run_job
 
-from .pages import Live, dlq_number
+from .ops_pages import dlq_number
+from .pages import Live
 from .sessions import (
     COOKIE,
     PRE_COOKIE,

@@ -1,5 +1,6 @@
 """The console's plumbing: templates, security headers, errors as pages, the session
-dependency and the CSRF check. Routes live in `pages.py` and `actions.py`."""
+dependency and the CSRF check. Routes live in `pages.py` (with `money_pages.py`,
+`ops_pages.py`, `chain_pages.py`) and `actions.py`."""
 
 from __future__ import annotations
 

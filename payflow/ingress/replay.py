@@ -19,7 +19,7 @@ import asyncpg
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound
-from payflow.ingress.payloads import parse_payload
+from payflow.ingress.formats import parse_payload
 from payflow.ingress.rawjson import NotJson, decode_body
 from payflow.ingress.service import SQL, Delivery, Landing, land_event
 from payflow.observability import new_trace_id

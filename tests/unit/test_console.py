@@ -64,7 +64,7 @@ def test_csrf_tokens_compare_exactly() -> None:
 
 
 def test_account_amount_columns_added_by_other_issues_are_shown_whatever_their_name() -> None:
-    from payflow.console.pages import _extras
+    from payflow.console.money_pages import _extras
 
     row = {
         "id": "a",

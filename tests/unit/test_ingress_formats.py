@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from payflow.config import SettingsError, load_settings
+from payflow.ingress.formats import parse_payload
 from payflow.ingress.ids import MAX_EVENT_ID_LENGTH, namespaced
-from payflow.ingress.payloads import UnmatchedReason, parse_payload
+from payflow.ingress.payloads import UnmatchedReason
 from payflow.ingress.rawjson import NotJson, decode_body, safe_json, safe_text
 from payflow.ingress.signature import require_secret, sign, verify
 from tests.integration.api.alchemy import (

@@ -14,7 +14,8 @@ from payflow.api.schemas import IngressAccepted, problem_responses
 from payflow.api.state import api_state
 from payflow.db.tx import transaction
 from payflow.ingress import signature
-from payflow.ingress.payloads import InvalidPayload, parse_payload
+from payflow.ingress.formats import parse_payload
+from payflow.ingress.payloads import InvalidPayload
 from payflow.ingress.rawjson import NotJson, decode_body
 from payflow.ingress.service import Delivery, land_event
 

@@ -58,19 +58,15 @@ class PayoutEngine:
         self.wallets = {wallet.address: wallet for wallet in wallets}
         self.finality = finality
         self.alerts: AlertSink = alerts if alerts is not None else LogAlertSink()
-        self._chain_id: int | None = None
         self._known_wallets: set[str] = set()
         self.next_wallet = 0  # round-robin position among the wallets
 
     async def chain_id(self) -> int:
-        """`eth_chainId`, asked once, and checked against the chain's expected id before
-        anything is signed with it (`NodeMisconfigured`: another network, nothing signed)."""
-        if self._chain_id is None:
-            answered = hex_int(await self.rpc.call("eth_chainId"))
-            await check_signing_chain(self.pool, self.settings.chain, self.chain, answered or 0)
-            self._chain_id = answered
-        assert self._chain_id is not None
-        return self._chain_id
+        """`eth_chainId`, asked before EVERY signing (the endpoint behind the RPC URL may
+        have changed since the last one) and checked against the chain's expected id
+        (`NodeMisconfigured`: another network or no chain id, nothing signed)."""
+        raw = await self.rpc.call("eth_chainId")
+        return await check_signing_chain(self.pool, self.settings.chain, self.chain, raw)
 
     async def ensure_wallets(self) -> None:
         """A `hot_wallets` row per wallet, starting at the chain's pending nonce."""

@@ -175,6 +175,7 @@ async def read_range(
         tx_hash = str(log["transactionHash"]).lower()
         receipt = _anchored(receipts, tx_hash, at)
         position = _position(receipt, hex_int(log.get("logIndex")))
+        _same_log(chain, log, receipt["logs"][position])
         read.transfers.append(
             Transfer(
                 chain,
@@ -222,7 +223,7 @@ async def _token_logs(
             memory=memory,
         )
         read.rpc_calls += calls
-        logs.extend(log for log in found if not log.get("removed"))
+        logs.extend(_canonical(chain, found, read))
     with_logs = {hex_int(log.get("blockNumber")) for log in logs}
     every_topic = [address_topic(a) for a in ordered]
     suspects = [
@@ -240,10 +241,25 @@ async def _token_logs(
         )
         read.rpc_calls += 1
         for answer in answers:
-            missed = [log for log in answer if not log.get("removed")]
+            missed = _canonical(chain, answer, read)
             RECHECKED.labels(chain, "found" if missed else "none").inc()
             logs.extend(missed)
     return logs
+
+
+def _canonical(chain: str, logs: list[dict[str, Any]], read: RangeRead) -> list[dict[str, Any]]:
+    """`logs` without those flagged `removed` (reorged out). A removed log that names a
+    block of the range as read means the node's view changed under us: `RangeMoved`
+    (read again), never "that block holds nothing"."""
+    held = {h.hash for h in read.headers}
+    kept = []
+    for log in logs:
+        if log.get("removed"):
+            if str(log.get("blockHash", "")).lower() in held:
+                raise RangeMoved(f"{chain}: the node calls a log of a block it holds removed")
+            continue
+        kept.append(log)
+    return kept
 
 
 async def _receipts(call: Call[Any], hashes: list[str], read: RangeRead) -> dict[str, Any]:
@@ -269,6 +285,24 @@ def _anchored(receipts: dict[str, Any], tx_hash: str, header: Header) -> dict[st
     if receipt is None or str(receipt.get("blockHash", "")).lower() != header.hash:
         raise RangeMoved(f"receipt of {tx_hash} is not in block {header.number} any more")
     return dict(receipt)
+
+
+def _same_log(chain: str, log: dict[str, Any], in_receipt: dict[str, Any]) -> None:
+    """The `eth_getLogs` answer must say what the transaction's receipt says at that
+    position (contract, topics, amount); otherwise the node contradicts itself and the
+    range is read again (`RangeMoved`): an amount is never taken from one answer alone."""
+
+    def content(item: dict[str, Any]) -> tuple[str, list[str], str]:
+        return (
+            str(item.get("address", "")).lower(),
+            [str(t).lower() for t in item.get("topics") or []],
+            str(item.get("data", "")).lower(),
+        )
+
+    if content(log) != content(in_receipt):
+        raise RangeMoved(
+            f"{chain}: the logs answer for {log.get('transactionHash')} disagrees with its receipt"
+        )
 
 
 def _units(data: object) -> int | None:

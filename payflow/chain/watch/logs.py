@@ -8,7 +8,13 @@ provider truncated". Three checks, all here:
   with a JSON-RPC error ("block range too large", "query returned more than 10000
   results", code -32005 …). `logs_in_range` then splits the range in halves, down to one
   block, and remembers the span that worked (`SpanMemory`) so the next ranges start
-  there; only a single block over the limit is raised (`LogsTooDense`).
+  there; only a single block over the limit is raised (`LogsTooDense`). A provider
+  THROTTLING us (request rate, credits: Infura's -32005 "project ID request rate
+  exceeded", QuickNode's "credits limited to 6000/sec") is not a size limit: splitting
+  would send more requests, so it is waited out (`ProviderThrottled`, retryable).
+- **Only what was asked is taken.** A log of another contract, recipient topic or block
+  range than the query named (a misbehaving node or proxy) is dropped; the query that
+  asks for it gets it.
 - **The answering node holds the range.** The logs query goes in one JSON-RPC batch
   with `eth_getBlockByNumber(end)`: a replica behind a load balancer that has not seen
   `end` answers null (or another hash) there, and the range is read again later
@@ -48,6 +54,26 @@ LIMIT_WORDS = (
     "response size",
 )
 
+# A provider throttling the caller (not refusing the query's size): splitting would only
+# send more requests. Wordings seen: Infura -32005 "project ID request rate exceeded",
+# QuickNode -32012 "credits limited to 6000/sec", Alchemy 429 "Your app has exceeded its
+# compute units per second capacity", and the generic "Too many requests".
+RATE_CODES = frozenset({429, -32012, -32029})
+RATE_WORDS = (
+    "rate limit",
+    "request rate",
+    "rate exceeded",
+    "ratelimit",
+    "per second",
+    "/sec",
+    "capacity",
+    "credits",
+    "too many requests",
+    "throttl",
+    "backoff",
+    "daily request",
+)
+
 RECHECKED = Counter(
     "payflow_scanner_logs_rechecked_total",
     "Blocks whose bloom matched our transfers but whose range query returned no log,"
@@ -67,6 +93,10 @@ class RangeNotHeld(RetryableError):
     """The node that answered the logs query does not hold the range (yet)."""
 
 
+class ProviderThrottled(RetryableError):
+    """The provider rate-limits us (requests per second, credits): wait, never split."""
+
+
 class LogsTooDense(PayflowError):
     """One block's logs are over the provider's limit: cannot split further."""
 
@@ -79,10 +109,51 @@ class SpanMemory:
     blocks: int | None = None
 
 
+def is_rate_limited(error: RpcError) -> bool:
+    """Does this JSON-RPC error throttle the caller (a request rate or credit budget)
+    rather than refuse the query's size? Such an error is waited out, not split."""
+    text = error.message.lower() + " "
+    return error.code in RATE_CODES or any(word in text for word in RATE_WORDS)
+
+
 def is_limit_error(error: RpcError) -> bool:
-    """Does this JSON-RPC error refuse the query's size (range or result count)?"""
+    """Does this JSON-RPC error refuse the query's size (range or result count)? A rate
+    limit is not one (`is_rate_limited`), whatever its code (Infura throttles with -32005
+    too)."""
+    if is_rate_limited(error):
+        return False
     text = error.message.lower()
     return error.code in LIMIT_CODES or any(word in text for word in LIMIT_WORDS)
+
+
+def answers_query(
+    log: dict[str, Any], first: int, last: int, tokens: Sequence[str], topics: list[Any]
+) -> bool:
+    """Is `log` an answer to `eth_getLogs` over `first..last` for `tokens` and `topics`
+    (each topic position: None = any, a string, or a list of alternatives)? A node may
+    send logs of another contract, recipient or block range: they are not what was asked
+    and are dropped (the query that asks for them gets them)."""
+    number = log.get("blockNumber")
+    try:
+        height = int(str(number), 16)
+    except ValueError:
+        return False
+    if not first <= height <= last:
+        return False
+    return _matches(log, tokens, topics)
+
+
+def _matches(log: dict[str, Any], tokens: Sequence[str], topics: list[Any]) -> bool:
+    if str(log.get("address", "")).lower() not in {t.lower() for t in tokens}:
+        return False
+    have = [str(t).lower() for t in log.get("topics") or []]
+    for i, wanted in enumerate(topics):
+        if wanted is None:
+            continue
+        options = {str(w).lower() for w in (wanted if isinstance(wanted, list) else [wanted])}
+        if i >= len(have) or have[i] not in options:
+            return False
+    return True
 
 
 def _bloom_bits(item: bytes) -> list[int]:
@@ -149,6 +220,10 @@ async def logs_in_range(
         try:
             found.extend(await call(_held_query(first, last, end, end_hash, tokens, topics)))
         except RpcError as error:
+            if is_rate_limited(error):
+                raise ProviderThrottled(
+                    f"{chain}: the provider throttles eth_getLogs ({error.message[:120]})"
+                ) from None
             if not is_limit_error(error):
                 raise
             if first == last:
@@ -180,7 +255,7 @@ def _held_query(
         )
         if block is None or str(block.get("hash", "")).lower() != end_hash:
             raise RangeNotHeld(f"the node answering eth_getLogs does not hold block {end}")
-        return list(logs or [])
+        return [log for log in logs or [] if answers_query(log, first, last, tokens, topics)]
 
     return ask
 
@@ -188,8 +263,9 @@ def _held_query(
 async def logs_by_hash(
     call: Call, hashes: Sequence[str], *, tokens: Sequence[str], topics: list[Any]
 ) -> list[list[dict[str, Any]]]:
-    """The logs of each block in `hashes` (one batch of `eth_getLogs{blockHash}`).
-    A node that does not know a block answers an error: `RangeNotHeld` (retry later)."""
+    """The logs of each block in `hashes` (one batch of `eth_getLogs{blockHash}`), only
+    those of that block, contract and topics (what was asked). A node that does not know
+    a block answers an error: `RangeNotHeld` (retry later)."""
     if not hashes:
         return []
     calls: list[tuple[str, list[Any]]] = [
@@ -204,4 +280,12 @@ async def logs_by_hash(
             raise RangeNotHeld(f"eth_getLogs by block hash: {error.message[:120]}") from None
 
     answers: list[Any] = await call(ask)
-    return [list(a or []) for a in answers]
+    return [
+        [
+            log
+            for log in answer or []
+            if str(log.get("blockHash", "")).lower() == block_hash.lower()
+            and _matches(log, tokens, topics)
+        ]
+        for block_hash, answer in zip(hashes, answers, strict=True)
+    ]

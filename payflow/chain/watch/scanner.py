@@ -7,7 +7,8 @@ One `step(chain)`:
 2. no cursor yet: it starts at `ETH_SCANNER_START_BLOCK`, or at the target (older blocks
    are `payflow recon --chain`'s);
 3. caught up: it only checks the cursor's block is still canonical (a reorg of the same
-   height is seen without waiting for a new block);
+   height is seen without waiting for a new block); a node whose head is below the
+   cursor and lacks the cursor's block is behind (a replica), not reorged: it waits;
 4. otherwise it reads the next `ETH_SCANNER_BATCH_BLOCKS` blocks (`blocks.read_range`).
    The first block's parent hash must be the cursor's hash; if not, the chain reorged:
    `walk_back` finds the fork point by comparing the hashes kept in
@@ -232,6 +233,14 @@ class Scanner:
             [block] = await read_headers(call, [cursor.number])
             if block is not None and header_of(block).hash == cursor.hash:
                 return StepResult(chain, head, cursor.number, caught_up=True)
+            if block is None and head < cursor.number:
+                # The answering node is behind the cursor (eth_blockNumber went back: a
+                # replica behind a load balancer). Not a reorg: nothing to walk back;
+                # a real reorg shows once the node has a block at the cursor's height.
+                log.info(
+                    "payflow.scanner.node_behind", chain=chain, head=head, cursor=cursor.number
+                )
+                return StepResult(chain, head, cursor.number, caught_up=True)
             return await self.walk_back(chain, cursor, head)
         end = min(cursor.number + self.settings.eth_scanner_batch_blocks, target)
         started = time.perf_counter()
@@ -359,7 +368,12 @@ class Scanner:
     async def walk_back(self, chain: str, cursor: Cursor, head: int) -> StepResult:
         """The chain no longer holds the cursor's block: find the fork point (the newest
         kept block whose hash the node still has at that height), never below the last
-        finalized block, and move the cursor there; the next step re-scans."""
+        finalized block, and move the cursor there; the next step re-scans. The node is
+        checked first, uncached (`NodeMisconfigured`: another network, nothing moves)."""
+        # A cursor block the node no longer has may be a reorg, or an endpoint swapped
+        # to another network behind the RPC URL: ask its chain id again before moving
+        # the cursor (the cached check is up to CHAIN_IDENTITY_RECHECK_S old).
+        await check_node(self.pool, self.oracle, chain, force=True)
         call = self._call(chain)
         # Never below the last finalized block, and never above the cursor (a cursor
         # already below finality re-anchors where it stands: no block is ever skipped).

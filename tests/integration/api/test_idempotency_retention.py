@@ -11,9 +11,9 @@ from typing import Any
 import asyncpg
 import httpx
 
-from payflow.api.routes.accounts import withdrawal_event_id
 from payflow.config import Settings
 from payflow.ledger.posting import post_event
+from payflow.ledger.withdrawals import withdrawal_event_id
 from payflow.ops.retention import cleanup_idempotency_keys
 
 PAYMENT: dict[str, Any] = {

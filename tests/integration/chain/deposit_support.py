@@ -21,7 +21,7 @@ from payflow.chain.finality import FinalityOracle
 from payflow.chain.lifecycle import LifecycleStats, process_deposits
 from payflow.config import Settings, load_settings
 from payflow.db.tx import transaction
-from payflow.ingress.payloads import parse_payload
+from payflow.ingress.formats import parse_payload
 from payflow.ingress.service import Delivery, Landing, assign_address, land_event
 from payflow.ledger.accounts import create_account
 from payflow_lab.anvil import AnvilNode

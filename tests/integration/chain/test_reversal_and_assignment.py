@@ -20,7 +20,7 @@ from payflow.ingress.service import assign_address, record_and_announce
 from payflow.ledger.accounts import create_account
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType, Outcome
-from payflow_lab.anvil import WEI_PER_ETH, AnvilNode
+from payflow_lab.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode, encode_call
 
 from .deposit_support import (
     CHAIN,
@@ -34,11 +34,13 @@ from .deposit_support import (
     new_address,
     open_account,
     redis,
+    register_token,
     run,
 )
 from .scanning import build_world
 
 __all__ = ["redis"]  # fixture
+USDC_25 = 25_000_000  # 25 USDC in base units (6 decimals)
 
 
 async def test_a_reversed_deposit_mined_again_is_credited_again_exactly_once(
@@ -166,3 +168,82 @@ async def test_value_before_assignment_is_not_creditable_on_every_path(
     assert report.clean, report.summary()
     assert f"{early_id} (before_assignment)" in report.not_creditable
     assert early_id not in report.uncredited and late_id not in report.uncredited
+
+
+async def test_a_token_deposit_reversed_twice_and_mined_twice_is_credited_once_each_time(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    database_url: str,
+    migration_url: str,
+    redis: Redis,
+) -> None:
+    """25 USDC credited, reversed by a deep reorg, mined again (credited `~1`), reversed
+    again (`reorg:…~1`), then mined a second time in a block where another transfer of
+    the token comes first, so its block-level log index differs: credited `~2`, once."""
+    settings = chain_settings(
+        database_url, migration_url, anvil.url, eth_confirmation_policy="confirmations:1"
+    )
+    token = await anvil.deploy_token("Test USD Coin", "USDC", 6)
+    await register_token(owner_pool, token)
+    await anvil.token_mint(token, DEFAULT_ACCOUNTS[0], 10 * USDC_25)
+    await anvil.token_mint(token, DEFAULT_ACCOUNTS[1], 10 * USDC_25)
+    account, address = await open_account(pool, settings, "USDC")
+    await anvil.mine(2)
+    tx = await anvil.token_transfer(token, address, USDC_25)
+    raw = await anvil.rpc.call("eth_getRawTransactionByHash", tx)
+    await deliver(pool, settings, generic_event(address, "25", tx, "USDC", token))
+    tid = transfer_id(CHAIN, tx, 0)
+    oracle = FinalityOracle(settings, redis)
+
+    async def settle(passes: int = 4) -> tuple[int, int, int]:
+        runs = [await run(pool, settings, oracle) for _ in range(passes)]
+        return (
+            sum(r.credited for r in runs),
+            sum(r.reversed for r in runs),
+            sum(r.reincluded for r in runs),
+        )
+
+    try:
+        await anvil.mine(1)
+        assert await settle() == (1, 0, 0)
+        await anvil.reorg(3)
+        assert await settle() == (0, 1, 0)
+        if await anvil.rpc.get_receipt(tx) is None:
+            await anvil.rpc.send_raw_transaction(raw)
+        await anvil.mine(2)
+        first_index = (await anvil.receipt(tx))["logs"][0]["logIndex"]
+        assert await settle() == (1, 0, 1)
+
+        await anvil.reorg(3)  # gone again
+        assert await anvil.rpc.get_receipt(tx) is None
+        assert await settle() == (0, 1, 0)
+        assert await balance(pool, account) == 0
+        # back once more, behind another transfer of the token in the same block
+        other = {
+            "from": DEFAULT_ACCOUNTS[1],
+            "to": token,
+            "data": encode_call(
+                "transfer(address,uint256)", ["address", "uint256"], [DEFAULT_ACCOUNTS[7], 1]
+            ),
+        }
+        await anvil.reorg(1, [(other, 0), (raw, 0)])
+        await anvil.mine(2)
+        receipt = await anvil.receipt(tx)
+        assert receipt["logs"][0]["logIndex"] != first_index
+        assert await settle() == (1, 0, 1)
+        assert await settle() == (0, 0, 0)  # and nothing more
+    finally:
+        await oracle.aclose()
+    assert await balance(pool, account) == Decimal(25)
+    assert await ledger(pool, account) == [
+        (f"chain:{tid}", "deposit", Decimal(25)),
+        (f"reorg:{tid}", "deposit_reversal", Decimal(-25)),
+        (f"chain:{tid}~1", "deposit", Decimal(25)),
+        (f"reorg:{tid}~1", "deposit_reversal", Decimal(-25)),
+        (f"chain:{tid}~2", "deposit", Decimal(25)),
+    ]
+    [deposit] = await deposits(pool)
+    assert (deposit["status"], deposit["position"]) == ("credited", 0)
+    assert deposit["past_credit_events"] == [f"chain:{tid}", f"chain:{tid}~1"]
+    assert deposit["block_hash"] == receipt["blockHash"]
