@@ -156,7 +156,7 @@ async def void_payout(
     the nonce is consumed by another transaction, or unused and no later one allocated."""
     _check_words(actor, reason)
     payout, txs, evidence = await _load(engine, payout_id)
-    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+    async with engine.pool.acquire() as conn, transaction(conn, engine.database):
         await _locked(conn, payout, txs)
         if not evidence.consumed:
             back = await conn.fetchval(
@@ -220,7 +220,7 @@ async def resign_payout(
     )
     floor = await mined_count(engine, wallet.address)
     chain_id = await engine.chain_id()
-    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+    async with engine.pool.acquire() as conn, transaction(conn, engine.database):
         row = await _locked(conn, payout, txs)
         if evidence.consumed:
             nonce = int(
@@ -287,7 +287,13 @@ async def action_cli(
             )
         async with tool_pool(settings.database) as pool:
             engine = PayoutEngine(
-                pool, settings, oracle.clients[settings.payout_chain], wallets, finality=oracle
+                pool,
+                settings.payouts,
+                oracle.clients[settings.payout_chain],
+                wallets,
+                finality=oracle,
+                database=settings.database,
+                chains=settings.chain,
             )
             act = void_payout if action is PayoutAction.VOID else resign_payout
             result = await act(engine, payout_id, actor=actor, reason=reason)

@@ -56,7 +56,14 @@ async def payouts_job(ctx: JobContext) -> JobResult:
             return await _unconfigured(ctx)
         rpc = oracle.clients[ctx.settings.payout_chain]
         engine = PayoutEngine(
-            ctx.pool, ctx.settings, rpc, wallets, finality=oracle, alerts=ctx.alerts
+            ctx.pool,
+            ctx.settings.payouts,
+            rpc,
+            wallets,
+            finality=oracle,
+            alerts=ctx.alerts,
+            database=ctx.settings.database,
+            chains=ctx.settings.chain,
         )
         report = await engine.tick()
     if report.errors:

@@ -112,7 +112,9 @@ async def test_an_rpc_of_another_network_stops_every_chain_path_in_one_line(
     # a payout is never signed for the network the node names
     key = SecretStr("0x" + bytes(Account.create().key).hex())
     async with RpcClient(polygon.url, chain=CHAIN) as rpc:
-        engine = PayoutEngine(pool, settings, rpc, [HotWallet(key)])
+        engine = PayoutEngine(
+            pool, settings, rpc, [HotWallet(key)], database=settings, chains=settings
+        )
         with pytest.raises(NodeMisconfigured, match="eth_chainId 137, expected 1"):
             await engine.chain_id()
 

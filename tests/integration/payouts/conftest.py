@@ -100,6 +100,8 @@ async def engine(
         [HotWallet(SecretStr(hot_key))],
         finality=oracle,
         alerts=RecordingSink(),
+        database=payout_settings,
+        chains=payout_settings,
     )
 
 
