@@ -177,7 +177,9 @@ async def worker_role(runtime: Runtime, stop: asyncio.Event) -> None:
 
 async def scheduler_role(runtime: Runtime, stop: asyncio.Event) -> None:
     """The maintenance jobs (`payflow.ops.scheduler.JOBS`), each when due."""
-    alerts = build_alert_sink(runtime.settings, runtime.pool)  # one per process: cooldowns
+    alerts = build_alert_sink(
+        runtime.settings.alerts, runtime.pool, database=runtime.settings.database
+    )  # one per process: cooldowns
     await run_scheduler(runtime.pool, runtime.settings, stop, alerts=alerts, redis=runtime.redis)
 
 
@@ -208,7 +210,9 @@ async def scanner_role(runtime: Runtime, stop: asyncio.Event) -> None:
             log.warning("payflow.scanner.no_chain", hint="set ETH_RPC_URL or EVM_CHAINS")
             await stop.wait()
             return
-        alerts = build_alert_sink(runtime.settings, runtime.pool)  # node and lag alerts
+        alerts = build_alert_sink(
+            runtime.settings.alerts, runtime.pool, database=runtime.settings.database
+        )  # node and lag alerts
         await run_scanner(runtime.pool, runtime.settings, oracle, stop, alerts)
     finally:
         await oracle.aclose()

@@ -151,9 +151,9 @@ async def alert_ack(request: Request, session: Live) -> Response:
     form = await check_csrf(request, session)
     st = state(request)
     key = form.get("key", "")
-    acked = await AlertStore(st.pool, st.settings).acknowledge(
-        key, f"console:{session.merchant.name}"
-    )
+    acked = await AlertStore(
+        st.pool, st.settings.alerts, database=st.settings.database
+    ).acknowledge(key, f"console:{session.merchant.name}")
     if acked is None:
         raise ConsoleError(404, "That alert is not open (any more).")
     return redirect("/console/alerts")
@@ -167,7 +167,12 @@ async def job_run(request: Request, session: Live, name: str) -> Response:
     if name not in JOBS:
         raise ConsoleError(404, "There is no such job.")
     st = state(request)
-    ctx = JobContext(st.pool, st.settings, build_alert_sink(st.settings, st.pool), st.redis)
+    ctx = JobContext(
+        st.pool,
+        st.settings,
+        build_alert_sink(st.settings.alerts, st.pool, database=st.settings.database),
+        st.redis,
+    )
     run = await run_job(ctx, name)
     if run is None:
         message = f"{name}: skipped, another replica is running it right now."

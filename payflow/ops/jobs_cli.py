@@ -87,7 +87,7 @@ async def run_by_hand(settings: Settings, name: str, console: Console) -> bool:
     redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
     try:
         async with tool_pool(settings.database) as pool:
-            alerts = build_alert_sink(settings, pool)
+            alerts = build_alert_sink(settings.alerts, pool, database=settings.database)
             run: JobRun | None = await run_job(JobContext(pool, settings, alerts, redis), name)
     finally:
         await redis.aclose()

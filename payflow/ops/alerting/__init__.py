@@ -8,7 +8,7 @@ import socket
 
 import asyncpg
 
-from payflow.config import AlertSettings, Settings, SettingsError
+from payflow.config import AlertSettings, DatabaseSettings, SettingsError
 from payflow.ops.alerting.delivery import (
     AlertDelivery,
     LogDelivery,
@@ -45,17 +45,29 @@ def build_alert_delivery(settings: AlertSettings) -> AlertDelivery:
     return LogDelivery()
 
 
-def build_alert_sink(settings: Settings, pool: asyncpg.Pool | None) -> CooldownAlertSink:
+def build_alert_sink(
+    settings: AlertSettings,
+    pool: asyncpg.Pool | None,
+    *,
+    database: DatabaseSettings | None = None,
+) -> CooldownAlertSink:
     """The sink a role or CLI command passes to jobs (`JobContext.alerts`): records in the
-    `alerts` table through `pool` (None: no table) and delivers per `ALERT_DELIVERY`,
-    with `ALERT_COOLDOWN_S` per key and at most `ALERT_MAX_KEYS` keys in memory.
+    `alerts` table through `pool` (None: no table; with a pool, `database` bounds its
+    transactions and is required) and delivers per `ALERT_DELIVERY`, with
+    `ALERT_COOLDOWN_S` per key and at most `ALERT_MAX_KEYS` keys in memory.
 
     Build ONE per process and keep it for the process's life: the cooldown lives in it.
-    Raises `SettingsError` when the chosen delivery lacks its setting.
+    Raises `SettingsError` when the chosen delivery lacks its setting, `ValueError` for a
+    pool without the database slice.
     """
+    store = None
+    if pool is not None:
+        if database is None:
+            raise ValueError("an alert sink with a pool needs the database slice")
+        store = AlertStore(pool, settings, database=database)
     return CooldownAlertSink(
-        store=AlertStore(pool, settings) if pool is not None else None,
-        delivery=build_alert_delivery(settings.alerts),
+        store=store,
+        delivery=build_alert_delivery(settings),
         cooldown_s=settings.alert_cooldown_s,
         max_keys=settings.alert_max_keys,
     )

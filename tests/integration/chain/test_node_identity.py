@@ -71,7 +71,7 @@ async def test_an_rpc_of_another_network_stops_every_chain_path_in_one_line(
     await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
     await polygon.mine(3)
 
-    sink = build_alert_sink(settings, pool)
+    sink = build_alert_sink(settings, pool, database=settings)
     job = await run_job(JobContext(pool, settings, sink), "chain_deposits")
     assert job is not None and job.result.outcome is Outcome.ALERT
     assert f"STOPPED {MISMATCH}" in job.result.summary
@@ -149,7 +149,7 @@ async def test_a_node_without_the_finalized_tag_stops_and_suggests_confirmations
         tx = await anvil.send_eth(address, WEI_PER_ETH)
         await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
         await anvil.mine(3)
-        sink = build_alert_sink(settings, pool)
+        sink = build_alert_sink(settings, pool, database=settings)
         job = await run_job(JobContext(pool, settings, sink), "chain_deposits")
         assert job is not None and job.result.outcome is Outcome.ALERT
         line = (
