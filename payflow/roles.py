@@ -143,7 +143,7 @@ def worker_routes(runtime: Runtime) -> tuple[list[Route], DirectSends | None]:
     webhooks = WebhookSender(runtime.pool, settings, runtime.http, fallback)
     direct = None
     if settings.webhook_direct_send and "webhooks" in runtime.worker_queues:
-        direct = DirectSends(runtime.pool, settings, webhooks)
+        direct = DirectSends(runtime.pool, settings.webhooks, webhooks, database=settings.database)
     payments = PaymentProcessor(runtime.pool, settings, runtime.gateway, fallback, direct)
     ledger = LedgerWorker(runtime.pool, settings, fallback)
     # Payments wait on the gateway and webhooks on merchants: each route has its own
