@@ -166,7 +166,7 @@ async def worker_role(runtime: Runtime, stop: asyncio.Event) -> None:
     attempt, or hands its held job back if it had not POSTed)."""
     connection, names = _broker(runtime)
     routes, direct = worker_routes(runtime)
-    consumer = Consumer(connection, runtime.settings, names, routes)
+    consumer = Consumer(connection, runtime.settings.broker, names, routes)
     await consumer.start()
     await stop.wait()
     grace_ends = time.monotonic() + runtime.settings.shutdown_grace_s  # one grace for both
