@@ -44,7 +44,7 @@ from payflow.chain.identity import alert_key as node_alert_key
 from payflow.chain.reversal import reverse
 from payflow.chain.transfers import Transfer
 from payflow.chain.verify import Missing, Truth, verify_claim
-from payflow.config import ChainSettings, Settings
+from payflow.config import ChainSettings, DatabaseSettings, Settings
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.errors import ChainUnavailable
@@ -239,7 +239,7 @@ async def _deposits(
         if row["status"] == "verified":
             final = await oracle.is_final(chain, row["block_number"], row["block_hash"])
             if final is True:
-                if await credit(pool, settings, row):
+                if await credit(pool, settings.database, row):
                     stats.credited += 1
                 continue
             if final is None:
@@ -291,7 +291,7 @@ async def _where_now(oracle: FinalityOracle, row: Any) -> tuple[int, str] | None
     return (found.block_number, found.block_hash) if isinstance(found, Truth) else None
 
 
-async def credit(pool: asyncpg.Pool, settings: Settings, row: Any) -> bool:
+async def credit(pool: asyncpg.Pool, settings: DatabaseSettings, row: Any) -> bool:
     """Credit a verified deposit found final at its recorded block, exactly once:
     compare-and-set to credited + the payment event and its outbox row in one
     transaction, then `post_event` (idempotent). False when something else moved it."""
@@ -347,5 +347,5 @@ async def _watch_credits(
                 await conn.execute(SQL["move_block"], row["transfer_id"], "credited", *where)
             stats.moved += 1
             continue
-        if await reverse(pool, settings, alerts, row["transfer_id"]):
+        if await reverse(pool, settings.database, alerts, row["transfer_id"]):
             stats.reversed += 1

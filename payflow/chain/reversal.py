@@ -20,7 +20,7 @@ import asyncpg
 import structlog
 
 from payflow.chain.deposits import SQL
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db.tx import transaction
 from payflow.ingress.service import record_and_announce
 from payflow.ledger.accounts import asset_scale, set_account_status
@@ -39,7 +39,9 @@ def reversal_event_id(tid: str, generation: int = 0) -> str:
     return f"reorg:{tid}" if generation == 0 else f"reorg:{tid}~{generation}"
 
 
-async def reverse(pool: asyncpg.Pool, settings: Settings, alerts: AlertSink, tid: str) -> bool:
+async def reverse(
+    pool: asyncpg.Pool, settings: DatabaseSettings, alerts: AlertSink, tid: str
+) -> bool:
     """Reverse the credited deposit `tid`; False when it was not credited (any more).
 
     Invariant: at most one reversal per deposit (status CAS + the event id), the

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from payflow.broker.depths import BrokerUnreachable, QueueDepth, queue_depths, unconsumed
 from payflow.chain.payouts.wallet import stalled_counts
-from payflow.config import JobsSettings, Settings
+from payflow.config import ChainSettings, JobsSettings, Settings
 from payflow.db import Connection
 from payflow.db.pool import tool_pool
 from payflow.db.queries import load_queries
@@ -156,7 +156,7 @@ def judge(status: Status, settings: JobsSettings) -> list[str]:
     return problems
 
 
-async def _chain(conn: Connection, settings: Settings) -> list[str]:
+async def _chain(conn: Connection, settings: ChainSettings) -> list[str]:
     """The chain's problems (see `Status.chain`); none when no chain is configured."""
     from payflow.chain.config import chain_configs
 
@@ -207,7 +207,7 @@ async def collect_status(pool: asyncpg.Pool, settings: Settings) -> Status:
         dlq_unresolved = int(await conn.fetchval(SQL["dead_letters_unresolved"]))
         outbox = await conn.fetchrow(SQL["outbox_lag"])
         alerts = await _alerts(conn)
-        chain = await _chain(conn, settings)
+        chain = await _chain(conn, settings.chain)
         stalled = await stalled_counts(conn, settings.payout_stuck_after_s)
     assert outbox is not None  # an aggregate always returns one row
     stuck, _examples = await stuck_claim_count(ctx)
