@@ -28,7 +28,9 @@ async def chain_deposits_job(ctx: JobContext) -> JobResult:
         ctx.settings.chain, ctx.redis, configs, redis_settings=ctx.settings.redis
     )
     try:
-        stats = await process_deposits(ctx.pool, ctx.settings, oracle, ctx.alerts)
+        stats = await process_deposits(
+            ctx.pool, ctx.settings.chain, oracle, ctx.alerts, database=ctx.settings.database
+        )
     finally:
         await oracle.aclose()
     return JobResult(Outcome.ALERT if stats.stopped else Outcome.OK, stats.summary())

@@ -44,7 +44,7 @@ from payflow.chain.identity import alert_key as node_alert_key
 from payflow.chain.reversal import reverse
 from payflow.chain.transfers import Transfer
 from payflow.chain.verify import Missing, Truth, verify_claim
-from payflow.config import ChainSettings, DatabaseSettings, Settings
+from payflow.config import ChainSettings, DatabaseSettings
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.errors import ChainUnavailable
@@ -96,9 +96,15 @@ def _backoff(settings: ChainSettings, checks: int) -> float:
 
 
 async def process_deposits(
-    pool: asyncpg.Pool, settings: Settings, oracle: FinalityOracle, alerts: AlertSink
+    pool: asyncpg.Pool,
+    settings: ChainSettings,
+    oracle: FinalityOracle,
+    alerts: AlertSink,
+    *,
+    database: DatabaseSettings,
 ) -> LifecycleStats:
-    """One pass of the lifecycle over every configured chain; see the module docstring."""
+    """One pass of the lifecycle over every configured chain; see the module docstring.
+    `settings` is the chain slice; every transaction keeps `database`'s bounds."""
     stats = LifecycleStats()
     for chain, config in oracle.configs.items():
         try:
@@ -115,10 +121,10 @@ async def process_deposits(
             continue
         await alerts.resolve(node_alert_key(chain))
         try:
-            await _reports(pool, settings, oracle, chain, stats)
-            await _deposits(pool, settings, oracle, chain, stats)
+            await _reports(pool, settings, oracle, chain, stats, database)
+            await _deposits(pool, settings, oracle, chain, stats, database)
             if config.policy.kind is PolicyKind.CONFIRMATIONS:
-                await _watch_credits(pool, settings, oracle, alerts, chain, stats)
+                await _watch_credits(pool, settings, oracle, alerts, chain, stats, database)
         except ChainUnavailable as error:
             stats.waiting.append(chain)
             log.warning("payflow.chain.waiting", chain=chain, error=str(error))
@@ -127,10 +133,11 @@ async def process_deposits(
 
 async def _reports(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: ChainSettings,
     oracle: FinalityOracle,
     chain: str,
     stats: LifecycleStats,
+    database: DatabaseSettings,
 ) -> None:
     async with pool.acquire() as conn:
         rows = await conn.fetch(SQL["due_reports"], [chain], settings.chain_deposits_batch)
@@ -148,21 +155,21 @@ async def _reports(
         block_time = None
         if isinstance(found, Truth):  # read before the transaction opens
             block_time = await oracle.block_time(chain, found.block_hash)
-        async with pool.acquire() as conn, transaction(conn, settings):
+        async with pool.acquire() as conn, transaction(conn, database):
             if isinstance(found, Truth) and block_time is None:
                 # The receipt names a block the answering node (a replica) does not hold
                 # yet: without its time the assignment rule cannot be applied. Wait.
                 await conn.execute(
-                    SQL["reschedule_report"], row["id"], _backoff(settings.chain, row["checks"])
+                    SQL["reschedule_report"], row["id"], _backoff(settings, row["checks"])
                 )
             elif isinstance(found, Truth):
-                if await _confirm(conn, settings.chain, row, found, block_time):
+                if await _confirm(conn, settings, row, found, block_time):
                     stats.confirmed += 1
                 else:
                     stats.refuted += 1
             elif isinstance(found, Missing) and row["age_s"] < settings.chain_report_grace_s:
                 await conn.execute(
-                    SQL["reschedule_report"], row["id"], _backoff(settings.chain, row["checks"])
+                    SQL["reschedule_report"], row["id"], _backoff(settings, row["checks"])
                 )
             else:
                 reason = found if isinstance(found, str) else "no such transaction on the chain"
@@ -223,10 +230,11 @@ async def _confirm(
 
 async def _deposits(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: ChainSettings,
     oracle: FinalityOracle,
     chain: str,
     stats: LifecycleStats,
+    database: DatabaseSettings,
 ) -> None:
     async with pool.acquire() as conn:
         rows = await conn.fetch(
@@ -239,7 +247,7 @@ async def _deposits(
         if row["status"] == "verified":
             final = await oracle.is_final(chain, row["block_number"], row["block_hash"])
             if final is True:
-                if await credit(pool, settings.database, row):
+                if await credit(pool, database, row):
                     stats.credited += 1
                 continue
             if final is None:
@@ -252,7 +260,7 @@ async def _deposits(
                     )
                 continue
         where = await _where_now(oracle, row)
-        async with pool.acquire() as conn, transaction(conn, settings):
+        async with pool.acquire() as conn, transaction(conn, database):
             if where is not None and row["status"] == "reversed":
                 # The transfer a deep reorg removed is back: verified at its new block,
                 # credited again (under the next event id) once that block is final.
@@ -273,7 +281,7 @@ async def _deposits(
                     SQL["reschedule_deposit"],
                     row["transfer_id"],
                     row["status"],  # orphaned or reversed: still gone
-                    _backoff(settings.chain, row["checks"]),
+                    _backoff(settings, row["checks"]),
                 )
 
 
@@ -321,11 +329,12 @@ async def credit(pool: asyncpg.Pool, settings: DatabaseSettings, row: Any) -> bo
 
 async def _watch_credits(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: ChainSettings,
     oracle: FinalityOracle,
     alerts: AlertSink,
     chain: str,
     stats: LifecycleStats,
+    database: DatabaseSettings,
 ) -> None:
     head = await oracle.head(chain)
     async with pool.acquire() as conn:
@@ -347,5 +356,5 @@ async def _watch_credits(
                 await conn.execute(SQL["move_block"], row["transfer_id"], "credited", *where)
             stats.moved += 1
             continue
-        if await reverse(pool, settings.database, alerts, row["transfer_id"]):
+        if await reverse(pool, database, alerts, row["transfer_id"]):
             stats.reversed += 1

@@ -245,7 +245,9 @@ async def _run(
         rpc0 = rpc_total()
         credited, rounds = 0, 0
         while credited < len(rows) and rounds < 50:
-            stats = await process_deposits(pool, settings, oracle, LogAlertSink())
+            stats = await process_deposits(
+                pool, settings.chain, oracle, LogAlertSink(), database=settings.database
+            )
             credited += stats.credited
             rounds += 1
         life_rpc = rpc_total() - rpc0

@@ -99,11 +99,15 @@ async def test_webhook_alchemy_and_scanner_give_one_credit(
         await node.mine(3)  # final: finalized is head - 2
         credited = 0
         for _ in range(5):
-            credited += (await process_deposits(pool, settings, oracle, LogAlertSink())).credited
+            credited += (
+                await process_deposits(pool, settings, oracle, LogAlertSink(), database=settings)
+            ).credited
         await Scanner(pool, settings, oracle, database=settings).catch_up(
             CHAIN
         )  # scanning again changes nothing
-        credited += (await process_deposits(pool, settings, oracle, LogAlertSink())).credited
+        credited += (
+            await process_deposits(pool, settings, oracle, LogAlertSink(), database=settings)
+        ).credited
     finally:
         await oracle.aclose()
 
