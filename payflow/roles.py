@@ -213,7 +213,14 @@ async def scanner_role(runtime: Runtime, stop: asyncio.Event) -> None:
         alerts = build_alert_sink(
             runtime.settings.alerts, runtime.pool, database=runtime.settings.database
         )  # node and lag alerts
-        await run_scanner(runtime.pool, runtime.settings, oracle, stop, alerts)
+        await run_scanner(
+            runtime.pool,
+            runtime.settings.chain,
+            oracle,
+            stop,
+            alerts,
+            database=runtime.settings.database,
+        )
     finally:
         await oracle.aclose()
 

@@ -21,7 +21,7 @@ from payflow.chain.identity import NodeMisconfigured, alert_key
 from payflow.chain.rpc import RpcError
 from payflow.chain.watch.logs import LogsTooDense
 from payflow.chain.watch.scanner import Scanner
-from payflow.config import ChainSettings, Settings
+from payflow.config import ChainSettings, DatabaseSettings
 from payflow.errors import RetryableError, classify
 from payflow.ops.alerts import AlertSink, LogAlertSink, Severity
 
@@ -35,16 +35,19 @@ def lag_alert_key(chain: str) -> str:
 
 async def run_scanner(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: ChainSettings,
     oracle: FinalityOracle,
     stop: asyncio.Event,
     alerts: AlertSink | None = None,
+    *,
+    database: DatabaseSettings,
 ) -> None:
     """Scan every configured chain until `stop`: straight on while behind, every
     `ETH_SCANNER_POLL_INTERVAL_S` once caught up. A node outage, an open breaker or a
     busy database is logged and retried after the interval (the cursor stays put, so
-    nothing is missed); nothing here ends the role but `stop`."""
-    scanner = Scanner(pool, settings.chain, oracle, database=settings.database)
+    nothing is missed); nothing here ends the role but `stop`. `settings` is the chain
+    slice; the scanner's transactions keep `database`'s bounds."""
+    scanner = Scanner(pool, settings, oracle, database=database)
     try:
         await _loop(scanner, oracle, settings, stop, _Edges(alerts or LogAlertSink()))
     finally:

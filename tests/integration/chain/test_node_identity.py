@@ -99,7 +99,9 @@ async def test_an_rpc_of_another_network_stops_every_chain_path_in_one_line(
     recording, stop = RecordingSink(), asyncio.Event()
     oracle = FinalityOracle(settings, None, redis_settings=settings)
     try:
-        role = asyncio.create_task(run_scanner(pool, settings, oracle, stop, recording))
+        role = asyncio.create_task(
+            run_scanner(pool, settings, oracle, stop, recording, database=settings)
+        )
         await asyncio.sleep(1.0)
         stop.set()
         await role
