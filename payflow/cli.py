@@ -181,7 +181,7 @@ def scheduler(
     from payflow.ops.scheduler import JOBS
 
     settings = _settings()
-    configure_logging(settings)  # logs to stderr: stdout carries the results
+    configure_logging(settings.observability)  # logs to stderr: stdout carries the results
 
     async def run_once() -> bool:
         out = Console(soft_wrap=True)

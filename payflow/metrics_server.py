@@ -16,13 +16,15 @@ from wsgiref.simple_server import WSGIServer
 import structlog
 from prometheus_client import start_http_server
 
-from payflow.config import Settings
+from payflow.config import ObservabilitySettings
 from payflow.metrics import REGISTRY
 
 log = structlog.get_logger("payflow.metrics")
 
 
-def start_metrics_server(settings: Settings) -> tuple[WSGIServer, threading.Thread] | None:
+def start_metrics_server(
+    settings: ObservabilitySettings,
+) -> tuple[WSGIServer, threading.Thread] | None:
     """Bind and serve on `METRICS_HOST:METRICS_PORT`; None when disabled (port 0) or
     when the port cannot be bound, which is logged in one line and never stops the role."""
     if settings.metrics_port == 0:
@@ -44,7 +46,7 @@ def start_metrics_server(settings: Settings) -> tuple[WSGIServer, threading.Thre
 
 
 @contextmanager
-def serving_metrics(settings: Settings) -> Iterator[None]:
+def serving_metrics(settings: ObservabilitySettings) -> Iterator[None]:
     """Serve metrics for the duration of the block, then stop the server thread."""
     started = start_metrics_server(settings)
     try:

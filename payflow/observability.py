@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from payflow.config import Settings
+from payflow.config import ObservabilitySettings
 
 SECRET_FIELDS = frozenset({"api_key", "secret", "password", "signature", "authorization"})
 
@@ -33,7 +33,7 @@ def _redact_secrets(
     return event_dict
 
 
-def configure_logging(settings: Settings) -> None:
+def configure_logging(settings: ObservabilitySettings) -> None:
     """Configure structlog; secrets are redacted by field name.
 
     Loggers are cached on first use, and a cached logger keeps the processor LIST it was

@@ -28,7 +28,7 @@ from payflow.alerts.build import build_alert_sink
 from payflow.broker.connection import confirm_channel, connect
 from payflow.broker.consumer import Consumer, Route
 from payflow.broker.topology import Names, declare_topology
-from payflow.config import Settings
+from payflow.config import BrokerSettings, ChainSettings, EmulatorSettings, RedisSettings, Settings
 from payflow.db.pool import open_pool_when_ready
 from payflow.dlq.fallback import DlqFallback
 from payflow.gauges import refreshing_state
@@ -79,12 +79,14 @@ def _broker(runtime: Runtime) -> tuple[aio_pika.abc.AbstractRobustConnection, Na
     return runtime.connection, runtime.names
 
 
-def default_gateway(settings: Settings, redis: Redis) -> Gateway:
-    """The gateway emulator configured from settings; it remembers charges in `redis`
+def default_gateway(
+    settings: EmulatorSettings, redis: Redis, *, redis_settings: RedisSettings
+) -> Gateway:
+    """The gateway emulator configured from its slice; it remembers charges in `redis`
     (under `REDIS_KEY_PREFIX`), shared by every worker process like a real gateway."""
     return EmulatedGateway(
         redis,
-        settings.redis_key_prefix,
+        redis_settings.redis_key_prefix,
         settings.gateway_delay_min_s,
         settings.gateway_delay_max_s,
         settings.gateway_failure_rate,
@@ -101,13 +103,13 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
     # in transaction pooling) and its pool resets sessions on release (UNLISTEN); the
     # batch pool only runs transactions with SET LOCAL, so it skips that round trip.
     listen_pool = await open_pool_when_ready(
-        runtime.settings, stop, dsn=runtime.settings.direct_url(), min_size=1, max_size=1
+        runtime.settings.database, stop, dsn=runtime.settings.direct_url(), min_size=1, max_size=1
     )
     if listen_pool is None:
         return
     try:
         pool = await open_pool_when_ready(
-            runtime.settings, stop, min_size=1, max_size=1, reset_session=False
+            runtime.settings.database, stop, min_size=1, max_size=1, reset_session=False
         )
         if pool is None:
             return
@@ -117,9 +119,10 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
                 exchange = await channel.get_exchange(names.exchange)
                 await run_relay(
                     pool,
-                    runtime.settings,
+                    runtime.settings.outbox,
                     exchange,
                     stop,
+                    database=runtime.settings.database,
                     listen_pool=listen_pool,
                     on_published=LEDGER_ON_PUBLISHED,
                 )
@@ -142,7 +145,7 @@ def worker_routes(runtime: Runtime) -> tuple[list[Route], DirectSends | None]:
     webhooks = WebhookSender(runtime.pool, settings, runtime.http, fallback)
     direct = None
     if settings.webhook_direct_send and "webhooks" in runtime.worker_queues:
-        direct = DirectSends(runtime.pool, settings, webhooks)
+        direct = DirectSends(runtime.pool, settings.webhooks, webhooks, database=settings.database)
     payments = PaymentProcessor(runtime.pool, settings, runtime.gateway, fallback, direct)
     ledger = LedgerWorker(runtime.pool, settings, fallback)
     # Payments wait on the gateway and webhooks on merchants: each route has its own
@@ -165,7 +168,7 @@ async def worker_role(runtime: Runtime, stop: asyncio.Event) -> None:
     attempt, or hands its held job back if it had not POSTed)."""
     connection, names = _broker(runtime)
     routes, direct = worker_routes(runtime)
-    consumer = Consumer(connection, runtime.settings, names, routes)
+    consumer = Consumer(connection, runtime.settings.broker, names, routes)
     await consumer.start()
     await stop.wait()
     grace_ends = time.monotonic() + runtime.settings.shutdown_grace_s  # one grace for both
@@ -176,7 +179,9 @@ async def worker_role(runtime: Runtime, stop: asyncio.Event) -> None:
 
 async def scheduler_role(runtime: Runtime, stop: asyncio.Event) -> None:
     """The maintenance jobs (`payflow.ops.scheduler.JOBS`), each when due."""
-    alerts = build_alert_sink(runtime.settings, runtime.pool)  # one per process: cooldowns
+    alerts = build_alert_sink(
+        runtime.settings.alerts, runtime.pool, database=runtime.settings.database
+    )  # one per process: cooldowns
     await run_scheduler(runtime.pool, runtime.settings, stop, alerts=alerts, redis=runtime.redis)
 
 
@@ -199,14 +204,25 @@ async def scanner_role(runtime: Runtime, stop: asyncio.Event) -> None:
     from payflow.chain.finality import FinalityOracle
     from payflow.chain.watch.role import run_scanner
 
-    oracle = FinalityOracle(runtime.settings, runtime.redis)
+    oracle = FinalityOracle(
+        runtime.settings.chain, runtime.redis, redis_settings=runtime.settings.redis
+    )
     try:
         if not oracle.configs:
             log.warning("payflow.scanner.no_chain", hint="set ETH_RPC_URL or EVM_CHAINS")
             await stop.wait()
             return
-        alerts = build_alert_sink(runtime.settings, runtime.pool)  # node and lag alerts
-        await run_scanner(runtime.pool, runtime.settings, oracle, stop, alerts)
+        alerts = build_alert_sink(
+            runtime.settings.alerts, runtime.pool, database=runtime.settings.database
+        )  # node and lag alerts
+        await run_scanner(
+            runtime.pool,
+            runtime.settings.chain,
+            oracle,
+            stop,
+            alerts,
+            database=runtime.settings.database,
+        )
     finally:
         await oracle.aclose()
 
@@ -221,7 +237,7 @@ ROLES: dict[str, Role] = {
 UP_ROLES: tuple[str, ...] = ("api", "relay", "worker", "scheduler")
 
 
-def up_roles(settings: Settings) -> tuple[str, ...]:
+def up_roles(settings: ChainSettings) -> tuple[str, ...]:
     """The roles `payflow up` runs: `UP_ROLES`, plus the scanner when a chain's RPC is
     configured (`ETH_RPC_URL` or `EVM_CHAINS`)."""
     if settings.eth_rpc_url or settings.evm_chains:
@@ -230,7 +246,7 @@ def up_roles(settings: Settings) -> tuple[str, ...]:
 
 
 async def _connect_with_retry(
-    settings: Settings, name: str, stop: asyncio.Event
+    settings: BrokerSettings, name: str, stop: asyncio.Event
 ) -> aio_pika.abc.AbstractRobustConnection | None:
     while not stop.is_set():
         try:
@@ -262,26 +278,28 @@ async def run_roles(
         raise ValueError(f"unknown role(s): {', '.join(unknown)}")
     # Workers and the scheduler never set session state (SET LOCAL and transaction-scoped
     # advisory locks only; the relay LISTENs on its own pool), so releases skip the reset.
-    pool = await open_pool_when_ready(settings, stop, reset_session=False)
+    pool = await open_pool_when_ready(settings.database, stop, reset_session=False)
     if pool is None:
         return
-    http = build_http_client(settings)
+    http = build_http_client(settings.webhooks)
     # One Redis client (connects lazily): the DLQ fallback, and the emulator's memory.
     redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
     if gateway is None:
-        gateway = default_gateway(settings, redis)
+        gateway = default_gateway(settings.emulator, redis, redis_settings=settings.redis)
     connection = None
     exits = contextlib.AsyncExitStack()
     try:
         if "api" not in roles:
-            exits.enter_context(serving_metrics(settings))
+            exits.enter_context(serving_metrics(settings.observability))
         names = None
         if BROKER_ROLES.intersection(roles):
-            connection = await _connect_with_retry(settings, "payflow:" + "+".join(roles), stop)
+            connection = await _connect_with_retry(
+                settings.broker, "payflow:" + "+".join(roles), stop
+            )
             if connection is None:
                 return
             channel = await connection.channel()
-            names = await declare_topology(channel, settings)
+            names = await declare_topology(channel, settings.broker)
             await channel.close()
         await exits.enter_async_context(refreshing_state(pool, settings, connection))
         runtime = Runtime(
@@ -327,7 +345,7 @@ async def serve(
     settings: Settings, roles: Sequence[str], *, worker_queues: tuple[str, ...] = WORKER_QUEUES
 ) -> None:
     """Run `roles` in this process until SIGTERM or SIGINT, then shut down gracefully."""
-    configure_logging(settings)
+    configure_logging(settings.observability)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

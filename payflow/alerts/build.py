@@ -1,4 +1,4 @@
-"""The real alert sink (issue 9): cooldown per key, bounded memory, the `alerts` table
+"""The real alert sink: cooldown per key, bounded memory, the `alerts` table
 and pluggable delivery. Jobs see only the `AlertSink` protocol of `payflow.alerts`;
 roles and the CLI build the sink with `build_alert_sink(settings, pool)`."""
 
@@ -16,12 +16,12 @@ from payflow.alerts.delivery import (
 )
 from payflow.alerts.sink import CooldownAlertSink
 from payflow.alerts.store import AlertStore
-from payflow.config import Settings, SettingsError
+from payflow.config import AlertSettings, DatabaseSettings, SettingsError
 
 __all__ = ["CooldownAlertSink", "build_alert_delivery", "build_alert_sink"]
 
 
-def build_alert_delivery(settings: Settings) -> AlertDelivery:
+def build_alert_delivery(settings: AlertSettings) -> AlertDelivery:
     """The delivery `ALERT_DELIVERY` names (log | webhook | pagerduty).
 
     Raises `SettingsError` naming the missing setting (ALERT_WEBHOOK_URL,
@@ -45,16 +45,28 @@ def build_alert_delivery(settings: Settings) -> AlertDelivery:
     return LogDelivery()
 
 
-def build_alert_sink(settings: Settings, pool: asyncpg.Pool | None) -> CooldownAlertSink:
+def build_alert_sink(
+    settings: AlertSettings,
+    pool: asyncpg.Pool | None,
+    *,
+    database: DatabaseSettings | None = None,
+) -> CooldownAlertSink:
     """The sink a role or CLI command passes to jobs (`JobContext.alerts`): records in the
-    `alerts` table through `pool` (None: no table) and delivers per `ALERT_DELIVERY`,
-    with `ALERT_COOLDOWN_S` per key and at most `ALERT_MAX_KEYS` keys in memory.
+    `alerts` table through `pool` (None: no table; with a pool, `database` bounds its
+    transactions and is required) and delivers per `ALERT_DELIVERY`, with
+    `ALERT_COOLDOWN_S` per key and at most `ALERT_MAX_KEYS` keys in memory.
 
     Build ONE per process and keep it for the process's life: the cooldown lives in it.
-    Raises `SettingsError` when the chosen delivery lacks its setting.
+    Raises `SettingsError` when the chosen delivery lacks its setting, `ValueError` for a
+    pool without the database slice.
     """
+    store = None
+    if pool is not None:
+        if database is None:
+            raise ValueError("an alert sink with a pool needs the database slice")
+        store = AlertStore(pool, settings, database=database)
     return CooldownAlertSink(
-        store=AlertStore(pool, settings) if pool is not None else None,
+        store=store,
         delivery=build_alert_delivery(settings),
         cooldown_s=settings.alert_cooldown_s,
         max_keys=settings.alert_max_keys,

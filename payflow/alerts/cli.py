@@ -50,12 +50,16 @@ def render(rows: list[AlertRow], *, now: datetime | None = None) -> Table:
 
 async def print_list(settings: Settings, *, include_resolved: bool, limit: int) -> None:
     """Print open alerts (with `include_resolved`, closed ones too)."""
-    async with tool_pool(settings) as pool:
-        rows = await AlertStore(pool, settings).list(include_resolved=include_resolved, limit=limit)
+    async with tool_pool(settings.database) as pool:
+        rows = await AlertStore(pool, settings.alerts, database=settings.database).list(
+            include_resolved=include_resolved, limit=limit
+        )
     out.print(render(rows))
 
 
 async def acknowledge(settings: Settings, key: str, operator: str) -> AlertRow | None:
     """Acknowledge the open alert `key` as `operator`; None when no alert `key` is open."""
-    async with tool_pool(settings) as pool:
-        return await AlertStore(pool, settings).acknowledge(key, operator)
+    async with tool_pool(settings.database) as pool:
+        return await AlertStore(pool, settings.alerts, database=settings.database).acknowledge(
+            key, operator
+        )

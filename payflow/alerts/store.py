@@ -16,7 +16,7 @@ import asyncpg
 import orjson
 
 from payflow.alerts import Severity
-from payflow.config import Settings
+from payflow.config import AlertSettings, DatabaseSettings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.money import format_amount
@@ -83,9 +83,11 @@ class AlertStore:
     Errors: asyncpg / OS errors propagate; the sink catches them (the table may be down).
     """
 
-    def __init__(self, pool: asyncpg.Pool, settings: Settings) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, settings: AlertSettings, *, database: DatabaseSettings
+    ) -> None:
         self._pool = pool
-        self._settings = settings
+        self._database = database  # the bounds of its transactions
         self._acquire_timeout = settings.alert_timeout_s
 
     async def fire(
@@ -94,7 +96,7 @@ class AlertStore:
         """Open the incident of `key` or count one more firing of the open one; return it."""
         async with (
             self._pool.acquire(timeout=self._acquire_timeout) as conn,
-            transaction(conn, self._settings),
+            transaction(conn, self._database),
         ):
             record = await conn.fetchrow(
                 SQL["fire_alert"],
@@ -110,7 +112,7 @@ class AlertStore:
         """Close the open incident of `key`; None when none was open."""
         async with (
             self._pool.acquire(timeout=self._acquire_timeout) as conn,
-            transaction(conn, self._settings),
+            transaction(conn, self._database),
         ):
             record = await conn.fetchrow(SQL["resolve_alert"], key)
         return AlertRow.from_record(record) if record is not None else None
@@ -120,7 +122,7 @@ class AlertStore:
         is open. Acknowledging twice keeps the first acknowledgement."""
         async with (
             self._pool.acquire(timeout=self._acquire_timeout) as conn,
-            transaction(conn, self._settings),
+            transaction(conn, self._database),
         ):
             record = await conn.fetchrow(SQL["acknowledge_alert"], key, operator[:200])
         return AlertRow.from_record(record) if record is not None else None
@@ -130,7 +132,7 @@ class AlertStore:
         severity, newest first; at most `limit` rows."""
         async with (
             self._pool.acquire(timeout=self._acquire_timeout) as conn,
-            transaction(conn, self._settings, readonly=True),
+            transaction(conn, self._database, readonly=True),
         ):
             records = await conn.fetch(SQL["list_alerts"], include_resolved, limit)
         return [AlertRow.from_record(record) for record in records]

@@ -38,19 +38,19 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     a missing or short provider secret fails here, before serving anything.
     """
     settings = settings or load_settings()
-    provider_secret = require_secret(settings)
+    provider_secret = require_secret(settings.ingress)
     metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        configure_logging(settings)
+        configure_logging(settings.observability)
         # The API only uses transaction-scoped state, so releases skip the reset query.
-        pool = await create_pool(settings, reset_session=False)
+        pool = await create_pool(settings.database, reset_session=False)
         redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=2)
         waker = RelayWaker(pool)
         try:
             async with connection(pool) as conn, transaction(conn, settings):
-                await ensure_bootstrap_merchants(conn, settings)
+                await ensure_bootstrap_merchants(conn, settings.api)
             app.state.api = ApiState(settings, pool, redis, metrics, provider_secret, waker)
             # Everything built so far lives as long as the process: keep it out of the
             # cyclic GC's generations, so collections stay short under load.

@@ -16,7 +16,7 @@ import asyncpg
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader
 
-from payflow.config import Settings
+from payflow.config import ApiSettings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.errors import BadInput
@@ -63,7 +63,7 @@ def new_webhook_secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
 
 
-async def ensure_bootstrap_merchants(conn: asyncpg.Connection, settings: Settings) -> None:
+async def ensure_bootstrap_merchants(conn: asyncpg.Connection, settings: ApiSettings) -> None:
     """Make the API_KEY (and ADMIN_API_KEY) settings usable as merchants; idempotent."""
     for name, key, admin in (
         ("bootstrap", settings.api_key, False),

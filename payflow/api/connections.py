@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import structlog
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from payflow.config import Settings, load_settings
+from payflow.config import ApiSettings, load_settings
 
 log = structlog.get_logger("payflow.api")
 
@@ -86,7 +86,7 @@ class ConnectionLimits:
     max_connections: int
 
     @classmethod
-    def of(cls, settings: Settings) -> ConnectionLimits:
+    def of(cls, settings: ApiSettings) -> ConnectionLimits:
         """The limits `settings` give under this process's current open-file limit."""
         soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         return cls(

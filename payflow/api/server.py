@@ -14,7 +14,7 @@ from uuid import UUID
 import asyncpg
 import uvicorn
 
-from payflow.config import Settings, SettingsError
+from payflow.config import ApiSettings, DatabaseSettings, Settings, SettingsError
 from payflow.db.pool import open_pool_when_ready, tool_pool
 from payflow.db.tx import transaction
 from payflow.ingress.signature import require_secret
@@ -31,15 +31,15 @@ def _exit_cleanly(signum: int, frame: object) -> None:
 
 
 async def _wait_for_postgres(settings: Settings) -> None:
-    pool = await open_pool_when_ready(settings, asyncio.Event(), min_size=1, max_size=1)
+    pool = await open_pool_when_ready(settings.database, asyncio.Event(), min_size=1, max_size=1)
     if pool is not None:
         try:
-            await require_fiat_assets(pool, settings)
+            await require_fiat_assets(pool, settings.api)
         finally:
             await pool.close()
 
 
-async def require_fiat_assets(pool: asyncpg.Pool, settings: Settings) -> None:
+async def require_fiat_assets(pool: asyncpg.Pool, settings: ApiSettings) -> None:
     """Raise `SettingsError` naming FIAT_CURRENCIES when one of them has no `assets` row:
     a payment in it could never be accepted (found by a tester: `FIAT_CURRENCIES=USD,GBP`
     started, and every GBP payment got a 422 blaming `body.amount`)."""
@@ -61,7 +61,7 @@ def serve(settings: Settings, *, host: str | None, port: int | None, workers: in
     A missing or short provider secret raises `SettingsError` before anything starts.
     With several workers, Prometheus runs in multiprocess mode over a private directory.
     """
-    require_secret(settings)
+    require_secret(settings.ingress)
     # uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown; with these handlers
     # in place beforehand, that ends the process with exit code 0 instead of -15.
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -108,7 +108,7 @@ def in_process_server(settings: Settings) -> uvicorn.Server:
 
     A missing or short provider secret raises `SettingsError` before anything starts.
     """
-    require_secret(settings)
+    require_secret(settings.ingress)
     raise_open_file_limit()
     GuardedHttpToolsProtocol.configure(ConnectionLimits.of(settings))
     config = uvicorn.Config(
@@ -126,7 +126,7 @@ def in_process_server(settings: Settings) -> uvicorn.Server:
 
 
 async def create_merchant_cli(
-    settings: Settings, name: str, *, admin: bool
+    settings: DatabaseSettings, name: str, *, admin: bool
 ) -> tuple[UUID, str, str]:
     """Create a merchant in its own transaction; returns (id, api key, webhook secret)."""
     async with tool_pool(settings) as pool, connection(pool) as conn:
@@ -136,5 +136,5 @@ async def create_merchant_cli(
 
 async def check_fiat_assets(settings: Settings) -> None:
     """`require_fiat_assets` on a short-lived pool, for commands that start the API role."""
-    async with tool_pool(settings) as pool:
-        await require_fiat_assets(pool, settings)
+    async with tool_pool(settings.database) as pool:
+        await require_fiat_assets(pool, settings.api)

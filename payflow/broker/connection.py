@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 import aio_pika
 from aio_pika.connection import make_url
 
-from payflow.config import Settings
+from payflow.config import BrokerSettings
 
 
-async def connect(settings: Settings, *, name: str) -> aio_pika.abc.AbstractRobustConnection:
+async def connect(settings: BrokerSettings, *, name: str) -> aio_pika.abc.AbstractRobustConnection:
     """A robust connection: after a loss it reconnects and restores channels and consumers."""
     connection = await aio_pika.connect_robust(
         settings.rabbitmq_url,

@@ -20,7 +20,7 @@ import structlog
 from payflow.broker.messages import Envelope, decode, trace_id_of
 from payflow.broker.publisher import publish
 from payflow.broker.topology import Names
-from payflow.config import Settings
+from payflow.config import BrokerSettings
 from payflow.errors import BadInput, BusinessOutcome, PayflowError, RetryableError, classify
 from payflow.metrics import CONSUMER_MESSAGES
 
@@ -62,7 +62,7 @@ class Consumer:
     def __init__(
         self,
         connection: aio_pika.abc.AbstractRobustConnection,
-        settings: Settings,
+        settings: BrokerSettings,
         names: Names,
         routes: list[Route],
     ) -> None:

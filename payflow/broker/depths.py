@@ -11,7 +11,7 @@ import aiormq
 
 from payflow.broker.connection import short_connection
 from payflow.broker.topology import FEED_QUEUES, WORK_QUEUES, Names
-from payflow.config import Settings
+from payflow.config import BrokerSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,7 @@ class BrokerUnreachable(Exception):
     """RabbitMQ did not answer within the timeout (or refused the connection)."""
 
 
-def queue_names(settings: Settings) -> list[tuple[str, str]]:
+def queue_names(settings: BrokerSettings) -> list[tuple[str, str]]:
     """(name, kind) of every work, retry-tier and parking (DLQ) queue of the topology,
     then each notification feed queue as kind ``feed``: not declared any more, but one
     left by an earlier version may still hold messages with nothing to drain it."""
@@ -51,7 +51,7 @@ def unconsumed(depths: list[QueueDepth]) -> list[QueueDepth]:
     return [q for q in depths if q.kind in ("work", "feed") and q.messages and not q.consumers]
 
 
-async def queue_depths(settings: Settings, timeout_s: float) -> list[QueueDepth]:
+async def queue_depths(settings: BrokerSettings, timeout_s: float) -> list[QueueDepth]:
     """Passively declare every queue of the topology and read its counts.
 
     Raises `BrokerUnreachable` when RabbitMQ cannot be reached within `timeout_s`. A
@@ -65,7 +65,7 @@ async def queue_depths(settings: Settings, timeout_s: float) -> list[QueueDepth]
 
 
 async def _read_depths(
-    connection: aio_pika.Connection, settings: Settings, timeout_s: float
+    connection: aio_pika.Connection, settings: BrokerSettings, timeout_s: float
 ) -> list[QueueDepth]:
     """One `QueueDepth` per queue of the topology, in order."""
     depths: list[QueueDepth] = []

@@ -22,7 +22,7 @@ from typing import Any
 import aio_pika
 import aiormq
 
-from payflow.config import Settings
+from payflow.config import BrokerSettings
 from payflow.errors import PayflowError
 
 # Every topic payflow publishes, named here once (the domains import them).
@@ -105,7 +105,7 @@ class Names:
         return f"{self.prefix}.{short}.dlq"
 
 
-def declared_names(settings: Settings) -> tuple[list[str], list[str]]:
+def declared_names(settings: BrokerSettings) -> tuple[list[str], list[str]]:
     """(queues, exchanges) that `declare_topology` may have declared under
     `settings.broker_prefix`: every work queue with its retry tiers and parking queue,
     the notification feeds' too (declared by earlier versions), and the three
@@ -120,7 +120,7 @@ def declared_names(settings: Settings) -> tuple[list[str], list[str]]:
     return queues, [names.exchange, names.retry_exchange, names.dlx]
 
 
-def _queue_args(settings: Settings, extra: dict[str, Any]) -> dict[str, Any]:
+def _queue_args(settings: BrokerSettings, extra: dict[str, Any]) -> dict[str, Any]:
     """Arguments of one queue: `extra`, plus the queue type. A quorum queue that
     dead-letters gets `x-dead-letter-strategy: at-least-once` (RabbitMQ re-publishes with
     confirms and keeps the message until the target queue has it) with the
@@ -135,7 +135,9 @@ def _queue_args(settings: Settings, extra: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
-async def declare_topology(channel: aio_pika.abc.AbstractChannel, settings: Settings) -> Names:
+async def declare_topology(
+    channel: aio_pika.abc.AbstractChannel, settings: BrokerSettings
+) -> Names:
     """Declare every exchange and queue; safe to run any number of times.
 
     Invariant: all exchanges and queues are durable; a queue that exists with other
@@ -164,7 +166,9 @@ async def declare_topology(channel: aio_pika.abc.AbstractChannel, settings: Sett
             )
             await queue.bind(work, routing_key=wq.topic)
             parking = await channel.declare_queue(
-                names.parking_queue(wq.name), durable=True, arguments=_queue_args(settings, {})
+                names.parking_queue(wq.name),
+                durable=True,
+                arguments=_queue_args(settings, {}),
             )
             await parking.bind(dlx, routing_key=queue_name)
             for tier in settings.retry_tiers_ms:

@@ -16,7 +16,13 @@ from payflow.chain.deposits import (
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.jobs import JOBS
 from payflow.chain.payouts.actions import action_cli, stalled_cli
-from payflow.chain.payouts.holds import PayoutKeyReused, PayoutRefused, payout_scoped, place_payout
+from payflow.chain.payouts.holds import (
+    PayoutKeyReused,
+    PayoutRefused,
+    payout_by_key,
+    payout_scoped,
+    place_payout,
+)
 from payflow.chain.payouts.records import PayoutAction, fee_event_id, withdrawal_event_id
 from payflow.chain.payouts.wallet import stalled_counts, wallet_status_cli
 from payflow.chain.recon_cli import run_chain_recon
@@ -25,7 +31,6 @@ from payflow.chain.transfers import NATIVE_POSITION, TX_HASH_RE, Transfer
 from payflow.chain.watch.cli import scan_once
 from payflow.chain.watch.derivation import (
     XpubInvalid,
-    account_key,
     allocate_address,
     chain_carries_asset,
     derived_by_key,
@@ -49,7 +54,6 @@ __all__ = [
     "RpcError",
     "Transfer",
     "XpubInvalid",
-    "account_key",
     "action_cli",
     "allocate_address",
     "chain_carries_asset",
@@ -58,6 +62,7 @@ __all__ = [
     "derived_by_key",
     "fee_event_id",
     "observe",
+    "payout_by_key",
     "payout_scoped",
     "pending_incoming",
     "place_payout",

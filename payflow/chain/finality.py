@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 from payflow.chain.breaker import REDIS_ERRORS, Breaker
 from payflow.chain.config import ChainConfig, PolicyKind, chain_configs
 from payflow.chain.rpc import RpcClient, hex_int
-from payflow.config import Settings
+from payflow.config import ChainSettings, RedisSettings
 from payflow.errors import ChainUnavailable
 
 T = TypeVar("T")
@@ -70,16 +70,20 @@ def _trim_transaction(tx: dict[str, Any] | None) -> dict[str, Any] | None:
 class FinalityOracle:
     """Policy-aware finality, block hashes, receipts and transactions per chain.
 
-    `redis` may be None (no cache, in-process breaker only). Close with `aclose()`.
+    `redis` may be None (no cache, in-process breaker only); its keys start with
+    `redis_settings.redis_key_prefix`. Close with `aclose()`.
     """
 
     def __init__(
         self,
-        settings: Settings,
+        settings: ChainSettings,
         redis: Redis | None,
         configs: dict[str, ChainConfig] | None = None,
+        *,
+        redis_settings: RedisSettings,
     ) -> None:
         self.settings = settings
+        self.key_prefix = redis_settings.redis_key_prefix
         self.redis = redis
         self.configs = chain_configs(settings) if configs is None else configs
         self.clients = {
@@ -90,7 +94,7 @@ class FinalityOracle:
             name: Breaker(
                 name,
                 redis,
-                prefix=settings.redis_key_prefix,
+                prefix=self.key_prefix,
                 threshold=settings.chain_breaker_failures,
                 open_s=settings.chain_breaker_open_s,
                 probe_ttl_s=max(settings.rpc_timeout_s * 2, 1.0),
@@ -122,7 +126,7 @@ class FinalityOracle:
     # --- cache ------------------------------------------------------------------------
 
     def _key(self, chain: str, kind: str, ident: str | int) -> str:
-        return f"{self.settings.redis_key_prefix}chain:{chain}:{kind}:{ident}"
+        return f"{self.key_prefix}chain:{chain}:{kind}:{ident}"
 
     async def _cached(self, key: str) -> Any:
         if self.redis is None:

@@ -26,7 +26,7 @@ from prometheus_client import Gauge
 from payflow.chain.config import ETH_MAINNET, PolicyKind, chain_configs
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.rpc import RpcError, hex_int
-from payflow.config import Settings
+from payflow.config import ChainSettings
 from payflow.errors import PayflowError
 from payflow.metrics import REGISTRY
 
@@ -69,7 +69,7 @@ async def stored_chain_id(pool: asyncpg.Pool, chain: str) -> int | None:
     return None if value is None else int(value)
 
 
-async def expected_chain_id(pool: asyncpg.Pool, settings: Settings, chain: str) -> int:
+async def expected_chain_id(pool: asyncpg.Pool, settings: ChainSettings, chain: str) -> int:
     """The chain id `chain` must have: its setting, which the `chains` row (when it
     records one) must equal. Raises `NodeMisconfigured` when they differ."""
     config = chain_configs(settings).get(chain)
@@ -122,7 +122,7 @@ def answered_chain_id(chain: str, raw: object) -> int:
 
 
 async def check_signing_chain(
-    pool: asyncpg.Pool, settings: Settings, chain: str, raw: object
+    pool: asyncpg.Pool, settings: ChainSettings, chain: str, raw: object
 ) -> int:
     """Before a payout is signed for `chain`, with `raw` the node's `eth_chainId` result
     asked just now: the chain id to sign with. Raises `NodeMisconfigured` unless it is

@@ -25,9 +25,13 @@ async def chain_deposits_job(ctx: JobContext) -> JobResult:
     configs = chain_configs(ctx.settings)
     if not configs:
         return JobResult(Outcome.OK, "no chain RPC configured: deposits wait")
-    oracle = FinalityOracle(ctx.settings, ctx.redis, configs)
+    oracle = FinalityOracle(
+        ctx.settings.chain, ctx.redis, configs, redis_settings=ctx.settings.redis
+    )
     try:
-        stats = await process_deposits(ctx.pool, ctx.settings, oracle, ctx.alerts)
+        stats = await process_deposits(
+            ctx.pool, ctx.settings.chain, oracle, ctx.alerts, database=ctx.settings.database
+        )
     finally:
         await oracle.aclose()
     return JobResult(Outcome.ALERT if stats.stopped else Outcome.OK, stats.summary())
@@ -38,13 +42,15 @@ async def recon_chain_job(ctx: JobContext) -> JobResult:
     configs = chain_configs(ctx.settings)
     if not configs:
         return JobResult(Outcome.OK, "no chain RPC configured: nothing to compare")
-    oracle = FinalityOracle(ctx.settings, ctx.redis, configs)
+    oracle = FinalityOracle(
+        ctx.settings.chain, ctx.redis, configs, redis_settings=ctx.settings.redis
+    )
     summaries: list[str] = []
     dirty = False
     try:
         for chain in configs:
             try:
-                report = await reconcile_chain(ctx.pool, ctx.settings, oracle, chain)
+                report = await reconcile_chain(ctx.pool, ctx.settings.chain, oracle, chain)
             except ChainUnavailable as error:
                 summaries.append(f"chain={chain} unavailable: {error}")
                 dirty = True

@@ -45,7 +45,7 @@ from payflow.chain.identity import alert_key as node_alert_key
 from payflow.chain.reversal import reverse
 from payflow.chain.transfers import Transfer
 from payflow.chain.verify import Missing, Truth, verify_claim
-from payflow.config import Settings
+from payflow.config import ChainSettings, DatabaseSettings
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.errors import ChainUnavailable
@@ -90,14 +90,20 @@ def credit_event_id(tid: str, generation: int = 0) -> str:
     return f"chain:{tid}" if generation == 0 else f"chain:{tid}~{generation}"
 
 
-def _backoff(settings: Settings, checks: int) -> float:
+def _backoff(settings: ChainSettings, checks: int) -> float:
     return float(min(settings.chain_recheck_s * (2 ** min(checks, 10)), MAX_BACKOFF_S))
 
 
 async def process_deposits(
-    pool: asyncpg.Pool, settings: Settings, oracle: FinalityOracle, alerts: AlertSink
+    pool: asyncpg.Pool,
+    settings: ChainSettings,
+    oracle: FinalityOracle,
+    alerts: AlertSink,
+    *,
+    database: DatabaseSettings,
 ) -> LifecycleStats:
-    """One pass of the lifecycle over every configured chain; see the module docstring."""
+    """One pass of the lifecycle over every configured chain; see the module docstring.
+    `settings` is the chain slice; every transaction keeps `database`'s bounds."""
     stats = LifecycleStats()
     for chain, config in oracle.configs.items():
         try:
@@ -114,10 +120,10 @@ async def process_deposits(
             continue
         await alerts.resolve(node_alert_key(chain))
         try:
-            await _reports(pool, settings, oracle, chain, stats)
-            await _deposits(pool, settings, oracle, chain, stats)
+            await _reports(pool, settings, oracle, chain, stats, database)
+            await _deposits(pool, settings, oracle, chain, stats, database)
             if config.policy.kind is PolicyKind.CONFIRMATIONS:
-                await _watch_credits(pool, settings, oracle, alerts, chain, stats)
+                await _watch_credits(pool, settings, oracle, alerts, chain, stats, database)
         except ChainUnavailable as error:
             stats.waiting.append(chain)
             log.warning("payflow.chain.waiting", chain=chain, error=str(error))
@@ -126,10 +132,11 @@ async def process_deposits(
 
 async def _reports(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: ChainSettings,
     oracle: FinalityOracle,
     chain: str,
     stats: LifecycleStats,
+    database: DatabaseSettings,
 ) -> None:
     async with pool.acquire() as conn:
         rows = await conn.fetch(SQL["due_reports"], [chain], settings.chain_deposits_batch)
@@ -147,7 +154,7 @@ async def _reports(
         block_time = None
         if isinstance(found, Truth):  # read before the transaction opens
             block_time = await oracle.block_time(chain, found.block_hash)
-        async with pool.acquire() as conn, transaction(conn, settings):
+        async with pool.acquire() as conn, transaction(conn, database):
             if isinstance(found, Truth) and block_time is None:
                 # The receipt names a block the answering node (a replica) does not hold
                 # yet: without its time the assignment rule cannot be applied. Wait.
@@ -178,7 +185,7 @@ async def _reports(
 
 async def _confirm(
     conn: Connection,
-    settings: Settings,
+    settings: ChainSettings,
     row: asyncpg.Record,
     truth: Truth,
     block_time: int | None,
@@ -222,10 +229,11 @@ async def _confirm(
 
 async def _deposits(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: ChainSettings,
     oracle: FinalityOracle,
     chain: str,
     stats: LifecycleStats,
+    database: DatabaseSettings,
 ) -> None:
     async with pool.acquire() as conn:
         rows = await conn.fetch(
@@ -238,7 +246,7 @@ async def _deposits(
         if row["status"] == "verified":
             final = await oracle.is_final(chain, row["block_number"], row["block_hash"])
             if final is True:
-                if await credit(pool, settings, row):
+                if await credit(pool, database, row):
                     stats.credited += 1
                 continue
             if final is None:
@@ -251,7 +259,7 @@ async def _deposits(
                     )
                 continue
         where = await _where_now(oracle, row)
-        async with pool.acquire() as conn, transaction(conn, settings):
+        async with pool.acquire() as conn, transaction(conn, database):
             if where is not None and row["status"] == "reversed":
                 # The transfer a deep reorg removed is back: verified at its new block,
                 # credited again (under the next event id) once that block is final.
@@ -290,7 +298,7 @@ async def _where_now(oracle: FinalityOracle, row: Any) -> tuple[int, str] | None
     return (found.block_number, found.block_hash) if isinstance(found, Truth) else None
 
 
-async def credit(pool: asyncpg.Pool, settings: Settings, row: Any) -> bool:
+async def credit(pool: asyncpg.Pool, settings: DatabaseSettings, row: Any) -> bool:
     """Credit a verified deposit found final at its recorded block, exactly once:
     compare-and-set to credited + the payment event and its outbox row in one
     transaction, then `post_event` (idempotent). False when something else moved it."""
@@ -320,11 +328,12 @@ async def credit(pool: asyncpg.Pool, settings: Settings, row: Any) -> bool:
 
 async def _watch_credits(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: ChainSettings,
     oracle: FinalityOracle,
     alerts: AlertSink,
     chain: str,
     stats: LifecycleStats,
+    database: DatabaseSettings,
 ) -> None:
     head = await oracle.head(chain)
     async with pool.acquire() as conn:
@@ -346,5 +355,5 @@ async def _watch_credits(
                 await conn.execute(SQL["move_block"], row["transfer_id"], "credited", *where)
             stats.moved += 1
             continue
-        if await reverse(pool, settings, alerts, row["transfer_id"]):
+        if await reverse(pool, database, alerts, row["transfer_id"]):
             stats.reversed += 1

@@ -30,7 +30,7 @@ from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import check_node
 from payflow.chain.watch.blocks import read_range
 from payflow.chain.watch.logs import SpanMemory
-from payflow.config import Settings
+from payflow.config import ChainSettings
 from payflow.db import Connection
 from payflow.ledger.limits import LimitExceeded, LimitKind, check_limit
 from payflow.money import from_base_units
@@ -77,7 +77,7 @@ class FinalTransfer:
 
 async def _final_transfers(
     oracle: FinalityOracle,
-    settings: Settings,
+    settings: ChainSettings,
     chain: str,
     span: tuple[int, int],
     tokens: list[str],
@@ -118,7 +118,7 @@ async def _final_transfers(
 
 async def reconcile_chain(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: ChainSettings,
     oracle: FinalityOracle,
     chain: str,
     *,
@@ -166,7 +166,7 @@ def _hash_of(final: dict[str, FinalTransfer], tid: str) -> str | None:
 
 
 async def _never_credited(
-    conn: Connection, settings: Settings, chain: str, transfer: FinalTransfer
+    conn: Connection, settings: ChainSettings, chain: str, transfer: FinalTransfer
 ) -> str | None:
     """Why payflow's rules would never credit `transfer` (the scanner's and the
     lifecycle's: `deposits.destination`, a zero value, the assignment rule, the deposit

@@ -26,13 +26,13 @@ async def run_chain_recon(settings: Settings, *, from_block: int | None) -> bool
         return False
     clean = True
     redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
-    oracle = FinalityOracle(settings, redis, configs)
+    oracle = FinalityOracle(settings.chain, redis, configs, redis_settings=settings.redis)
     try:
-        async with tool_pool(settings) as pool:
+        async with tool_pool(settings.database) as pool:
             for chain in configs:
                 try:
                     report = await reconcile_chain(
-                        pool, settings, oracle, chain, from_block=from_block
+                        pool, settings.chain, oracle, chain, from_block=from_block
                     )
                 except ChainUnavailable as error:
                     console.print(f"recon chain={chain} unavailable: {error}")

@@ -21,7 +21,7 @@ import structlog
 
 from payflow.alerts import AlertSink, Severity
 from payflow.chain.deposits import SQL
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import asset_scale, record_and_announce, set_account_status
 from payflow.ledger.posting import post_event
@@ -38,7 +38,9 @@ def reversal_event_id(tid: str, generation: int = 0) -> str:
     return f"reorg:{tid}" if generation == 0 else f"reorg:{tid}~{generation}"
 
 
-async def reverse(pool: asyncpg.Pool, settings: Settings, alerts: AlertSink, tid: str) -> bool:
+async def reverse(
+    pool: asyncpg.Pool, settings: DatabaseSettings, alerts: AlertSink, tid: str
+) -> bool:
     """Reverse the credited deposit `tid`; False when it was not credited (any more).
 
     Invariant: at most one reversal per deposit (status CAS + the event id), the

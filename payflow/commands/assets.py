@@ -51,7 +51,7 @@ def assets_set_limit(
     settings = _settings()
 
     async def write() -> AssetLimits:
-        async with tool_pool(settings, operator=True) as pool, pool.acquire() as conn:
+        async with tool_pool(settings.database, operator=True) as pool, pool.acquire() as conn:
             async with transaction(conn, settings):
                 return await set_limits(
                     conn, asset, payment=payment, withdrawal=withdrawal, deposit=deposit

@@ -34,7 +34,7 @@ def jobs_run(
         console.print(f"payflow: {UnknownJob(name)}", style="red")
         raise typer.Exit(2)
     settings = _settings()
-    configure_logging(settings)  # logs to stderr: stdout carries the result
+    configure_logging(settings.observability)  # logs to stderr: stdout carries the result
     if not _run(run_by_hand(settings, name, Console(soft_wrap=True))):
         raise typer.Exit(1)
 
@@ -48,6 +48,6 @@ def status(
     from payflow.ops.status import print_status
 
     settings = _settings()
-    configure_logging(settings)  # logs to stderr: stdout carries the status
+    configure_logging(settings.observability)  # logs to stderr: stdout carries the status
     if not _run(print_status(settings, as_json=as_json)):
         raise typer.Exit(1)

@@ -47,7 +47,7 @@ def signin_page(request: Request, status: int = 200, error: str | None = None) -
     token, cookie = signin_token(request, settings)
     response = page(request, "signin.html", None, code=status, csrf=token, error=error)
     if cookie is not None:
-        set_cookie(response, request, settings, PRE_COOKIE, cookie, PRE_SESSION_MAX_AGE_S)
+        set_cookie(response, request, settings.console, PRE_COOKIE, cookie, PRE_SESSION_MAX_AGE_S)
     return response
 
 
@@ -83,9 +83,14 @@ async def signin(request: Request) -> Response:
         return signin_page(request, refused.status, refused.message)
     response = redirect("/console")
     set_cookie(
-        response, request, st.settings, COOKIE, cookie, int(st.settings.console_session_ttl_s)
+        response,
+        request,
+        st.settings.console,
+        COOKIE,
+        cookie,
+        int(st.settings.console_session_ttl_s),
     )
-    clear_cookie(response, request, st.settings, PRE_COOKIE)
+    clear_cookie(response, request, st.settings.console, PRE_COOKIE)
     return response
 
 
@@ -96,7 +101,7 @@ async def signout(request: Request, session: Live) -> Response:
     st = state(request)
     await sign_out(st.pool, session)
     response = redirect("/console/signin")
-    clear_cookie(response, request, st.settings, COOKIE)
+    clear_cookie(response, request, st.settings.console, COOKIE)
     return response
 
 
@@ -120,7 +125,7 @@ async def dlq_replay(request: Request, session: Live, dlq_id: str) -> Response:
     try:
         await replay_dead_letter(
             st.pool,
-            st.settings,
+            st.settings.database,
             number,
             operator=f"console:{session.merchant.name}",
             reason=reason[:MAX_REASON],
@@ -147,9 +152,9 @@ async def alert_ack(request: Request, session: Live) -> Response:
     form = await check_csrf(request, session)
     st = state(request)
     key = form.get("key", "")
-    acked = await AlertStore(st.pool, st.settings).acknowledge(
-        key, f"console:{session.merchant.name}"
-    )
+    acked = await AlertStore(
+        st.pool, st.settings.alerts, database=st.settings.database
+    ).acknowledge(key, f"console:{session.merchant.name}")
     if acked is None:
         raise ConsoleError(404, "That alert is not open (any more).")
     return redirect("/console/alerts")
@@ -163,7 +168,12 @@ async def job_run(request: Request, session: Live, name: str) -> Response:
     if name not in JOBS:
         raise ConsoleError(404, "There is no such job.")
     st = state(request)
-    ctx = JobContext(st.pool, st.settings, build_alert_sink(st.settings, st.pool), st.redis)
+    ctx = JobContext(
+        st.pool,
+        st.settings,
+        build_alert_sink(st.settings.alerts, st.pool, database=st.settings.database),
+        st.redis,
+    )
     run = await run_job(ctx, name)
     if run is None:
         message = f"{name}: skipped, another replica is running it right now."

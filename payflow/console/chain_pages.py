@@ -22,7 +22,7 @@ from payflow.api.db import connection
 from payflow.api.routing import api_router
 from payflow.chain.config import chain_configs
 from payflow.chain.payouts.records import fee_event_id, withdrawal_event_id
-from payflow.config import Settings, SettingsError
+from payflow.config import ChainSettings, PayoutSettings, SettingsError
 from payflow.db.queries import load_queries
 from payflow.money import from_base_units
 
@@ -54,7 +54,7 @@ def _pick(value: str | None, allowed: tuple[str, ...], default: str) -> str:
     return _choice(value, allowed, "status") or default
 
 
-def policies(settings: Settings) -> dict[str, str]:
+def policies(settings: ChainSettings) -> dict[str, str]:
     """Each configured chain's finality policy as text (`finalized`, `confirmations:N`);
     a chain missing here has no RPC configured, so its deposits wait."""
     try:
@@ -97,7 +97,7 @@ async def deposits(
         rows=[(r, confirmations(r["block_number"], r["cursor_block"])) for r in rows],
         status=chosen,
         filters=DEPOSIT_FILTERS,
-        policies=policies(st.settings),
+        policies=policies(st.settings.chain),
         next_cursor=next_cursor,
     )
 
@@ -158,7 +158,7 @@ async def deposit_detail(request: Request, session: Live, transfer_id: str) -> H
         deposit=deposit,
         reports=reports,
         confirmations=confirmations(deposit["block_number"], deposit["cursor_block"]),
-        policy=policies(st.settings).get(deposit["chain"]),
+        policy=policies(st.settings.chain).get(deposit["chain"]),
     )
 
 
@@ -183,7 +183,7 @@ async def payouts(
             size + 1,
         )
         if session.merchant.is_admin and cursor is None:
-            wallets = await hot_wallets(conn, st.settings)
+            wallets = await hot_wallets(conn, st.settings.payouts)
     rows, next_cursor = _page_rows(rows, size, "id")
     return page(
         request,
@@ -197,7 +197,7 @@ async def payouts(
     )
 
 
-async def hot_wallets(conn: Any, settings: Settings) -> dict[str, Any]:
+async def hot_wallets(conn: Any, settings: PayoutSettings) -> dict[str, Any]:
     """What the database knows of the hot wallets: each wallet's next nonce and pending
     payouts, what its signed, unmined payouts still commit (amounts and gas at most), the
     transactions stuck longer than `PAYOUT_STUCK_AFTER_S` and the payouts that wait."""

@@ -77,7 +77,9 @@ async def alerts(request: Request, session: Live) -> HTMLResponse:
     """Open and recently resolved alerts; open ones can be acknowledged. Admin only."""
     require_admin(session)
     st = state(request)
-    rows = await AlertStore(st.pool, st.settings).list(include_resolved=True, limit=200)
+    rows = await AlertStore(st.pool, st.settings.alerts, database=st.settings.database).list(
+        include_resolved=True, limit=200
+    )
     open_rows = [r for r in rows if r.resolved_at is None]
     closed = [r for r in rows if r.resolved_at is not None]
     return page(request, "alerts.html", session, open_rows=open_rows, closed=closed)

@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 
 from payflow.api.auth import MAX_KEY_LENGTH, Merchant, hash_api_key, merchant_by_key_hash
 from payflow.api.db import connection
-from payflow.config import Settings
+from payflow.config import ConsoleSettings, Settings
 from payflow.db.queries import load_queries
 from payflow.observability import log
 
@@ -74,7 +74,7 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def cookie_secure(request: Request, settings: Settings) -> bool:
+def cookie_secure(request: Request, settings: ConsoleSettings) -> bool:
     """Whether cookies get the Secure flag: always/never, or auto (HTTPS seen)."""
     if settings.console_cookie_secure != "auto":
         return settings.console_cookie_secure == "always"
@@ -83,7 +83,12 @@ def cookie_secure(request: Request, settings: Settings) -> bool:
 
 
 def set_cookie(
-    response: Response, request: Request, settings: Settings, name: str, value: str, max_age: int
+    response: Response,
+    request: Request,
+    settings: ConsoleSettings,
+    name: str,
+    value: str,
+    max_age: int,
 ) -> None:
     """Set a console cookie: HttpOnly, SameSite=Strict, Path=/console, Secure behind HTTPS."""
     response.set_cookie(
@@ -97,7 +102,9 @@ def set_cookie(
     )
 
 
-def clear_cookie(response: Response, request: Request, settings: Settings, name: str) -> None:
+def clear_cookie(
+    response: Response, request: Request, settings: ConsoleSettings, name: str
+) -> None:
     """Expire a console cookie in the browser."""
     response.delete_cookie(
         name,

@@ -21,7 +21,7 @@ import asyncpg
 import orjson
 import structlog
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db import Connection
 from payflow.errors import is_retryable
 
@@ -46,7 +46,7 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 async def create_pool(
-    settings: Settings,
+    settings: DatabaseSettings,
     *,
     dsn: str | None = None,
     min_size: int | None = None,
@@ -75,7 +75,9 @@ async def create_pool(
 
 
 @asynccontextmanager
-async def tool_pool(settings: Settings, *, operator: bool = False) -> AsyncIterator[asyncpg.Pool]:
+async def tool_pool(
+    settings: DatabaseSettings, *, operator: bool = False
+) -> AsyncIterator[asyncpg.Pool]:
     """A small pool for one CLI command, closed when the command is done.
 
     `operator=True` logs in with the migration login (`MIGRATION_DATABASE_URL`) instead of
@@ -91,7 +93,7 @@ async def tool_pool(settings: Settings, *, operator: bool = False) -> AsyncItera
 
 
 async def open_pool_when_ready(
-    settings: Settings, stop: asyncio.Event, *, backoff_s: float = 1.0, **options: Any
+    settings: DatabaseSettings, stop: asyncio.Event, *, backoff_s: float = 1.0, **options: Any
 ) -> asyncpg.Pool | None:
     """`create_pool(settings, **options)`, retried every `backoff_s` seconds while
     PostgreSQL refuses or is unreachable (a role started during an outage waits for it

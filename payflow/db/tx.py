@@ -16,7 +16,7 @@ from typing import Literal
 
 import structlog
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db import Connection
 
 log = structlog.get_logger("payflow.db")
@@ -53,7 +53,7 @@ class StatementBounds:
     statement_timeout_ms: int
 
     @classmethod
-    def of(cls, settings: Settings) -> StatementBounds:
+    def of(cls, settings: DatabaseSettings) -> StatementBounds:
         """`LOCK_TIMEOUT_MS` and `STATEMENT_TIMEOUT_MS`, the bounds of every transaction."""
         return cls(int(settings.lock_timeout_ms), int(settings.statement_timeout_ms))
 
@@ -64,7 +64,10 @@ class StatementBounds:
 
 
 def _begin_statement(
-    settings: Settings, isolation: Isolation, readonly: bool, statement_timeout_ms: int | None
+    settings: DatabaseSettings,
+    isolation: Isolation,
+    readonly: bool,
+    statement_timeout_ms: int | None,
 ) -> str:
     mode = " READ ONLY" if readonly else ""
     statement_timeout = statement_timeout_ms or settings.statement_timeout_ms
@@ -80,7 +83,7 @@ def _begin_statement(
 @asynccontextmanager
 async def transaction(
     conn: Connection,
-    settings: Settings,
+    settings: DatabaseSettings,
     *,
     isolation: Isolation = "read committed",
     readonly: bool = False,

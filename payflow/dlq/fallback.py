@@ -36,7 +36,7 @@ import structlog
 from redis.asyncio import Redis
 
 from payflow.broker.messages import Envelope
-from payflow.config import Settings
+from payflow.config import RedisSettings, Settings
 from payflow.dlq.records import SOURCES
 from payflow.errors import BadInput, is_connection_error
 
@@ -60,17 +60,17 @@ class MalformedEntry(BadInput):
     """A Redis fallback entry that is not a valid version-1 document."""
 
 
-def fallback_key(settings: Settings) -> str:
+def fallback_key(settings: RedisSettings) -> str:
     """The list the hooks push to (newest at the head): ``<prefix>dlq:fallback``."""
     return f"{settings.redis_key_prefix}dlq:fallback"
 
 
-def processing_key(settings: Settings) -> str:
+def processing_key(settings: RedisSettings) -> str:
     """The list an entry sits in while the drain moves it: ``<prefix>dlq:fallback:processing``."""
     return f"{settings.redis_key_prefix}dlq:fallback:processing"
 
 
-def malformed_key(settings: Settings) -> str:
+def malformed_key(settings: RedisSettings) -> str:
     """Where unusable entries are set aside, never dropped: ``<prefix>dlq:malformed``."""
     return f"{settings.redis_key_prefix}dlq:malformed"
 
@@ -191,7 +191,7 @@ async def push_entry(redis: Redis, settings: Settings, entry: FallbackEntry) -> 
     The TTL (`DLQ_FALLBACK_TTL_S`) is the list's and is refreshed by every push, so an
     entry lives at least that long after the newest push. Raises the Redis error.
     """
-    key = fallback_key(settings)
+    key = fallback_key(settings.redis)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.lpush(key, entry.to_json())
         pipe.expire(key, settings.dlq_fallback_ttl_s)

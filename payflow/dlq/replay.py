@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import asyncpg
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.dlq.records import SQL
@@ -25,7 +25,7 @@ Replayer = Callable[[Connection, str], Awaitable[str]]
 
 async def replay_dead_letter(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: DatabaseSettings,
     dlq_id: int,
     *,
     operator: str,

@@ -19,7 +19,7 @@ import aiormq
 import asyncpg
 import structlog
 
-from payflow.config import Settings
+from payflow.config import BrokerSettings, Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.metrics import (
@@ -45,7 +45,7 @@ SQL = load_queries("payflow.gauges")
 log = structlog.get_logger("payflow.metrics")
 
 
-def queue_names(settings: Settings) -> list[str]:
+def queue_names(settings: BrokerSettings) -> list[str]:
     """Every queue payflow declares: per work queue, itself, its retry tiers and its DLQ."""
     from payflow.broker.topology import WORK_QUEUES, Names
 
@@ -151,7 +151,7 @@ class StateRefresher:
         declare. A missing queue closes the channel (404); it is skipped, the channel
         reopened."""
         assert self._connection is not None
-        for name in queue_names(self._settings):
+        for name in queue_names(self._settings.broker):
             if self._channel is None or self._channel.is_closed:
                 self._channel = await self._connection.channel()
             try:

@@ -18,7 +18,7 @@ from typing import cast
 
 import asyncpg
 
-from payflow.config import Settings
+from payflow.config import ChainSettings, DatabaseSettings, Settings
 from payflow.db.pool import tool_pool
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
@@ -166,7 +166,7 @@ async def list_tokens(conn: asyncpg.Connection, chain: str | None = None) -> lis
 
 @asynccontextmanager
 async def _tool_connection(
-    settings: Settings, *, operator: bool = False
+    settings: DatabaseSettings, *, operator: bool = False
 ) -> AsyncIterator[asyncpg.Connection]:
     """One connection of a small pool for one CLI command, closed afterwards; `operator`
     logs in with the migration login (the service's role may only read the registry)."""
@@ -175,10 +175,13 @@ async def _tool_connection(
 
 
 async def add_chain_cli(
-    settings: Settings, chain: str, asset: str, decimals: int, chain_id: int | None = None
+    settings: DatabaseSettings, chain: str, asset: str, decimals: int, chain_id: int | None = None
 ) -> TokenRow:
     """`payflow tokens add-chain`: `add_chain` in its own transaction."""
-    async with _tool_connection(settings, operator=True) as conn, transaction(conn, settings):
+    async with (
+        _tool_connection(settings, operator=True) as conn,
+        transaction(conn, settings),
+    ):
         return await add_chain(conn, chain, asset, decimals, chain_id)
 
 
@@ -195,8 +198,11 @@ async def add_token_cli(
 
     config = chain_configs(settings).get(chain)
     if config is not None:
-        await check_token_decimals(config.rpc_url, chain, contract, decimals, settings)
-    async with _tool_connection(settings, operator=True) as conn, transaction(conn, settings):
+        await check_token_decimals(config.rpc_url, chain, contract, decimals, settings.chain)
+    async with (
+        _tool_connection(settings.database, operator=True) as conn,
+        transaction(conn, settings),
+    ):
         return await add_token(conn, chain, contract, asset, decimals)
 
 
@@ -204,7 +210,7 @@ DECIMALS_SELECTOR = "0x313ce567"  # ERC-20 decimals()
 
 
 async def check_token_decimals(
-    rpc_url: str, chain: str, contract: str, decimals: int, settings: Settings
+    rpc_url: str, chain: str, contract: str, decimals: int, settings: ChainSettings
 ) -> None:
     """Raise `BadInput` unless the contract at `contract` on `chain` answers `decimals()`
     with `decimals` (an `eth_call` at the latest block); `ChainUnavailable` when the node
@@ -229,7 +235,7 @@ async def check_token_decimals(
         raise BadInput(f"{contract} on {chain} has {on_chain} decimals on chain, not {decimals}")
 
 
-async def list_tokens_cli(settings: Settings, chain: str | None) -> list[TokenRow]:
+async def list_tokens_cli(settings: DatabaseSettings, chain: str | None) -> list[TokenRow]:
     """`payflow tokens list`: the registry, read-only."""
     async with _tool_connection(settings) as conn:
         return await list_tokens(conn, chain)

@@ -36,7 +36,7 @@ async def replay_unmatched(settings: Settings, event_id: str) -> tuple[str, list
     from payflow.db.pool import tool_pool
 
     trace_id = new_trace_id()
-    async with tool_pool(settings) as pool:
+    async with tool_pool(settings.database) as pool:
         async with pool.acquire() as proxy, transaction(proxy, settings):
             conn = cast(asyncpg.Connection, proxy)  # the pool's proxy forwards every method
             body: bytes | None = await conn.fetchval(SQL["delivery_of_unmatched"], event_id)

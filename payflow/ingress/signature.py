@@ -6,14 +6,14 @@ import hashlib
 import hmac
 import string
 
-from payflow.config import Settings, SettingsError
+from payflow.config import IngressSettings, SettingsError
 
 MIN_SECRET_LENGTH = 32
 SIGNATURE_HEX_LENGTH = 64
 _HEX = frozenset(string.hexdigits)
 
 
-def require_secret(settings: Settings) -> bytes:
+def require_secret(settings: IngressSettings) -> bytes:
     """The provider signing secret as bytes; `SettingsError` when missing or too short."""
     secret = settings.provider_webhook_secret
     if not secret:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.jobs.lock import job_lock
@@ -35,7 +35,7 @@ class PurgeReport:
 
 async def purge_in_batches(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: DatabaseSettings,
     *,
     job: str,
     delete_batch: Callable[[Connection], Awaitable[int]],

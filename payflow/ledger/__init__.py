@@ -6,6 +6,7 @@ The names other packages use; import them from here or from their module."""
 
 from payflow.ledger.accounts import (
     asset_scale,
+    ledger_entries,
     record_and_announce,
     record_event,
     set_account_status,
@@ -61,6 +62,7 @@ __all__ = [
     "asset_scale",
     "check_limit",
     "dead_letter_event",
+    "ledger_entries",
     "limits_from_row",
     "post_event",
     "post_held_credit",

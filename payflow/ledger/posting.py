@@ -30,7 +30,7 @@ from decimal import Decimal
 import asyncpg
 import structlog
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db import Connection
 from payflow.db.tx import StatementBounds, transaction
 from payflow.errors import (
@@ -82,7 +82,7 @@ class _DebitRefused(Exception):
 
 async def post_event(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: DatabaseSettings,
     event_id: str,
     *,
     on_refusal: OutcomeHook | None = None,
@@ -147,7 +147,7 @@ async def post_within(
 
 
 async def post_in_one_statement(
-    conn: Connection, settings: Settings, event_id: str, *, held_job: int | None = None
+    conn: Connection, settings: DatabaseSettings, event_id: str, *, held_job: int | None = None
 ) -> PostingResult | None:
     """The success path in one autocommitted statement (`ledger_post_success`): the
     committed success, or None when it wrote nothing and the full path must decide (a
@@ -180,7 +180,7 @@ async def post_in_one_statement(
 
 
 async def post_held_credit(
-    pool: asyncpg.Pool, settings: Settings, event_id: str, held_job: int
+    pool: asyncpg.Pool, settings: DatabaseSettings, event_id: str, held_job: int
 ) -> PostingResult | None:
     """Post a credit at once, right after the commit that recorded it with a held-back
     `ledger.event` job (`outbox.next_attempt_at` in the future), and settle that job.

@@ -46,7 +46,7 @@ async def purge_processed_events(pool: asyncpg.Pool, settings: Settings) -> Clai
 
     report = await purge_in_batches(
         pool,
-        settings,
+        settings.database,
         job=JOB_NAME,
         delete_batch=delete_batch,
         batch_size=batch_size,

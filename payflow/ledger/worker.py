@@ -104,7 +104,7 @@ class LedgerWorker:
         structlog.contextvars.bind_contextvars(event_id=event_id)
         try:
             result = await post_event(
-                self._pool, self._settings, event_id, on_refusal=notify_refusal
+                self._pool, self._settings.database, event_id, on_refusal=notify_refusal
             )
         except AlreadyProcessed as exc:
             log.info("payflow.ledger.already_final", reason=str(exc))

@@ -6,7 +6,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db.pool import tool_pool
 from payflow.dlq import get_dead_letter, list_dead_letters
 from payflow.ops.dlq_replay import replay_dead_letter
@@ -14,7 +14,7 @@ from payflow.ops.dlq_replay import replay_dead_letter
 out = Console(markup=False, highlight=False)  # stored text prints as is
 
 
-async def print_list(settings: Settings, *, include_resolved: bool, limit: int) -> None:
+async def print_list(settings: DatabaseSettings, *, include_resolved: bool, limit: int) -> None:
     """Print a table of dead letters."""
     async with tool_pool(settings) as pool:
         rows = await list_dead_letters(pool, include_resolved=include_resolved, limit=limit)
@@ -34,7 +34,7 @@ async def print_list(settings: Settings, *, include_resolved: bool, limit: int) 
     out.print(table)
 
 
-async def print_one(settings: Settings, dlq_id: int) -> None:
+async def print_one(settings: DatabaseSettings, dlq_id: int) -> None:
     """Print one dead letter with its payload."""
     async with tool_pool(settings) as pool:
         row = await get_dead_letter(pool, dlq_id)
@@ -50,7 +50,9 @@ async def print_one(settings: Settings, dlq_id: int) -> None:
     out.print(table)
 
 
-async def replay_one(settings: Settings, dlq_id: int, operator: str, reason: str = "") -> None:
+async def replay_one(
+    settings: DatabaseSettings, dlq_id: int, operator: str, reason: str = ""
+) -> None:
     """Replay one dead letter and print the recorded resolution (with the reason, if any)."""
     async with tool_pool(settings) as pool:
         resolution = await replay_dead_letter(

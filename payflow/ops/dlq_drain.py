@@ -35,7 +35,7 @@ import structlog
 from redis.asyncio import Redis
 
 from payflow.alerts import Severity
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, RedisSettings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.dlq.fallback import (
@@ -88,7 +88,7 @@ class DrainStats:
         return text + (" (stopped after consecutive failures)" if self.stopped else "")
 
 
-async def _next_raw(redis: Redis, settings: Settings) -> bytes | str | None:
+async def _next_raw(redis: Redis, settings: RedisSettings) -> bytes | str | None:
     """The oldest entry of the processing list (a dead run's), else the oldest pending
     entry, moved atomically into the processing list; None when both are empty."""
     leftover: bytes | str | None = await redis.lindex(processing_key(settings), -1)
@@ -100,7 +100,7 @@ async def _next_raw(redis: Redis, settings: Settings) -> bytes | str | None:
     return moved
 
 
-async def _set_aside(redis: Redis, settings: Settings, raw: bytes | str) -> None:
+async def _set_aside(redis: Redis, settings: RedisSettings, raw: bytes | str) -> None:
     """Move `raw` unchanged from the processing list to the malformed list, atomically."""
     async with redis.pipeline(transaction=True) as pipe:
         pipe.lpush(malformed_key(settings), raw)
@@ -117,7 +117,7 @@ def _checked(entry: FallbackEntry) -> FallbackEntry:
     return entry
 
 
-async def move_entry(pool: asyncpg.Pool, settings: Settings, entry: FallbackEntry) -> str:
+async def move_entry(pool: asyncpg.Pool, settings: DatabaseSettings, entry: FallbackEntry) -> str:
     """Redo the source's dead-lettering for one entry in ONE transaction; returns
     ``moved`` (a DLQ row was written), ``settled`` (the subject finished meanwhile:
     no row, as `on_dead` would have decided) or ``duplicate`` (a row of this entry
@@ -150,7 +150,9 @@ async def move_entry(pool: asyncpg.Pool, settings: Settings, entry: FallbackEntr
     return "moved" if dlq_id is not None else "settled"
 
 
-async def _recorded(pool: asyncpg.Pool, settings: Settings, entry: FallbackEntry) -> bool | None:
+async def _recorded(
+    pool: asyncpg.Pool, settings: DatabaseSettings, entry: FallbackEntry
+) -> bool | None:
     """Whether a DLQ row of `entry` exists; None when the database cannot say now."""
     try:
         async with pool.acquire() as conn, transaction(conn, settings, readonly=True):
@@ -164,7 +166,7 @@ async def _recorded(pool: asyncpg.Pool, settings: Settings, entry: FallbackEntry
 
 
 async def _drain_one(
-    pool: asyncpg.Pool, settings: Settings, entry: FallbackEntry
+    pool: asyncpg.Pool, settings: DatabaseSettings, entry: FallbackEntry
 ) -> tuple[str, PayflowError | None]:
     """Move one entry: (``moved`` | ``settled`` | ``duplicate``, None) when it may leave
     Redis; (``failed``, error) when it must stay for a later run (retryable, the
@@ -198,20 +200,20 @@ async def drain_redis_dlq(ctx: JobContext) -> JobResult:
     stats = DrainStats()
     consecutive = 0
     while stats.handled < settings.dlq_drain_batch:
-        raw = await _next_raw(redis, settings)
+        raw = await _next_raw(redis, settings.redis)
         if raw is None:
             break
         try:
             entry = _checked(FallbackEntry.from_json(raw))
         except MalformedEntry as exc:
-            await _set_aside(redis, settings, raw)
+            await _set_aside(redis, settings.redis, raw)
             stats.set_aside += 1
             log.error("payflow.dlq.fallback_malformed", reason=str(exc))
             continue
         bound = {"entry_id": entry.entry_id, "source": entry.source, "subject_id": entry.subject_id}
-        outcome, error = await _drain_one(ctx.pool, settings, entry)
+        outcome, error = await _drain_one(ctx.pool, settings.database, entry)
         if outcome == "refused":
-            await _set_aside(redis, settings, raw)
+            await _set_aside(redis, settings.redis, raw)
             stats.set_aside += 1
             log.error("payflow.dlq.fallback_refused", error=str(error), **bound)
             continue
@@ -224,7 +226,7 @@ async def drain_redis_dlq(ctx: JobContext) -> JobResult:
                 break
             continue
         consecutive = 0
-        await redis.lrem(processing_key(settings), -1, raw)  # type: ignore[arg-type]  # as above
+        await redis.lrem(processing_key(settings.redis), -1, raw)  # type: ignore[arg-type]  # as above
         if outcome == "moved":
             stats.moved += 1
         elif outcome == "settled":
@@ -232,15 +234,15 @@ async def drain_redis_dlq(ctx: JobContext) -> JobResult:
         else:
             stats.duplicates += 1
         log.info("payflow.dlq.fallback_drained", outcome=outcome, **bound)
-    left = int(await redis.llen(fallback_key(settings))) + int(
-        await redis.llen(processing_key(settings))
+    left = int(await redis.llen(fallback_key(settings.redis))) + int(
+        await redis.llen(processing_key(settings.redis))
     )
     summary = stats.summary(left)
     if stats.set_aside:
         await ctx.alerts.fire(
             ALERT_MALFORMED,
             Severity.WARNING,
-            f"{stats.set_aside} Redis DLQ entries set aside in {malformed_key(settings)}: "
+            f"{stats.set_aside} Redis DLQ entries set aside in {malformed_key(settings.redis)}: "
             "inspect them and record each by hand",
             details={"set_aside": stats.set_aside},
         )

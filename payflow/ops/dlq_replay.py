@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.dlq import Replayer
 from payflow.dlq import replay_dead_letter as replay_with
 from payflow.ledger.replay import replay_event
@@ -20,7 +20,7 @@ REPLAYERS: dict[str, Replayer] = {
 
 
 async def replay_dead_letter(
-    pool: asyncpg.Pool, settings: Settings, dlq_id: int, *, operator: str, reason: str = ""
+    pool: asyncpg.Pool, settings: DatabaseSettings, dlq_id: int, *, operator: str, reason: str = ""
 ) -> str:
     """Replay one DLQ row by hand (see `payflow.dlq.replay.replay_dead_letter`); returns
     the recorded resolution. `NotFound`, `Conflict` (already resolved), `BadInput`."""

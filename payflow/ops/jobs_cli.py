@@ -63,7 +63,7 @@ def _when(value: datetime | None, empty: str) -> str:
 
 async def print_jobs(settings: Settings, console: Console) -> None:
     """Print the registry as a table: name, interval, last start, outcome, summary, next due."""
-    async with tool_pool(settings) as pool:
+    async with tool_pool(settings.database) as pool:
         overview = await job_overview(pool, settings)
     table = Table(title="payflow jobs")
     for column in ("job", "interval", "last run", "outcome", "summary", "next due"):
@@ -86,8 +86,8 @@ async def run_by_hand(settings: Settings, name: str, console: Console) -> bool:
     failed. Raises `UnknownJob` for a name not in the registry."""
     redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
     try:
-        async with tool_pool(settings) as pool:
-            alerts = build_alert_sink(settings, pool)
+        async with tool_pool(settings.database) as pool:
+            alerts = build_alert_sink(settings.alerts, pool, database=settings.database)
             run: JobRun | None = await run_job(JobContext(pool, settings, alerts, redis), name)
     finally:
         await redis.aclose()

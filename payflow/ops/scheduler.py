@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 
 from payflow.alerts import AlertSink, LogAlertSink
 from payflow.chain.jobs import JOBS as CHAIN_JOBS
-from payflow.config import Settings
+from payflow.config import JobsSettings, Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import DRIVER_ERRORS, classify
@@ -57,11 +57,11 @@ log = structlog.get_logger("payflow.scheduler")
 MAX_CONCURRENT_JOBS = 4
 
 
-def _tick(settings: Settings) -> float:
+def _tick(settings: JobsSettings) -> float:
     return settings.scheduler_interval_s
 
 
-def _checks(settings: Settings) -> float:
+def _checks(settings: JobsSettings) -> float:
     return settings.checks_interval_s
 
 

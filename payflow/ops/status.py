@@ -18,7 +18,7 @@ from rich.table import Table
 
 from payflow.broker.depths import BrokerUnreachable, QueueDepth, queue_depths, unconsumed
 from payflow.chain.payouts.wallet import stalled_counts
-from payflow.config import Settings
+from payflow.config import ChainSettings, JobsSettings, Settings
 from payflow.db import Connection
 from payflow.db.pool import tool_pool
 from payflow.db.queries import load_queries
@@ -107,7 +107,7 @@ async def _alerts(conn: Connection) -> list[dict[str, Any]] | None:
     ]
 
 
-def judge(status: Status, settings: Settings) -> list[str]:
+def judge(status: Status, settings: JobsSettings) -> list[str]:
     """The problems of `status`, one line each, naming what is wrong."""
     problems = []
     for recon in status.recon:
@@ -156,7 +156,7 @@ def judge(status: Status, settings: Settings) -> list[str]:
     return problems
 
 
-async def _chain(conn: Connection, settings: Settings) -> list[str]:
+async def _chain(conn: Connection, settings: ChainSettings) -> list[str]:
     """The chain's problems (see `Status.chain`); none when no chain is configured."""
     from payflow.chain.config import chain_configs
 
@@ -207,13 +207,13 @@ async def collect_status(pool: asyncpg.Pool, settings: Settings) -> Status:
         dlq_unresolved = int(await conn.fetchval(SQL["dead_letters_unresolved"]))
         outbox = await conn.fetchrow(SQL["outbox_lag"])
         alerts = await _alerts(conn)
-        chain = await _chain(conn, settings)
+        chain = await _chain(conn, settings.chain)
         stalled = await stalled_counts(conn, settings.payout_stuck_after_s)
     assert outbox is not None  # an aggregate always returns one row
     stuck, _examples = await stuck_claim_count(ctx)
     zombies = await zombie_counts(ctx)
     try:
-        queues = await queue_depths(settings, settings.status_broker_timeout_s)
+        queues = await queue_depths(settings.broker, settings.status_broker_timeout_s)
         broker = "ok"
     except BrokerUnreachable as exc:
         queues, broker = [], f"unreachable: {exc}"
@@ -296,7 +296,7 @@ def render(status: Status, console: Console) -> None:
 
 async def print_status(settings: Settings, *, as_json: bool) -> bool:
     """Collect and print the status (rich screen or `--json`); True when all is well."""
-    async with tool_pool(settings) as pool:
+    async with tool_pool(settings.database) as pool:
         status = await collect_status(pool, settings)
     if as_json:
         print(to_json(status))

@@ -6,7 +6,7 @@ import asyncpg
 import structlog
 
 from payflow.alerts import Severity
-from payflow.config import Settings
+from payflow.config import OutboxSettings, Settings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.jobs.lock import job_lock
@@ -18,7 +18,7 @@ log = structlog.get_logger("payflow.outbox")
 RETENTION_BATCH = 5000
 
 
-async def alert_stale_outbox(pool: asyncpg.Pool, settings: Settings) -> int:
+async def alert_stale_outbox(pool: asyncpg.Pool, settings: OutboxSettings) -> int:
     """Log `payflow.outbox.stale` when rows stay unpublished too long; returns their count."""
     async with pool.acquire() as conn:
         row = await conn.fetchrow(SQL["stale_unpublished"], settings.outbox_stale_alert_s)
@@ -56,7 +56,7 @@ async def cleanup_outbox(pool: asyncpg.Pool, settings: Settings) -> int:
 async def alert_stale_outbox_job(ctx: JobContext) -> JobResult:
     """The scheduler job `alert_stale_outbox`: warning `outbox.stale` while rows stay
     unpublished longer than OUTBOX_STALE_ALERT_S, resolved when none do."""
-    stale = await alert_stale_outbox(ctx.pool, ctx.settings)
+    stale = await alert_stale_outbox(ctx.pool, ctx.settings.outbox)
     if stale:
         await ctx.alerts.fire(
             "outbox.stale",

@@ -40,7 +40,7 @@ import structlog
 from payflow.broker.messages import encode_payload
 from payflow.broker.publisher import publish
 from payflow.broker.topology import UNROUTED_TOPICS
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, OutboxSettings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
@@ -123,9 +123,10 @@ def _subject(row: asyncpg.Record, hook: PublishHook | None) -> str | None:
 
 async def relay_once(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: OutboxSettings,
     exchange: aio_pika.abc.AbstractExchange,
     *,
+    database: DatabaseSettings,
     after_publish: AfterPublish | None = None,
     batch_size: int | None = None,
     on_published: PublishHook | None = None,
@@ -137,15 +138,16 @@ async def relay_once(
     back-off (`next_attempt_at`, `last_error`, `publish_attempts + 1`) in the same
     transaction and never delays the rows behind it. `after_publish` (tests) runs
     between the confirms and the marks. `batch_size` rows at most (None:
-    `RELAY_BATCH_SIZE`). `on_published`: the status moves of one topic's subjects
-    (`PublishHook`), in this transaction. Raises (classified) only when nothing was
-    confirmed because the way to the broker failed.
+    `RELAY_BATCH_SIZE`). `settings` is the outbox slice; the claiming transaction keeps
+    `database`'s statement bounds. `on_published`: the status moves of one topic's
+    subjects (`PublishHook`), in this transaction. Raises (classified) only when nothing
+    was confirmed because the way to the broker failed.
     """
     transport_errors: list[BaseException] = []
     refused: list[tuple[int, BaseException]] = []
     alerts: list[asyncpg.Record] = []
     started = time.monotonic()
-    async with pool.acquire() as conn, transaction(conn, settings) as tx:
+    async with pool.acquire() as conn, transaction(conn, database) as tx:
         rows = await tx.fetch(SQL["claim_batch"], batch_size or settings.relay_batch_size)
         if not rows:
             return RelayPass()
@@ -232,10 +234,11 @@ async def relay_once(
 
 async def run_relay(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: OutboxSettings,
     exchange: aio_pika.abc.AbstractExchange,
     stop: asyncio.Event,
     *,
+    database: DatabaseSettings,
     listen_pool: asyncpg.Pool | None = None,
     on_published: PublishHook | None = None,
 ) -> None:
@@ -247,7 +250,7 @@ async def run_relay(
     Invariant: unpublished rows are eventually published as long as the broker and
     the database come back; failures are logged and retried, never dropped. The LISTEN
     connection comes from `listen_pool` (default `pool`), which must reset sessions and
-    reach PostgreSQL itself (`Settings.direct_url()`, DATABASE_DIRECT_URL): through
+    reach PostgreSQL itself (`DatabaseSettings.direct_url()`, DATABASE_DIRECT_URL): through
     PgBouncer in transaction pooling a LISTEN hears nothing, and only the poll every
     `RELAY_POLL_INTERVAL_S` finds new rows (slower, never lost).
     """
@@ -261,7 +264,12 @@ async def run_relay(
             try:
                 await listener.ensure()
                 done = await relay_once(
-                    pool, settings, exchange, batch_size=batch.size, on_published=on_published
+                    pool,
+                    settings,
+                    exchange,
+                    database=database,
+                    batch_size=batch.size,
+                    on_published=on_published,
                 )
             except Exception as exc:
                 log.warning(

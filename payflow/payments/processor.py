@@ -188,7 +188,7 @@ class PaymentProcessor:
             POSTINGS.labels("success").inc()
         try:
             if done.held_credit is not None:  # committed: post it now, its job stands behind
-                await post_held_credit(self._pool, self._settings, *done.held_credit)
+                await post_held_credit(self._pool, self._settings.database, *done.held_credit)
         finally:
             if direct and reservation:
                 if done.held_webhook is None:

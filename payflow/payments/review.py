@@ -18,7 +18,7 @@ from uuid import UUID
 import asyncpg
 import structlog
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import Conflict
@@ -52,7 +52,7 @@ async def list_needs_review(pool: asyncpg.Pool, limit: int = 100) -> list[Review
 
 async def resolve_charge(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: DatabaseSettings,
     payment_id: UUID,
     *,
     approved: bool,
@@ -104,7 +104,7 @@ async def resolve_charge(
     return f"resolved: payment {status} (attempt {latest.attempt}, by {operator}){letters}"
 
 
-async def print_review(settings: Settings, limit: int) -> None:
+async def print_review(settings: DatabaseSettings, limit: int) -> None:
     """`payflow payments review`: print the charges waiting for an operator."""
     from rich.console import Console
     from rich.table import Table
@@ -129,12 +129,17 @@ async def print_review(settings: Settings, limit: int) -> None:
 
 
 async def resolve_cli(
-    settings: Settings, payment_id: UUID, *, approved: bool, reference: str, operator: str
+    settings: DatabaseSettings, payment_id: UUID, *, approved: bool, reference: str, operator: str
 ) -> str:
     """`payflow payments resolve`: `resolve_charge` on a tool pool."""
     from payflow.db.pool import tool_pool
 
     async with tool_pool(settings) as pool:
         return await resolve_charge(
-            pool, settings, payment_id, approved=approved, reference=reference, operator=operator
+            pool,
+            settings,
+            payment_id,
+            approved=approved,
+            reference=reference,
+            operator=operator,
         )

@@ -10,7 +10,7 @@ from payflow.webhooks.client import WebhookClient, build_http_client
 from payflow.webhooks.dead import replay_webhook
 from payflow.webhooks.direct import DirectSends
 from payflow.webhooks.sender import WebhookSender, dead_letter_webhook
-from payflow.webhooks.ssrf import check_webhook_url, parse_nat64_prefixes
+from payflow.webhooks.ssrf import check_webhook_url
 
 __all__ = [
     "JOBS",
@@ -21,6 +21,5 @@ __all__ = [
     "build_http_client",
     "check_webhook_url",
     "dead_letter_webhook",
-    "parse_nat64_prefixes",
     "replay_webhook",
 ]

@@ -41,7 +41,7 @@ import certifi
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from payflow.config import Settings
+from payflow.config import WebhookSettings
 from payflow.errors import WebhookTransportError
 
 # What is read of an answer's body (the status is all a delivery needs; reading a small
@@ -95,7 +95,7 @@ class _PinnedResolver(AbstractResolver):
         """Nothing to release."""
 
 
-def _ssl_context(settings: Settings) -> ssl.SSLContext:
+def _ssl_context(settings: WebhookSettings) -> ssl.SSLContext:
     """Verifies against `WEBHOOK_CA_BUNDLE` when set (a PEM file), else certifi's roots."""
     return ssl.create_default_context(cafile=settings.webhook_ca_bundle or certifi.where())
 
@@ -115,7 +115,7 @@ class WebhookClient:
     The aiohttp session is opened on the first POST (it belongs to the running loop).
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: WebhookSettings) -> None:
         self._ssl = _ssl_context(settings)
         self._limit = max(settings.webhook_max_connections, settings.webhook_max_in_flight)
         self._timeout = aiohttp.ClientTimeout(total=settings.webhook_timeout_s)
@@ -230,6 +230,6 @@ def _describe(error: aiohttp.ClientError) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def build_http_client(settings: Settings) -> WebhookClient:
+def build_http_client(settings: WebhookSettings) -> WebhookClient:
     """The webhook client of a process (`WebhookClient`)."""
     return WebhookClient(settings)

@@ -39,7 +39,7 @@ from uuid import UUID, uuid4
 import asyncpg
 import structlog
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, WebhookSettings
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
 from payflow.webhooks.sender import PaymentRow, WebhookSender
@@ -64,11 +64,18 @@ class Reservation:
 class DirectSends:
     """Direct first sends of webhooks by the worker that finalized their payments."""
 
-    def __init__(self, pool: asyncpg.Pool, settings: Settings, sender: WebhookSender) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: WebhookSettings,
+        sender: WebhookSender,
+        *,
+        database: DatabaseSettings,
+    ) -> None:
         self._pool = pool
         self._settings = settings
         self._sender = sender
-        self._bounds = StatementBounds.of(settings)  # its statements run outside a transaction
+        self._bounds = StatementBounds.of(database)  # its statements run outside a transaction
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def reserve(self) -> Reservation | None:

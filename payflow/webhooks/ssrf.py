@@ -17,6 +17,7 @@ import socket
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
+from payflow.config.webhooks import parse_nat64_prefixes
 from payflow.errors import BadInput, RetryableError
 
 MAX_DNS_NAME = 253  # RFC 1035, without the trailing dot
@@ -73,28 +74,12 @@ FORBIDDEN_IPV6_NETWORKS = (
 )
 IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
 IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
-NAT64_PREFIX_LENGTHS = frozenset({32, 40, 48, 56, 64, 96})  # RFC 6052, section 2.2
 ISATAP_IID = 0x0000_5EFE  # interface id `[02]00:5efe:a.b.c.d` (RFC 5214), u/g bits masked
 ISATAP_MASK = 0xFCFF_FFFF
 
 
 def _low_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address:
     return ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
-
-
-def parse_nat64_prefixes(prefixes: Iterable[str]) -> tuple[ipaddress.IPv6Network, ...]:
-    """The deployment's own NAT64 prefixes (`WEBHOOK_NAT64_PREFIXES`), e.g. `2001:db8:64::/96`.
-
-    Raises `ValueError` for a prefix that is not IPv6 or whose length is not one of the
-    RFC 6052 lengths (32, 40, 48, 56, 64, 96).
-    """
-    networks = []
-    for text in prefixes:
-        network = ipaddress.IPv6Network(text.strip())
-        if network.prefixlen not in NAT64_PREFIX_LENGTHS:
-            raise ValueError(f"NAT64 prefix {text!r} must be /32, /40, /48, /56, /64 or /96")
-        networks.append(network)
-    return tuple(networks)
 
 
 def nat64_ipv4(address: ipaddress.IPv6Address, prefix_length: int) -> ipaddress.IPv4Address:

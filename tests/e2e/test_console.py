@@ -259,7 +259,7 @@ async def test_admin_sees_payment_timeline_replays_dead_letter_and_signs_out(
     unmatched_id = await pool.fetchval("SELECT event_id FROM unmatched_provider_events")
     assert unmatched_id is not None
 
-    await AlertStore(pool, pipe_settings).fire(
+    await AlertStore(pool, pipe_settings, database=pipe_settings).fire(
         "console.test", Severity.WARNING, "a test alert for the console", {}
     )
 

@@ -200,14 +200,14 @@ async def _run(
     bare_logs = await _bare_walk(node.url, first, last, token, config.batch_blocks)
     bare_s = time.perf_counter() - t0
 
-    pool = await create_pool(settings, min_size=1, max_size=4)
+    pool = await create_pool(settings.database, min_size=1, max_size=4)
     head = await node.head()
     scan_settings = settings.model_copy(
         update={"eth_scanner_start_block": first, "eth_scanner_lag_blocks": head - last}
     )
-    oracle = FinalityOracle(scan_settings, redis)
+    oracle = FinalityOracle(scan_settings.chain, redis, redis_settings=scan_settings.redis)
     try:
-        scanner = Scanner(pool, oracle.settings, oracle)
+        scanner = Scanner(pool, oracle.settings, oracle, database=scan_settings.database)
         rpc0, http0 = rpc_total(), oracle.rpc_calls
         t0 = time.perf_counter()
         results = await scanner.catch_up(CHAIN)
@@ -245,7 +245,9 @@ async def _run(
         rpc0 = rpc_total()
         credited, rounds = 0, 0
         while credited < len(rows) and rounds < 50:
-            stats = await process_deposits(pool, settings, oracle, LogAlertSink())
+            stats = await process_deposits(
+                pool, settings.chain, oracle, LogAlertSink(), database=settings.database
+            )
             credited += stats.credited
             rounds += 1
         life_rpc = rpc_total() - rpc0

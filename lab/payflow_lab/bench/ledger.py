@@ -109,7 +109,7 @@ async def _bench(
     policy = RetryPolicy(max_attempts=50, max_total_s=120.0)
 
     async def post(event_id: str) -> None:
-        result = await post_event(pool, settings, event_id, policy=policy, stats=stats)
+        result = await post_event(pool, settings.database, event_id, policy=policy, stats=stats)
         if not result.replayed:
             if event_id in outcomes:
                 raise AssertionError(f"{event_id} applied twice")

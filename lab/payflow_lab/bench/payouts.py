@@ -53,7 +53,7 @@ async def _hold_all(pool: asyncpg.Pool, settings: Settings, account: uuid.UUID, 
             row = await conn.fetchrow("SELECT id, asset FROM accounts WHERE id = $1", account)
             await place_payout(
                 conn,
-                settings,
+                settings.payouts,
                 merchant_id=uuid.UUID(int=7),
                 idempotency_key=uuid.uuid4().hex,
                 account=row,
@@ -79,7 +79,17 @@ async def _phase(
     keys = [_key() for _ in range(wallets)]
     for key in keys:
         await anvil.set_balance(Account.from_key(key).address.lower(), 1000 * WEI)
-    engines = [PayoutEngine(pool, settings, rpc, [HotWallet(SecretStr(k))]) for k in keys]
+    engines = [
+        PayoutEngine(
+            pool,
+            settings.payouts,
+            rpc,
+            [HotWallet(SecretStr(k))],
+            database=settings.database,
+            chains=settings.chain,
+        )
+        for k in keys
+    ]
     for engine in engines:
         await engine.ensure_wallets()
     start = time.perf_counter()

@@ -58,7 +58,7 @@ async def _fill(
 ) -> tuple[uuid.UUID, dict[str, list[uuid.UUID]]]:
     """The merchant, `prefill` delivered payments, and `webhooks` final undelivered
     payments per receiver URL; then VACUUM ANALYZE."""
-    pool = await create_pool(settings, min_size=1, max_size=2)
+    pool = await create_pool(settings.database, min_size=1, max_size=2)
     try:
         async with connection(pool) as conn:
             merchant_id, _key, _secret = await create_merchant(conn, "bench", admin=False)

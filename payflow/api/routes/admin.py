@@ -125,5 +125,7 @@ async def replay(request: Request, merchant: AdminMerchant, dlq_id: DlqId) -> Js
     of the same row answers 409."""
     state = api_state(request)
     operator = f"api:{merchant.name}:{merchant.id}"
-    resolution = await replay_dead_letter(state.pool, state.settings, dlq_id, operator=operator)
+    resolution = await replay_dead_letter(
+        state.pool, state.settings.database, dlq_id, operator=operator
+    )
     return JsonResponse({"id": dlq_id, "resolution": resolution, "resolved_by": operator})

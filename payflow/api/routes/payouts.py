@@ -24,7 +24,7 @@ from payflow.chain.payouts.holds import (
     payout_scoped,
     place_payout,
 )
-from payflow.config import Settings
+from payflow.config import PayoutSettings
 from payflow.errors import AccountFrozen, InsufficientFunds, NotFound
 from payflow.idempotency.records import IdempotencyKeyReused
 
@@ -52,7 +52,7 @@ def payout_view(row: Any) -> dict[str, Any]:
 
 async def record_payout(
     conn: asyncpg.Connection,
-    settings: Settings,
+    settings: PayoutSettings,
     *,
     merchant: Merchant,
     key: str,

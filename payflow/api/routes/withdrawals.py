@@ -80,7 +80,7 @@ def _payout_placer(
     ) -> tuple[dict[str, Any], bool]:
         return await record_payout(
             conn,
-            settings,
+            settings.payouts,
             merchant=merchant,
             key=key,
             account=account,

@@ -156,7 +156,7 @@ async def void_payout(
     the nonce is consumed by another transaction, or unused and no later one allocated."""
     _check_words(actor, reason)
     payout, txs, evidence = await _load(engine, payout_id)
-    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+    async with engine.pool.acquire() as conn, transaction(conn, engine.database):
         await _locked(conn, payout, txs)
         if not evidence.consumed:
             back = await conn.fetchval(
@@ -220,7 +220,7 @@ async def resign_payout(
     )
     floor = await mined_count(engine, wallet.address)
     chain_id = await engine.chain_id()
-    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+    async with engine.pool.acquire() as conn, transaction(conn, engine.database):
         row = await _locked(conn, payout, txs)
         if evidence.consumed:
             nonce = int(
@@ -279,15 +279,21 @@ async def action_cli(
     from payflow.chain.payouts.signer import wallets_from_settings
     from payflow.db.pool import tool_pool
 
-    wallets = wallets_from_settings(settings)
+    wallets = wallets_from_settings(settings.payouts)
     async with payout_oracle(settings, None) as oracle:
         if not wallets or oracle is None:
             raise BadInput(
                 f"no hot wallet or no RPC is configured for PAYOUT_CHAIN {settings.payout_chain}"
             )
-        async with tool_pool(settings) as pool:
+        async with tool_pool(settings.database) as pool:
             engine = PayoutEngine(
-                pool, settings, oracle.clients[settings.payout_chain], wallets, finality=oracle
+                pool,
+                settings.payouts,
+                oracle.clients[settings.payout_chain],
+                wallets,
+                finality=oracle,
+                database=settings.database,
+                chains=settings.chain,
             )
             act = void_payout if action is PayoutAction.VOID else resign_payout
             result = await act(engine, payout_id, actor=actor, reason=reason)
@@ -298,7 +304,7 @@ async def stalled_cli(settings: Any) -> list[dict[str, Any]]:
     """`payflow payouts stalled`: every open payout that does not progress (all chains)."""
     from payflow.db.pool import tool_pool
 
-    async with tool_pool(settings) as pool, pool.acquire() as conn:
+    async with tool_pool(settings.database) as pool, pool.acquire() as conn:
         rows = await conn.fetch(SQL["stalled_payouts"], None, settings.payout_stuck_after_s)
     return [
         {

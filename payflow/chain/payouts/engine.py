@@ -28,7 +28,7 @@ from payflow.chain.payouts.plan import TickReport
 from payflow.chain.payouts.settle import Landed, enqueue_notification
 from payflow.chain.payouts.signer import HotWallet, SignedTx, TxFees
 from payflow.chain.rpc import RpcClient, hex_int
-from payflow.config import Settings
+from payflow.config import ChainSettings, DatabaseSettings, PayoutSettings
 from payflow.db.tx import transaction
 from payflow.metrics import PAYOUTS
 
@@ -37,15 +37,19 @@ log = structlog.get_logger("payflow.payouts")
 
 class PayoutEngine:
     """One chain, its RPC client and its hot wallet(s). Safe to run in several processes:
-    every step is a compare-and-set or a row lock in PostgreSQL."""
+    every step is a compare-and-set or a row lock in PostgreSQL. `settings` is the payouts
+    slice; its transactions keep `database`'s bounds, and the chain's expected id comes
+    from `chains`."""
 
     def __init__(
         self,
         pool: asyncpg.Pool,
-        settings: Settings,
+        settings: PayoutSettings,
         rpc: RpcClient,
         wallets: list[HotWallet],
         *,
+        database: DatabaseSettings,
+        chains: ChainSettings,
         finality: FinalityOracle | None = None,
         alerts: AlertSink | None = None,
     ) -> None:
@@ -53,6 +57,8 @@ class PayoutEngine:
             raise ValueError("a payout engine needs at least one hot wallet")
         self.pool = pool
         self.settings = settings
+        self.database = database
+        self.chains = chains
         self.rpc = rpc
         self.chain = settings.payout_chain
         self.wallets = {wallet.address: wallet for wallet in wallets}
@@ -66,7 +72,7 @@ class PayoutEngine:
         have changed since the last one) and checked against the chain's expected id
         (`NodeMisconfigured`: another network or no chain id, nothing signed)."""
         raw = await self.rpc.call("eth_chainId")
-        return await check_signing_chain(self.pool, self.settings, self.chain, raw)
+        return await check_signing_chain(self.pool, self.chains, self.chain, raw)
 
     async def ensure_wallets(self) -> None:
         """A `hot_wallets` row per wallet, starting at the chain's pending nonce."""
@@ -74,7 +80,7 @@ class PayoutEngine:
             if address in self._known_wallets:
                 continue
             count = hex_int(await self.rpc.call("eth_getTransactionCount", address, "pending"))
-            async with self.pool.acquire() as conn, transaction(conn, self.settings):
+            async with self.pool.acquire() as conn, transaction(conn, self.database):
                 await conn.execute(SQL["ensure_hot_wallet"], self.chain, address, count)
             self._known_wallets.add(address)
 
@@ -144,7 +150,7 @@ class PayoutEngine:
         return answer
 
     async def mark_sent(self, payout_id: Any, tx_hash: str | None) -> None:
-        async with self.pool.acquire() as conn, transaction(conn, self.settings):
+        async with self.pool.acquire() as conn, transaction(conn, self.database):
             if tx_hash is not None:
                 await conn.execute(SQL["mark_broadcast"], tx_hash)
             row = await conn.fetchrow(SQL["mark_sent"], payout_id)

@@ -17,7 +17,7 @@ import asyncpg
 
 from payflow.chain.payouts.records import TOPIC_PAYOUT_NOTIFICATION, PayoutStatus
 from payflow.chain.payouts.sinks import known_sink
-from payflow.config import Settings
+from payflow.config import PayoutSettings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.errors import AccountFrozen, BadInput, InsufficientFunds
@@ -27,7 +27,7 @@ from payflow.outbox.writer import enqueue
 SQL = load_queries("payflow.chain.payouts")
 
 
-def configured_hot_wallets(settings: Settings) -> set[str]:
+def configured_hot_wallets(settings: PayoutSettings) -> set[str]:
     """The hot-wallet address of `ETH_HOT_WALLET_KEY` when set (a keystore is not
     decrypted per request: its address is refused once the engine has recorded it in
     `hot_wallets`, before it signs anything)."""
@@ -72,7 +72,7 @@ async def payout_asset(conn: Connection, chain: str, asset: str) -> PayoutAsset:
     return PayoutAsset(contract=rows[0]["contract"], decimals=int(rows[0]["decimals"]))
 
 
-def fee_hold(settings: Settings, target: PayoutAsset) -> Decimal:
+def fee_hold(settings: PayoutSettings, target: PayoutAsset) -> Decimal:
     """The fee held with a payout, at its maximum, in the account's asset.
 
     Native: gas limit x `PAYOUT_MAX_FEE_PER_GAS_WEI` (the ceiling fee bumps never pass).
@@ -101,7 +101,7 @@ def payout_event(row: Any, status: str | None = None) -> dict[str, Any]:
 
 async def place_payout(
     conn: Connection,
-    settings: Settings,
+    settings: PayoutSettings,
     *,
     merchant_id: UUID,
     idempotency_key: str,

@@ -32,7 +32,9 @@ async def payout_oracle(
     if config is None:
         yield None
         return
-    oracle = FinalityOracle(settings, redis, {config.name: config})
+    oracle = FinalityOracle(
+        settings.chain, redis, {config.name: config}, redis_settings=settings.redis
+    )
     try:
         yield oracle
     finally:
@@ -48,13 +50,20 @@ async def payouts_job(ctx: JobContext) -> JobResult:
     (`payouts.unconfigured`); `ok` otherwise.
     A node that cannot be asked raises the retryable `ChainUnavailable` (a failed run;
     the next tick resumes from PostgreSQL)."""
-    wallets = wallets_from_settings(ctx.settings)
+    wallets = wallets_from_settings(ctx.settings.payouts)
     async with payout_oracle(ctx.settings, ctx.redis) as oracle:
         if not wallets or oracle is None:
             return await _unconfigured(ctx)
         rpc = oracle.clients[ctx.settings.payout_chain]
         engine = PayoutEngine(
-            ctx.pool, ctx.settings, rpc, wallets, finality=oracle, alerts=ctx.alerts
+            ctx.pool,
+            ctx.settings.payouts,
+            rpc,
+            wallets,
+            finality=oracle,
+            alerts=ctx.alerts,
+            database=ctx.settings.database,
+            chains=ctx.settings.chain,
         )
         report = await engine.tick()
     if report.errors:

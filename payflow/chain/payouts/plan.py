@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from payflow.chain.payouts.signer import TxFees, transfer_calldata
-from payflow.config import Settings
+from payflow.config import PayoutSettings
 from payflow.money import to_base_units
 
 
@@ -48,7 +48,7 @@ def _raised(old: int, percent: int) -> int:
     return max(old + 1, -(-old * (100 + percent) // 100))
 
 
-def fee_ceiling(settings: Settings, payout: Any, gas_limit: int) -> int:
+def fee_ceiling(settings: PayoutSettings, payout: Any, gas_limit: int) -> int:
     """The highest max fee per gas (wei) a transaction of `payout` may carry: never more
     than `PAYOUT_MAX_FEE_PER_GAS_WEI` now, and for a native payout never more than its own
     fee hold allows (`fee_hold` / gas limit): the hold was computed at the setting of its
@@ -69,7 +69,7 @@ def capped_fees(fees: TxFees, ceiling: int) -> TxFees:
 
 
 def bumped_fees(
-    settings: Settings, latest: Any, current: TxFees, ceiling: int | None = None
+    settings: PayoutSettings, latest: Any, current: TxFees, ceiling: int | None = None
 ) -> TxFees | None:
     """The fees of a replacement for the attempt `latest` (a `payout_txs` row), or None
     when the ceiling forbids one. Both fees rise by `PAYOUT_FEE_BUMP_PERCENT` (nodes

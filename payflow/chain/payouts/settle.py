@@ -33,7 +33,7 @@ from payflow.chain.payouts.records import (
     fee_event_id,
     withdrawal_event_id,
 )
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import store_event
@@ -98,7 +98,7 @@ async def _record_and_post(
 
 
 async def settle(
-    pool: asyncpg.Pool, settings: Settings, payout_id: Any, landed: Landed
+    pool: asyncpg.Pool, settings: DatabaseSettings, payout_id: Any, landed: Landed
 ) -> str | None:
     """Post or void a final payout; the new status, or None when it was already final."""
     async with pool.acquire() as conn, transaction(conn, settings):

@@ -18,7 +18,7 @@ from eth_utils.abi import function_signature_to_4byte_selector
 from eth_utils.address import to_checksum_address
 from pydantic import SecretStr
 
-from payflow.config import Settings
+from payflow.config import PayoutSettings
 from payflow.errors import PayflowError
 
 TRANSFER_SELECTOR = function_signature_to_4byte_selector("transfer(address,uint256)")
@@ -118,7 +118,7 @@ class HotWallet:
         return SignedTx(raw=raw, tx_hash="0x" + bytes(signed.hash).hex())
 
 
-def wallets_from_settings(settings: Settings) -> list[HotWallet]:
+def wallets_from_settings(settings: PayoutSettings) -> list[HotWallet]:
     """The configured hot wallet(s): the keystore if set, else `ETH_HOT_WALLET_KEY`."""
     if settings.eth_hot_wallet_keystore:
         if settings.eth_hot_wallet_keystore_password is None:

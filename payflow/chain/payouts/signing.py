@@ -47,7 +47,7 @@ async def sign_held(engine: PayoutEngine, report: TickReport) -> None:
     order = list(engine.wallets)
     waiting: list[Any] = []
     frozen = [p for p in held if p["account_status"] != "active"]
-    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+    async with engine.pool.acquire() as conn, transaction(conn, engine.database):
         for payout in frozen:  # not signed while frozen: the freeze may be for fraud
             await conn.execute(SQL["set_wait_reason"], payout["id"], "account frozen")
     for payout in (p for p in held if p["account_status"] == "active"):
@@ -88,7 +88,7 @@ def _pick(
 
 async def _waiting(engine: PayoutEngine, waiting: list[Any], funds: dict[str, WalletFunds]) -> None:
     reason = "hot wallet balance too low"
-    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+    async with engine.pool.acquire() as conn, transaction(conn, engine.database):
         for payout in waiting:
             await conn.execute(SQL["set_wait_reason"], payout["id"], reason)
     if not waiting:
@@ -118,7 +118,7 @@ async def sign_one(
     None when the payout is no longer held (another signer took it)."""
     chain_id = await engine.chain_id()
     floor = await mined_count(engine, wallet.address)
-    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+    async with engine.pool.acquire() as conn, transaction(conn, engine.database):
         row = await conn.fetchrow(SQL["lock_held_payout"], payout["id"])
         if row is None:
             return None

@@ -114,7 +114,7 @@ async def set_stall(engine: PayoutEngine, payout: Any, stall: Stall | None, deta
     """Record (or clear, with None) why `payout` does not progress."""
     if stall is None and payout["stall"] is None:
         return
-    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+    async with engine.pool.acquire() as conn, transaction(conn, engine.database):
         if stall is None:
             await conn.execute(SQL["clear_stall"], payout["id"])
         else:
@@ -145,7 +145,7 @@ async def track_one(
             payout_id=str(payout["id"]),
             tx_hash=payout["landed_tx_hash"],
         )
-        async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+        async with engine.pool.acquire() as conn, transaction(conn, engine.database):
             await conn.execute(SQL["clear_landed"], payout["id"])
     latest = txs[-1]
     age = float(payout["latest_age_s"])  # the database's clock
@@ -225,7 +225,7 @@ async def on_landed(
 ) -> None:
     if payout["status"] == PayoutStatus.SIGNED:  # mined before we recorded the send
         await engine.mark_sent(payout["id"], None)
-    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+    async with engine.pool.acquire() as conn, transaction(conn, engine.database):
         await conn.execute(
             SQL["record_landed"],
             payout["id"],
@@ -243,7 +243,7 @@ async def on_landed(
         )
     if not await engine.is_final(landed, finalized):
         return
-    outcome = await settle(engine.pool, engine.settings, payout["id"], landed)
+    outcome = await settle(engine.pool, engine.database, payout["id"], landed)
     if outcome == PayoutStatus.CONFIRMED:
         report.confirmed += 1
     elif outcome == PayoutStatus.FAILED:
@@ -292,7 +292,7 @@ async def bump(engine: PayoutEngine, payout: Any, latest: Any) -> Answer | None:
     if wallet is None:
         return None
     chain_id = await engine.chain_id()
-    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+    async with engine.pool.acquire() as conn, transaction(conn, engine.database):
         row = await conn.fetchrow(SQL["lock_open_payout"], payout["id"])
         if row is None or row["nonce"] != payout["nonce"]:
             return None

@@ -11,7 +11,7 @@ from payflow.chain.payouts.holds import SQL
 from payflow.chain.payouts.job import payout_chain_config
 from payflow.chain.payouts.signer import wallets_from_settings
 from payflow.chain.rpc import RpcClient, RpcUnavailable, hex_int
-from payflow.config import Settings
+from payflow.config import PayoutSettings, Settings
 from payflow.db import Connection
 from payflow.db.pool import tool_pool
 from payflow.errors import BadInput
@@ -19,7 +19,7 @@ from payflow.money import format_amount, from_base_units
 
 
 async def wallet_status(
-    pool: asyncpg.Pool, settings: Settings, rpc: RpcClient | None, addresses: list[str]
+    pool: asyncpg.Pool, settings: PayoutSettings, rpc: RpcClient | None, addresses: list[str]
 ) -> dict[str, Any]:
     """{chain, wallets: [{address, balance (ETH string), chain_nonce, chain_pending_nonce,
     next_nonce, pending, lowest_pending_nonce}], stuck: [...], waiting: [...]}.
@@ -88,9 +88,9 @@ async def wallet_status_cli(settings: Settings) -> dict[str, Any]:
 
     Raises `BadInput` when `PAYOUT_CHAIN` is not a chain in payflow's registry (a typo
     would otherwise print an empty, healthy-looking report)."""
-    addresses = [wallet.address for wallet in wallets_from_settings(settings)]
+    addresses = [wallet.address for wallet in wallets_from_settings(settings.payouts)]
     config = payout_chain_config(settings)
-    async with tool_pool(settings) as pool:
+    async with tool_pool(settings.database) as pool:
         async with pool.acquire() as conn:
             if await conn.fetchrow(CHAIN_SQL["native_asset"], settings.payout_chain) is None:
                 raise BadInput(

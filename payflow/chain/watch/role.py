@@ -22,7 +22,7 @@ from payflow.chain.identity import NodeMisconfigured, alert_key
 from payflow.chain.rpc import RpcError
 from payflow.chain.watch.logs import LogsTooDense
 from payflow.chain.watch.scanner import Scanner
-from payflow.config import Settings
+from payflow.config import ChainSettings, DatabaseSettings
 from payflow.errors import RetryableError, classify
 
 log = structlog.get_logger("payflow.chain.scanner")
@@ -35,16 +35,19 @@ def lag_alert_key(chain: str) -> str:
 
 async def run_scanner(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: ChainSettings,
     oracle: FinalityOracle,
     stop: asyncio.Event,
     alerts: AlertSink | None = None,
+    *,
+    database: DatabaseSettings,
 ) -> None:
     """Scan every configured chain until `stop`: straight on while behind, every
     `ETH_SCANNER_POLL_INTERVAL_S` once caught up. A node outage, an open breaker or a
     busy database is logged and retried after the interval (the cursor stays put, so
-    nothing is missed); nothing here ends the role but `stop`."""
-    scanner = Scanner(pool, settings, oracle)
+    nothing is missed); nothing here ends the role but `stop`. `settings` is the chain
+    slice; the scanner's transactions keep `database`'s bounds."""
+    scanner = Scanner(pool, settings, oracle, database=database)
     try:
         await _loop(scanner, oracle, settings, stop, _Edges(alerts or LogAlertSink()))
     finally:
@@ -54,7 +57,7 @@ async def run_scanner(
 async def _loop(
     scanner: Scanner,
     oracle: FinalityOracle,
-    settings: Settings,
+    settings: ChainSettings,
     stop: asyncio.Event,
     alerts: _Edges,
 ) -> None:
@@ -117,7 +120,7 @@ class _Edges:
             await self.sink.resolve(key)
 
 
-async def _lag_alert(scanner: Scanner, settings: Settings, alerts: _Edges, chain: str) -> None:
+async def _lag_alert(scanner: Scanner, settings: ChainSettings, alerts: _Edges, chain: str) -> None:
     """Fire or resolve `chain.scanner_lag:<chain>` from the last lag the scanner saw."""
     lag = scanner.lag.get(chain)
     if lag is None:

@@ -57,7 +57,7 @@ from payflow.chain.watch.blocks import (
     read_range,
 )
 from payflow.chain.watch.logs import SpanMemory
-from payflow.config import Settings
+from payflow.config import ChainSettings, DatabaseSettings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
@@ -139,9 +139,17 @@ class Scanner:
     sum. `aclose()` cancels a pending read-ahead.
     """
 
-    def __init__(self, pool: asyncpg.Pool, settings: Settings, oracle: FinalityOracle) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: ChainSettings,
+        oracle: FinalityOracle,
+        *,
+        database: DatabaseSettings,
+    ) -> None:
         self.pool = pool
         self.settings = settings
+        self.database = database  # the bounds of its transactions
         self.oracle = oracle
         self._ahead: dict[str, tuple[int, int, asyncio.Task[tuple[Watched, RangeRead]]]] = {}
         self._spans: dict[str, SpanMemory] = {}  # eth_getLogs span each provider accepts
@@ -249,7 +257,7 @@ class Scanner:
         read_s = time.perf_counter() - started
         started = time.perf_counter()
         new = await self._report_all(read.transfers)
-        async with self.pool.acquire() as conn, transaction(conn, self.settings):
+        async with self.pool.acquire() as conn, transaction(conn, self.database):
             last = read.headers[-1]
             if await self._watched_count(conn, chain) != watched.count:
                 # An address or token was added after the read took its snapshot: read
@@ -290,7 +298,7 @@ class Scanner:
         slices = [transfers[i::writers] for i in range(writers)]
 
         async def write(part: list[Transfer]) -> int:
-            async with self.pool.acquire() as conn, transaction(conn, self.settings):
+            async with self.pool.acquire() as conn, transaction(conn, self.database):
                 return sum([await self._report(conn, t) for t in part])
 
         return sum(await asyncio.gather(*(write(part) for part in slices)))
@@ -349,7 +357,7 @@ class Scanner:
         if block is None:
             raise RangeMoved(f"{chain}: no block {number} to start from")
         header = header_of(block)
-        async with self.pool.acquire() as conn, transaction(conn, self.settings):
+        async with self.pool.acquire() as conn, transaction(conn, self.database):
             await conn.execute(SQL["init_cursor"], chain, header.number, header.hash)
             await self._keep(conn, chain, [header])
             row = await conn.fetchrow(SQL["get_cursor"], chain)
@@ -391,7 +399,7 @@ class Scanner:
             fork = Cursor(floor, header_of(block).hash)
             if any(r["block_number"] == floor and r["block_hash"] != fork.hash for r in kept):
                 log.error("payflow.scanner.reorg_below_finality", chain=chain, block=floor)
-        async with self.pool.acquire() as conn, transaction(conn, self.settings):
+        async with self.pool.acquire() as conn, transaction(conn, self.database):
             moved = await conn.fetchval(
                 SQL["move_cursor"], chain, cursor.number, cursor.hash, fork.number, fork.hash, 1
             )

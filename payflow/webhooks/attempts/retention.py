@@ -48,7 +48,7 @@ async def purge_webhook_attempt_log(
 
     report = await purge_in_batches(
         pool,
-        settings,
+        settings.database,
         job=JOB_NAME,
         delete_batch=delete_batch,
         batch_size=batch_size,

@@ -93,15 +93,21 @@ async def test_webhook_alchemy_and_scanner_give_one_credit(
         }
     )
     pool = app.state.api.pool
-    oracle = FinalityOracle(settings, None)
+    oracle = FinalityOracle(settings, None, redis_settings=settings)
     try:
-        await Scanner(pool, settings, oracle).catch_up(CHAIN)
+        await Scanner(pool, settings, oracle, database=settings).catch_up(CHAIN)
         await node.mine(3)  # final: finalized is head - 2
         credited = 0
         for _ in range(5):
-            credited += (await process_deposits(pool, settings, oracle, LogAlertSink())).credited
-        await Scanner(pool, settings, oracle).catch_up(CHAIN)  # scanning again changes nothing
-        credited += (await process_deposits(pool, settings, oracle, LogAlertSink())).credited
+            credited += (
+                await process_deposits(pool, settings, oracle, LogAlertSink(), database=settings)
+            ).credited
+        await Scanner(pool, settings, oracle, database=settings).catch_up(
+            CHAIN
+        )  # scanning again changes nothing
+        credited += (
+            await process_deposits(pool, settings, oracle, LogAlertSink(), database=settings)
+        ).credited
     finally:
         await oracle.aclose()
 

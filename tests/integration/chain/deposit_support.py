@@ -67,7 +67,7 @@ async def redis(settings: Settings) -> AsyncIterator[Redis]:
 
 @pytest.fixture
 async def oracle(settings: Settings, redis: Redis) -> AsyncIterator[FinalityOracle]:
-    found = FinalityOracle(settings, redis)
+    found = FinalityOracle(settings, redis, redis_settings=settings)
     yield found
     await found.aclose()
 
@@ -125,7 +125,9 @@ async def run(
     pool: asyncpg.Pool, settings: Settings, oracle: FinalityOracle, alerts: Any = None
 ) -> LifecycleStats:
     """One pass of the deposit lifecycle (what the `chain_deposits` job runs)."""
-    return await process_deposits(pool, settings, oracle, alerts or RecordingSink())
+    return await process_deposits(
+        pool, settings, oracle, alerts or RecordingSink(), database=settings
+    )
 
 
 async def balance(pool: asyncpg.Pool, account_id: UUID) -> Decimal:

@@ -21,10 +21,10 @@ async def _catch_up(overrides: dict[str, Any], barrier: Any) -> tuple[int, int]:
 
     settings = load_settings(**overrides)
     pool = await create_pool(settings, min_size=1, max_size=5)
-    oracle = FinalityOracle(settings, None)
+    oracle = FinalityOracle(settings, None, redis_settings=settings)
     try:
         await asyncio.to_thread(barrier.wait)
-        results = await Scanner(pool, settings, oracle).catch_up("ETH_MAINNET")
+        results = await Scanner(pool, settings, oracle, database=settings).catch_up("ETH_MAINNET")
         return sum(r.walked for r in results), sum(r.lost_race for r in results)
     finally:
         await oracle.aclose()

@@ -75,8 +75,8 @@ async def build_world(
             CHAIN,
             token,
         )
-    oracle = FinalityOracle(chain, None)
-    return World(chain, oracle, Scanner(pool, chain, oracle), eth, usdc, token)
+    oracle = FinalityOracle(chain, None, redis_settings=chain)
+    return World(chain, oracle, Scanner(pool, chain, oracle, database=chain), eth, usdc, token)
 
 
 async def scanner_deposits(pool: asyncpg.Pool) -> dict[str, asyncpg.Record]:

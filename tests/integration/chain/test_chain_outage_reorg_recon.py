@@ -55,11 +55,13 @@ async def test_node_outage_opens_the_breaker_deposits_wait_then_credit_once(
     tx = await anvil.send_eth(address, WEI_PER_ETH)
     await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
     quick = settings.model_copy(update={"rpc_timeout_s": 0.3})
-    shared = FinalityOracle(quick, redis)
+    shared = FinalityOracle(quick, redis, redis_settings=quick)
     # a second replica whose Redis is down: the breaker runs on its own memory
     cut_off = Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.2)
     alone = FinalityOracle(
-        quick.model_copy(update={"redis_key_prefix": redis_prefix("alone")}), cut_off
+        quick.model_copy(update={"redis_key_prefix": redis_prefix("alone")}),
+        cut_off,
+        redis_settings=quick.model_copy(update={"redis_key_prefix": redis_prefix("alone")}),
     )
     try:
         assert (await run(pool, quick, shared)).confirmed == 1
@@ -101,8 +103,8 @@ async def test_node_outage_opens_the_breaker_deposits_wait_then_credit_once(
 async def test_exactly_one_half_open_probe_across_replicas(
     settings: Settings, redis: Redis
 ) -> None:
-    first = FinalityOracle(settings, redis).breakers[CHAIN]
-    second = FinalityOracle(settings, redis).breakers[CHAIN]
+    first = FinalityOracle(settings, redis, redis_settings=settings).breakers[CHAIN]
+    second = FinalityOracle(settings, redis, redis_settings=settings).breakers[CHAIN]
     await redis.set(first._key("tripped"), "1")
     assert await first.state() is BreakerState.HALF_OPEN
     assert await first._take_probe() is True
@@ -120,7 +122,7 @@ async def test_a_reorg_deeper_than_n_after_credit_reverses_freezes_and_alerts(
     await anvil.mine(2)
     tx = await anvil.send_eth(address, WEI_PER_ETH)
     await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
-    oracle = FinalityOracle(settings, redis)
+    oracle = FinalityOracle(settings, redis, redis_settings=settings)
     try:
         await run(pool, settings, oracle, sink)
         await anvil.mine(1)  # one confirmation: final under confirmations:1

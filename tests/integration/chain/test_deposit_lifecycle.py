@@ -236,7 +236,7 @@ async def test_a_warm_cache_verification_of_a_final_block_costs_no_rpc_call(
     tx = await anvil.send_eth(address, WEI_PER_ETH)
     await anvil.mine(3)
     warm = settings.model_copy(update={"chain_cache_recent_ttl_s": 60.0})
-    cached = FinalityOracle(warm, oracle.redis)
+    cached = FinalityOracle(warm, oracle.redis, redis_settings=warm)
     try:
         first = await verify_claim(
             cached, CHAIN, tx, to_address=address, contract=None, units=WEI_PER_ETH, position=-1

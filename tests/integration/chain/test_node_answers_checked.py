@@ -149,7 +149,7 @@ async def test_provider_log_limits_are_adapted_to_by_the_scanner_and_recon(
 
     refused.clear()
     recon_settings = world.settings.model_copy(update={"recon_chain_block_span": 1000})
-    oracle = FinalityOracle(recon_settings, None)
+    oracle = FinalityOracle(recon_settings, None, redis_settings=recon_settings)
     try:
         report = await reconcile_chain(pool, recon_settings, oracle, CHAIN, from_block=0)
     finally:
@@ -167,7 +167,7 @@ async def test_provider_log_limits_are_adapted_to_by_the_scanner_and_recon(
     await anvil.mine(5)
     sink, stop = RecordingSink(), asyncio.Event()
     strict = world.settings.model_copy(update={"eth_scanner_max_lag_blocks": 3})
-    role = asyncio.create_task(run_scanner(pool, strict, world.oracle, stop, sink))
+    role = asyncio.create_task(run_scanner(pool, strict, world.oracle, stop, sink, database=strict))
     await asyncio.sleep(1.0)
     stop.set()
     await role

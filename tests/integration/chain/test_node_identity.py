@@ -71,7 +71,7 @@ async def test_an_rpc_of_another_network_stops_every_chain_path_in_one_line(
     await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
     await polygon.mine(3)
 
-    sink = build_alert_sink(settings, pool)
+    sink = build_alert_sink(settings, pool, database=settings)
     job = await run_job(JobContext(pool, settings, sink), "chain_deposits")
     assert job is not None and job.result.outcome is Outcome.ALERT
     assert f"STOPPED {MISMATCH}" in job.result.summary
@@ -83,10 +83,10 @@ async def test_an_rpc_of_another_network_stops_every_chain_path_in_one_line(
     assert f"chain.node:{CHAIN}: {MISMATCH}" in status.problems
     assert any(p.startswith("chain job chain_deposits: last run alert") for p in status.problems)
 
-    oracle = FinalityOracle(settings, None)
+    oracle = FinalityOracle(settings, None, redis_settings=settings)
     try:
         with pytest.raises(NodeMisconfigured) as scanned:
-            await Scanner(pool, settings, oracle).step(CHAIN)
+            await Scanner(pool, settings, oracle, database=settings).step(CHAIN)
         assert str(scanned.value) == MISMATCH
         assert await pool.fetchval("SELECT count(*) FROM chain_scanner_cursors") == 0
         with pytest.raises(NodeMisconfigured):
@@ -97,9 +97,11 @@ async def test_an_rpc_of_another_network_stops_every_chain_path_in_one_line(
     assert await scan_once(settings) is False
     # the scanner role keeps running, and says so through its alert sink
     recording, stop = RecordingSink(), asyncio.Event()
-    oracle = FinalityOracle(settings, None)
+    oracle = FinalityOracle(settings, None, redis_settings=settings)
     try:
-        role = asyncio.create_task(run_scanner(pool, settings, oracle, stop, recording))
+        role = asyncio.create_task(
+            run_scanner(pool, settings, oracle, stop, recording, database=settings)
+        )
         await asyncio.sleep(1.0)
         stop.set()
         await role
@@ -112,13 +114,15 @@ async def test_an_rpc_of_another_network_stops_every_chain_path_in_one_line(
     # a payout is never signed for the network the node names
     key = SecretStr("0x" + bytes(Account.create().key).hex())
     async with RpcClient(polygon.url, chain=CHAIN) as rpc:
-        engine = PayoutEngine(pool, settings, rpc, [HotWallet(key)])
+        engine = PayoutEngine(
+            pool, settings, rpc, [HotWallet(key)], database=settings, chains=settings
+        )
         with pytest.raises(NodeMisconfigured, match="eth_chainId 137, expected 1"):
             await engine.chain_id()
 
     # the setting pointed at the node's network: the chains table still says 1
     moved = settings.model_copy(update={"eth_chain_id": 137})
-    oracle = FinalityOracle(moved, None)
+    oracle = FinalityOracle(moved, None, redis_settings=moved)
     try:
         stats = await run(pool, moved, oracle)
     finally:
@@ -147,7 +151,7 @@ async def test_a_node_without_the_finalized_tag_stops_and_suggests_confirmations
         tx = await anvil.send_eth(address, WEI_PER_ETH)
         await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
         await anvil.mine(3)
-        sink = build_alert_sink(settings, pool)
+        sink = build_alert_sink(settings, pool, database=settings)
         job = await run_job(JobContext(pool, settings, sink), "chain_deposits")
         assert job is not None and job.result.outcome is Outcome.ALERT
         line = (

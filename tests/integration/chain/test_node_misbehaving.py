@@ -304,7 +304,9 @@ async def test_an_eth_chain_id_that_is_no_chain_id_stops_in_one_short_line(
     assert shown in line and "\n" not in line and len(line) < 240, line
     key = SecretStr("0x" + bytes(Account.create().key).hex())
     async with RpcClient(proxy.url, chain=CHAIN) as rpc:
-        engine = PayoutEngine(pool, settings, rpc, [HotWallet(key)])
+        engine = PayoutEngine(
+            pool, settings, rpc, [HotWallet(key)], database=settings, chains=settings
+        )
         with pytest.raises(NodeMisconfigured, match="eth_chainId"):
             await engine.chain_id()
 
@@ -331,7 +333,9 @@ async def test_an_rpc_swapped_to_another_network_after_start_is_caught_at_once(
     key = SecretStr("0x" + bytes(Account.create().key).hex())
     jobs = FinalityOracle(world.settings, None)
     async with RpcClient(proxy.url, chain=CHAIN) as rpc:
-        engine = PayoutEngine(pool, payouts, rpc, [HotWallet(key)])
+        engine = PayoutEngine(
+            pool, payouts, rpc, [HotWallet(key)], database=payouts, chains=payouts
+        )
         assert await engine.chain_id() == 1
         assert (await run(pool, world.settings, jobs)).stopped == []
 

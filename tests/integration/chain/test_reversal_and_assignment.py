@@ -56,7 +56,7 @@ async def test_a_reversed_deposit_mined_again_is_credited_again_exactly_once(
     raw = await anvil.rpc.call("eth_getRawTransactionByHash", tx)
     await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
     tid = transfer_id(CHAIN, tx, -1)
-    oracle = FinalityOracle(settings, redis)
+    oracle = FinalityOracle(settings, redis, redis_settings=settings)
     try:
         await run(pool, settings, oracle, sink)
         await anvil.mine(1)
@@ -145,7 +145,7 @@ async def test_value_before_assignment_is_not_creditable_on_every_path(
     )
     for tx, amount in ((early, "1"), (late, "2")):  # a signed webhook reports both
         await deliver(pool, lifecycle, generic_event(address, amount, tx, "ETH", None))
-    oracle = FinalityOracle(lifecycle, None)
+    oracle = FinalityOracle(lifecycle, None, redis_settings=lifecycle)
     try:
         for _ in range(3):
             await run(pool, lifecycle, oracle)

@@ -159,9 +159,11 @@ async def test_scanner_role_waits_through_a_node_outage_and_misses_nothing(
         chain_breaker_failures=2,
         chain_breaker_open_s=0.2,
     )
-    oracle = FinalityOracle(world.settings, None)
+    oracle = FinalityOracle(world.settings, None, redis_settings=world.settings)
     stop = asyncio.Event()
-    role = asyncio.create_task(run_scanner(pool, world.settings, oracle, stop))
+    role = asyncio.create_task(
+        run_scanner(pool, world.settings, oracle, stop, database=world.settings)
+    )
     try:
         before = await anvil.send_eth(ETH_ADDRESS, WEI_PER_ETH)
         await _until(pool, {transfer_id(CHAIN, before, -1)})

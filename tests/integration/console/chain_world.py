@@ -202,6 +202,8 @@ async def seed_chain(
         settings.model_copy(update={"payout_stuck_after_s": 0.0}),
         node,  # type: ignore[arg-type]
         [wallet],
+        database=settings.model_copy(update={"payout_stuck_after_s": 0.0}),
+        chains=settings.model_copy(update={"payout_stuck_after_s": 0.0}),
     )
     confirmed = await _payout(api, shop_key, shop_account, "1")
     stuck = await _payout(api, shop_key, shop_account, "0.5")

@@ -119,7 +119,7 @@ async def test_the_scheduler_role_records_alerts_through_its_real_sink(
     """Found by a tester: `alerts or LogAlertSink()` swapped the role's real sink for the
     log sink, because a sink that remembers no key yet has len() 0 and is falsy; the
     alerts table stayed empty and no delivery, cooldown or acknowledgement ever applied."""
-    sink = build_alert_sink(settings, pool)
+    sink = build_alert_sink(settings, pool, database=settings)
     assert len(sink) == 0  # the case that was taken for "no sink"
     await pool.execute(
         "INSERT INTO dead_letter_queue (source, subject_id, error, attempt)"

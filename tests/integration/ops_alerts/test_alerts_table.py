@@ -47,7 +47,10 @@ def _sink(
     pool: asyncpg.Pool, settings: Settings, recorder: Recorder, clock: Clock
 ) -> CooldownAlertSink:
     return CooldownAlertSink(
-        store=AlertStore(pool, settings), delivery=recorder, cooldown_s=300.0, clock=clock
+        store=AlertStore(pool, settings, database=settings),
+        delivery=recorder,
+        cooldown_s=300.0,
+        clock=clock,
     )
 
 
@@ -121,7 +124,7 @@ async def test_an_acknowledged_incident_sends_no_reminders(
 ) -> None:
     recorder, clock = Recorder(), Clock()
     sink = _sink(pool, settings, recorder, clock)
-    store = AlertStore(pool, settings)
+    store = AlertStore(pool, settings, database=settings)
     await sink.fire("stuck_claims", Severity.WARNING, "2 pending")
     acked = await store.acknowledge("stuck_claims", "carol")
     assert acked is not None and acked.acknowledged_by == "carol"
@@ -144,7 +147,10 @@ async def test_an_acknowledged_incident_sends_no_reminders(
 async def test_a_suppressed_key_is_still_recorded(pool: asyncpg.Pool, settings: Settings) -> None:
     recorder = Recorder()
     sink = CooldownAlertSink(
-        store=AlertStore(pool, settings), delivery=recorder, max_keys=1, clock=Clock()
+        store=AlertStore(pool, settings, database=settings),
+        delivery=recorder,
+        max_keys=1,
+        clock=Clock(),
     )
     await sink.fire("a", Severity.WARNING, "a")
     await sink.fire("b", Severity.CRITICAL, "b")  # memory full, a not stale: suppressed

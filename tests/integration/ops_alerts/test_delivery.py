@@ -47,7 +47,7 @@ async def test_webhook_body_cooldown_and_resolution(
     webhook = settings.model_copy(
         update={"alert_delivery": "webhook", "alert_webhook_url": receiver.url}
     )
-    sink = build_alert_sink(webhook, pool)
+    sink = build_alert_sink(webhook, pool, database=webhook)
     await sink.fire("dlq.growth", Severity.WARNING, "12 new dead letters", details={"new": 12})
     await sink.fire("dlq.growth", Severity.WARNING, "13 new dead letters", details={"new": 13})
     await sink.resolve("dlq.growth")
@@ -86,7 +86,7 @@ async def test_pagerduty_trigger_and_resolve_events(
             "alert_pagerduty_routing_key": SecretStr(ROUTING_KEY),
         }
     )
-    sink = build_alert_sink(pagerduty, pool)
+    sink = build_alert_sink(pagerduty, pool, database=pagerduty)
     with capture_logs() as logs:
         await sink.fire("recon.mismatch:hot", Severity.CRITICAL, "sums differ", details={"n": 2})
         await sink.fire("zombies", Severity.WARNING, "3 stuck")
@@ -123,7 +123,7 @@ async def test_a_failing_receiver_never_raises_and_the_table_keeps_the_record(
             "alert_pagerduty_routing_key": SecretStr(ROUTING_KEY),
         }
     )
-    sink = build_alert_sink(pagerduty, pool)
+    sink = build_alert_sink(pagerduty, pool, database=pagerduty)
     with capture_logs() as logs:
         await sink.fire("zombies", Severity.CRITICAL, "3 stuck")
         await sink.resolve("zombies")
@@ -158,7 +158,10 @@ async def test_a_gone_or_hanging_receiver_never_raises(
                     }
                 )
                 await asyncio.wait_for(
-                    build_alert_sink(webhook, pool).fire(f"k{n}", Severity.CRITICAL, "m"), 10
+                    build_alert_sink(webhook, pool, database=webhook).fire(
+                        f"k{n}", Severity.CRITICAL, "m"
+                    ),
+                    10,
                 )
     finally:
         server.close()
@@ -176,7 +179,7 @@ async def test_an_unreachable_database_still_delivers_and_never_raises(
     webhook = settings.model_copy(
         update={"alert_delivery": "webhook", "alert_webhook_url": receiver.url}
     )
-    sink = build_alert_sink(webhook, down)
+    sink = build_alert_sink(webhook, down, database=webhook)
     try:
         with capture_logs() as logs:
             await sink.fire("db.down", Severity.CRITICAL, "first")

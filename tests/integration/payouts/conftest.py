@@ -78,7 +78,7 @@ async def rpc(anvil: AnvilNode) -> AsyncIterator[RpcClient]:
 @pytest.fixture
 async def oracle(payout_settings: Settings) -> AsyncIterator[FinalityOracle]:
     """The chain-core finality oracle on anvil (policy `finalized`, no Redis cache)."""
-    oracle = FinalityOracle(payout_settings, None)
+    oracle = FinalityOracle(payout_settings, None, redis_settings=payout_settings)
     try:
         yield oracle
     finally:
@@ -100,6 +100,8 @@ async def engine(
         [HotWallet(SecretStr(hot_key))],
         finality=oracle,
         alerts=RecordingSink(),
+        database=payout_settings,
+        chains=payout_settings,
     )
 
 

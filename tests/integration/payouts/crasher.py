@@ -36,7 +36,15 @@ async def main(point: str) -> None:
     async with payout_oracle(settings, None) as oracle:
         assert oracle is not None
         rpc = oracle.clients[settings.payout_chain]
-        engine = PayoutEngine(pool, settings, rpc, wallets_from_settings(settings), finality=oracle)
+        engine = PayoutEngine(
+            pool,
+            settings,
+            rpc,
+            wallets_from_settings(settings),
+            finality=oracle,
+            database=settings,
+            chains=settings,
+        )
         await engine.tick()
     raise SystemExit("the crash point was never reached")
 

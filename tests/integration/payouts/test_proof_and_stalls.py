@@ -355,7 +355,15 @@ async def test_a_node_with_a_tip_floor_gets_a_bumped_payout(
         tip_floor_node(anvil.url, 2 * GWEI) as (url, refused),
         RpcClient(url, chain=CHAIN) as rpc,
     ):
-        engine = PayoutEngine(pool, settings, rpc, [wallet], alerts=RecordingSink())
+        engine = PayoutEngine(
+            pool,
+            settings,
+            rpc,
+            [wallet],
+            alerts=RecordingSink(),
+            database=settings,
+            chains=settings,
+        )
         await engine.tick()
         assert refused  # the first attempt was refused for its tip
         await settle_all(engine, anvil)
@@ -389,7 +397,15 @@ async def test_a_tip_floor_above_the_hold_stalls_and_alerts(
         tip_floor_node(anvil.url, 200 * GWEI) as (url, _refused),
         RpcClient(url, chain=CHAIN) as rpc,
     ):
-        engine = PayoutEngine(pool, payout_settings, rpc, [wallet], alerts=RecordingSink())
+        engine = PayoutEngine(
+            pool,
+            payout_settings,
+            rpc,
+            [wallet],
+            alerts=RecordingSink(),
+            database=payout_settings,
+            chains=payout_settings,
+        )
         await engine.tick()
         await engine.tick()
     row = await _status(pool, payout["id"])

@@ -106,7 +106,14 @@ async def test_every_message_delivered_three_times_has_one_effect(
         names = await declare_topology(channel, pipe_settings)
         exchange = TripleExchange(await channel.get_exchange(names.exchange))
         relay = asyncio.create_task(
-            run_relay(pool, pipe_settings, exchange, stop, on_published=ON_PUBLISHED)
+            run_relay(
+                pool,
+                pipe_settings,
+                exchange,
+                stop,
+                database=pipe_settings,
+                on_published=ON_PUBLISHED,
+            )
         )  # type: ignore[arg-type]
         await _assert_exactly_once(pool, pipe_settings, merchant[0], account, sink)
     finally:
@@ -161,7 +168,12 @@ async def test_relay_dying_between_publish_and_mark_gives_a_duplicate_not_a_loss
 
         with pytest.raises(Crash):
             await relay_once(
-                pool, pipe_settings, exchange, after_publish=crash, on_published=ON_PUBLISHED
+                pool,
+                pipe_settings,
+                exchange,
+                database=pipe_settings,
+                after_publish=crash,
+                on_published=ON_PUBLISHED,
             )
         assert confirmed  # the broker has the message...
         # ...but the mark rolled back with the "crash": the row is still unpublished.
@@ -256,7 +268,9 @@ async def test_under_load_the_relay_lingers_so_rows_committed_meanwhile_share_a_
         names = await declare_topology(channel, lingering)
         exchange = await channel.get_exchange(names.exchange)
         relay = asyncio.create_task(
-            run_relay(pool, lingering, exchange, stop, on_published=ON_PUBLISHED)
+            run_relay(
+                pool, lingering, exchange, stop, database=lingering, on_published=ON_PUBLISHED
+            )
         )
         first = [await one_job(0)]
         await wait_until(lambda: published(first))

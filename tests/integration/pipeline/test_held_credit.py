@@ -80,7 +80,11 @@ async def test_the_worker_posts_the_credit_and_deletes_its_job(
     worker_settings = settings.model_copy(update={"gateway_failure_rate": 0.0})
     redis = Redis.from_url(settings.redis_url)
     try:
-        processor = PaymentProcessor(pool, worker_settings, default_gateway(worker_settings, redis))
+        processor = PaymentProcessor(
+            pool,
+            worker_settings,
+            default_gateway(worker_settings, redis, redis_settings=worker_settings),
+        )
         await processor.handle(payment_created(payment_id))
     finally:
         await redis.aclose()

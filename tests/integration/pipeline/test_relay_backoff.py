@@ -68,10 +68,12 @@ async def test_refused_row_waits_a_doubling_capped_backoff(
         channel = await confirm_channel(connection)
         names = await declare_topology(channel, settings)
         exchange = await channel.get_exchange(names.exchange)
-        first = await relay_once(pool, settings, exchange, on_published=ON_PUBLISHED)
+        first = await relay_once(
+            pool, settings, exchange, database=settings, on_published=ON_PUBLISHED
+        )
         assert (first.claimed, first.published, first.deferred) == (2, 1, 1)
         assert (
-            await relay_once(pool, settings, exchange, on_published=ON_PUBLISHED)
+            await relay_once(pool, settings, exchange, database=settings, on_published=ON_PUBLISHED)
         ).claimed == 0  # not due yet
         waits = []
         for attempts in (1, 2, 3, 4):
@@ -79,7 +81,9 @@ async def test_refused_row_waits_a_doubling_capped_backoff(
                 "UPDATE outbox SET next_attempt_at = now() WHERE published_at IS NULL"
             )
             with capture_logs() as logs:
-                again = await relay_once(pool, settings, exchange, on_published=ON_PUBLISHED)
+                again = await relay_once(
+                    pool, settings, exchange, database=settings, on_published=ON_PUBLISHED
+                )
             assert (again.claimed, again.deferred) == (1, 1)
             alerts = [e for e in logs if e["event"] == "payflow.outbox.unpublishable"]
             # From RELAY_UNPUBLISHABLE_ALERT_ATTEMPTS (5) failures on, each one alerts.

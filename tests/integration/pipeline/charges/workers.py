@@ -49,7 +49,9 @@ def handle_after_barrier(
         pool = await create_pool(settings, min_size=1, max_size=2)
         redis = Redis.from_url(settings.redis_url)
         try:
-            processor = PaymentProcessor(pool, settings, default_gateway(settings, redis))
+            processor = PaymentProcessor(
+                pool, settings, default_gateway(settings, redis, redis_settings=settings)
+            )
             barrier.wait(timeout=60)
             with structlog.testing.capture_logs() as logs:
                 try:
@@ -86,7 +88,9 @@ def handle_all_after_barrier(
         pool = await create_pool(settings, min_size=1, max_size=8)
         redis = Redis.from_url(settings.redis_url)
         try:
-            processor = PaymentProcessor(pool, settings, default_gateway(settings, redis))
+            processor = PaymentProcessor(
+                pool, settings, default_gateway(settings, redis, redis_settings=settings)
+            )
             barrier.wait(timeout=60)
 
             async def one(payment_id: str) -> int:
