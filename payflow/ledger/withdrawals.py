@@ -64,7 +64,7 @@ class WithdrawalRequest:
 
     `account` is the `accounts` row money leaves (the caller has checked that the
     merchant owns it); `amount` is positive, in the asset's units, at most `scale`
-    decimals; `request_hash` digests the whole request (`payments.idempotency.request_hash`
+    decimals; `request_hash` digests the whole request (`idempotency.records.request_hash`
     under `WITHDRAWAL_SCOPE`); `amount_field` names the amount in errors.
     """
 
