@@ -6,12 +6,14 @@ The names other packages use; import them from here or from their module."""
 
 from payflow.ledger.accounts import (
     asset_scale,
+    ledger_entries,
     record_and_announce,
     record_event,
     set_account_status,
     store_event,
 )
 from payflow.ledger.announce import ON_PUBLISHED
+from payflow.ledger.jobs import JOBS
 from payflow.ledger.limits import (
     AssetLimits,
     LimitExceeded,
@@ -31,8 +33,6 @@ from payflow.ledger.posting import (
 from payflow.ledger.recon import ReconReport, reconcile
 from payflow.ledger.records import AccountStatus, EventType, Outcome
 from payflow.ledger.replay import replay_event
-from payflow.ledger.retention import JOBS
-from payflow.ledger.states import EventStatus, transition
 from payflow.ledger.withdrawals import (
     WITHDRAWAL_SCOPE,
     PlacePayout,
@@ -48,7 +48,6 @@ __all__ = [
     "WITHDRAWAL_SCOPE",
     "AccountStatus",
     "AssetLimits",
-    "EventStatus",
     "EventType",
     "LedgerWorker",
     "LimitExceeded",
@@ -61,6 +60,7 @@ __all__ = [
     "asset_scale",
     "check_limit",
     "dead_letter_event",
+    "ledger_entries",
     "limits_from_row",
     "post_event",
     "post_held_credit",
@@ -76,5 +76,4 @@ __all__ = [
     "set_limits",
     "store_event",
     "success_path_args",
-    "transition",
 ]
