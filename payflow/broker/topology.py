@@ -125,7 +125,8 @@ def _queue_args(settings: BrokerSettings, extra: dict[str, Any]) -> dict[str, An
     dead-letters gets `x-dead-letter-strategy: at-least-once` (RabbitMQ re-publishes with
     confirms and keeps the message until the target queue has it) with the
     `x-overflow: reject-publish` it requires. Classic queues dead-letter at most once;
-    the database sweeps (`ops/recovery.py`, `ops/sweeps.py`) cover what they drop."""
+    the database sweeps (`ledger/recovery.py`, `payments/sweeps.py`,
+    `webhooks/sweeps.py`) cover what they drop."""
     args: dict[str, Any] = dict(extra)
     if settings.broker_quorum_queues:
         args["x-queue-type"] = "quorum"

@@ -13,6 +13,7 @@ from payflow.ledger.accounts import (
     store_event,
 )
 from payflow.ledger.announce import ON_PUBLISHED
+from payflow.ledger.jobs import JOBS
 from payflow.ledger.limits import (
     AssetLimits,
     LimitExceeded,
@@ -32,8 +33,6 @@ from payflow.ledger.posting import (
 from payflow.ledger.recon import ReconReport, reconcile
 from payflow.ledger.records import AccountStatus, EventType, Outcome
 from payflow.ledger.replay import replay_event
-from payflow.ledger.retention import JOBS
-from payflow.ledger.states import EventStatus, transition
 from payflow.ledger.withdrawals import (
     WITHDRAWAL_SCOPE,
     PlacePayout,
@@ -49,7 +48,6 @@ __all__ = [
     "WITHDRAWAL_SCOPE",
     "AccountStatus",
     "AssetLimits",
-    "EventStatus",
     "EventType",
     "LedgerWorker",
     "LimitExceeded",
@@ -78,5 +76,4 @@ __all__ = [
     "set_limits",
     "store_event",
     "success_path_args",
-    "transition",
 ]

@@ -215,3 +215,51 @@ SELECT outcome FROM processed_events WHERE idempotency_key = $1;
 -- name: event_for_replay
 -- $1 event id
 SELECT event_id, status, trace_id FROM payment_events WHERE event_id = $1 FOR UPDATE;
+
+-- name: stale_enqueued_events
+-- $1 first wait in seconds (STALE_EVENT_TIMEOUT_S), $2 wait cap (SWEEP_MAX_BACKOFF_S),
+-- $3 limit. Events handed to the broker but not finished within their wait, which
+-- doubles with every re-announcement (retry_count) up to the cap. The first condition
+-- is the sargable bound for payment_events_enqueued_idx.
+SELECT event_id, retry_count, trace_id, created_at FROM payment_events
+WHERE status = 'enqueued'
+  AND updated_at < now() - make_interval(secs => least($1::float8, $2::float8))
+  AND updated_at < now() - make_interval(secs => least($2::float8, $1::float8 * power(2, least(retry_count, 40))))
+ORDER BY updated_at
+LIMIT $3
+FOR UPDATE SKIP LOCKED;
+
+-- name: orphaned_pending_events
+-- $1 first wait in seconds, $2 wait cap, $3 limit. Pending events past their wait with
+-- no unpublished `ledger.event` row that would announce them (the row was published
+-- but the event never moved, or it is gone): nothing would ever post them. An event
+-- whose row is still waiting for the relay (or backing off) is not touched.
+SELECT e.event_id, e.retry_count, e.trace_id, e.created_at FROM payment_events e
+WHERE e.status = 'pending'
+  AND e.created_at < now() - make_interval(secs => least($1::float8, $2::float8))
+  AND e.updated_at < now() - make_interval(secs => least($2::float8, $1::float8 * power(2, least(e.retry_count, 40))))
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox o
+      WHERE o.published_at IS NULL AND o.topic = 'ledger.event'
+        AND o.payload ->> 'event_id' = e.event_id
+  )
+ORDER BY e.created_at
+LIMIT $3
+FOR UPDATE OF e SKIP LOCKED;
+
+-- name: stale_unfinished_events
+-- $1 age in seconds: pending or processing events older than that (alert only). One arm
+-- per status, so each is served by its partial index (payment_events_pending_idx,
+-- payment_events_processing_idx) and the cost follows the unfinished rows, not the
+-- ledger: `status IN (...)` proves neither index's predicate and scanned the table.
+SELECT status, count(*) AS stale FROM payment_events
+WHERE (status = 'pending' AND updated_at < now() - make_interval(secs => $1))
+   OR (status = 'processing' AND updated_at < now() - make_interval(secs => $1))
+GROUP BY status;
+
+-- name: bump_retry_count
+-- $1 event id, $2 last error. Counts one re-announcement and restarts its wait. Not a
+-- status write: the state machine moves the status.
+UPDATE payment_events SET retry_count = retry_count + 1, last_error = $2, updated_at = now()
+WHERE event_id = $1
+RETURNING retry_count;

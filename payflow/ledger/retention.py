@@ -15,7 +15,7 @@ from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.jobs.purge import PurgeReport, purge_in_batches
-from payflow.jobs.spec import JobContext, JobResult, JobSpec
+from payflow.jobs.spec import JobContext, JobResult
 
 SQL = load_queries("payflow.ledger")
 log = structlog.get_logger("payflow.ledger")
@@ -66,14 +66,3 @@ async def cleanup_processed_events(pool: asyncpg.Pool, settings: Settings) -> in
 async def cleanup_processed_events_job(ctx: JobContext) -> JobResult:
     """The scheduler job `cleanup_processed_events` (`purge_processed_events`)."""
     return (await purge_processed_events(ctx.pool, ctx.settings)).job_result()
-
-
-# The ledger's maintenance jobs; the scheduler (composition root) gathers them.
-JOBS: tuple[JobSpec, ...] = (
-    JobSpec(
-        "cleanup_processed_events",
-        cleanup_processed_events_job,
-        lambda s: s.scheduler_interval_s,
-        "retention of old posting claims (never pending ones)",
-    ),
-)

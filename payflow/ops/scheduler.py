@@ -2,7 +2,7 @@
 
 `JOBS` maps each job's name to its `JobSpec` (function, interval from settings, one-line
 description): the operational checks and sweeps defined here, and the jobs each package
-exports as its `JOBS` (ledger, webhooks, chain, outbox), gathered in one place. Every
+exports as its `JOBS` (ledger, payments, webhooks, chain, outbox), gathered in one place. Every
 `SCHEDULER_INTERVAL_S` the scheduler starts each job that is due and
 not still running in this process. Due-ness is decided in PostgreSQL, across replicas:
 under a transaction-scoped advisory lock (PgBouncer-safe, no session state) a run is
@@ -32,7 +32,7 @@ from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import DRIVER_ERRORS, classify
 from payflow.jobs.spec import JobContext, JobResult, JobSpec, Outcome
-from payflow.ledger.retention import JOBS as LEDGER_JOBS
+from payflow.ledger.jobs import JOBS as LEDGER_JOBS
 from payflow.metrics import JOB_RUNS
 from payflow.ops.checks import (
     check_dlq_growth,
@@ -43,11 +43,10 @@ from payflow.ops.checks import (
     recon_hot,
 )
 from payflow.ops.dlq_drain import drain_redis_dlq
-from payflow.ops.recovery import recover_stale_events_job
 from payflow.ops.retention import cleanup_idempotency_keys_job
-from payflow.ops.sweeps import sweep_pending_payments_job, sweep_undelivered_webhooks_job
 from payflow.outbox.maintenance import JOBS as OUTBOX_JOBS
-from payflow.webhooks.attempts.retention import JOBS as WEBHOOK_JOBS
+from payflow.payments.jobs import JOBS as PAYMENT_JOBS
+from payflow.webhooks.jobs import JOBS as WEBHOOK_JOBS
 
 SQL = load_queries("payflow.ops")
 log = structlog.get_logger("payflow.scheduler")
@@ -81,24 +80,9 @@ _SPECS: tuple[JobSpec, ...] = (
     JobSpec("check_zombies", check_zombies, _checks, "events, payments, webhooks stuck too long"),
     JobSpec("check_dlq_growth", check_dlq_growth, _checks, "too many new dead letters"),
     JobSpec("check_stuck_claims", check_stuck_claims, _checks, "posting claims left pending"),
-    JobSpec(
-        "recover_stale_events",
-        recover_stale_events_job,
-        _tick,
-        "re-announce ledger events nothing finishes",
-    ),
-    JobSpec(
-        "sweep_pending_payments",
-        sweep_pending_payments_job,
-        _tick,
-        "re-announce payments still pending",
-    ),
-    JobSpec(
-        "sweep_undelivered_webhooks",
-        sweep_undelivered_webhooks_job,
-        _tick,
-        "re-announce undelivered webhooks",
-    ),
+    *LEDGER_JOBS,
+    *PAYMENT_JOBS,
+    *WEBHOOK_JOBS,
     *OUTBOX_JOBS,
     JobSpec(
         "cleanup_idempotency_keys",
@@ -106,8 +90,6 @@ _SPECS: tuple[JobSpec, ...] = (
         _tick,
         "retention of api_idempotency records",
     ),
-    *LEDGER_JOBS,
-    *WEBHOOK_JOBS,
     JobSpec("cleanup_job_runs", cleanup_job_runs, lambda s: 3600.0, "retention of job_runs"),
     JobSpec("drain_redis_dlq", drain_redis_dlq, _checks, "Redis DLQ fallback -> PostgreSQL"),
     *CHAIN_JOBS,

@@ -7,6 +7,7 @@ The names other packages use; import them from here or from their module."""
 from payflow.payments.dead_letters import dead_letter_payment
 from payflow.payments.finalize import credit_event_id
 from payflow.payments.gateway import EmulatedGateway, Gateway
+from payflow.payments.jobs import JOBS
 from payflow.payments.processor import PaymentProcessor
 from payflow.payments.replay import replay_payment
 from payflow.payments.review import print_review, resolve_cli
@@ -20,6 +21,7 @@ from payflow.payments.service import (
 
 __all__ = [
     "CREATE_SCOPE",
+    "JOBS",
     "EmulatedGateway",
     "Gateway",
     "NewPayment",

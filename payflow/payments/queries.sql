@@ -286,3 +286,30 @@ RETURNING id;
 -- name: payment_for_replay
 -- $1 payment id: the payment a manual DLQ replay of its processing re-drives, locked
 SELECT id, status, trace_id FROM payments WHERE id = $1 FOR UPDATE;
+
+-- name: overdue_pending_payments
+-- $1 first wait in seconds (PAYMENT_SWEEP_AFTER_S), $2 wait cap, $3 limit. Payments
+-- still pending past their wait (doubling per sweep) with no unpublished
+-- `payment.created` row for them. Served by payments_pending_created_idx.
+SELECT p.id, p.trace_id, p.created_at FROM payments p
+WHERE p.status = 'pending'
+  AND p.created_at < now() - make_interval(secs => least($1::float8, $2::float8))
+  AND coalesce(p.payment_swept_at, p.created_at)
+      < now() - make_interval(secs => least($2::float8, $1::float8 * power(2, least(p.payment_sweeps, 40))))
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox o
+      WHERE o.published_at IS NULL AND o.topic = 'payment.created'
+        AND o.payload ->> 'payment_id' = p.id::text
+  )
+ORDER BY p.created_at
+LIMIT $3
+FOR UPDATE OF p SKIP LOCKED;
+
+-- name: count_payment_sweep
+-- $1 payment id: one more re-announcement of its processing, now. "Not final" rather than
+-- status = 'pending' (the same rows under payments_status_valid): that literal would let the
+-- planner walk the partial index payments_pending_created_idx and filter it by id instead
+-- of using payments_pkey.
+UPDATE payments SET payment_sweeps = payment_sweeps + 1, payment_swept_at = now()
+WHERE id = $1 AND status NOT IN ('succeeded', 'failed')
+RETURNING payment_sweeps;

@@ -5,10 +5,10 @@ the direct first send, the attempt log with its retention (`JOBS`).
 The names other packages use; import them from here or from their module."""
 
 from payflow.webhooks.attempts import attempts_of
-from payflow.webhooks.attempts.retention import JOBS
 from payflow.webhooks.client import WebhookClient, build_http_client
 from payflow.webhooks.dead import replay_webhook
 from payflow.webhooks.direct import DirectSends
+from payflow.webhooks.jobs import JOBS
 from payflow.webhooks.sender import WebhookSender, dead_letter_webhook
 from payflow.webhooks.ssrf import check_webhook_url
 

@@ -226,3 +226,35 @@ JOIN merchants m ON m.id = p.merchant_id
 JOIN assets a ON a.code = p.currency
 WHERE p.id = $1;
 
+-- name: overdue_webhooks
+-- $1 first wait in seconds (WEBHOOK_SWEEP_AFTER_S), $2 wait cap, $3 limit. Final
+-- payments with a webhook URL whose webhook is neither delivered nor dead-lettered and
+-- has no live chain: the chain that owns it was expected back (webhook_next_attempt_at:
+-- its lease's end, or its retry tier's end; never claimed: processed_at) more than the
+-- first wait ago. A job still in a send or on its retry tiers is not touched, however old
+-- its payment. Then the doubling wait per sweep, and no unpublished `webhook.deliver` row
+-- for it. The processed_at bound (implied: the chain's times follow it) is the sargable one
+-- for payments_webhook_sweep_idx.
+SELECT p.id, p.trace_id, p.processed_at FROM payments p
+WHERE p.webhook_delivered_at IS NULL AND p.webhook_dead_at IS NULL
+  AND p.webhook_url IS NOT NULL AND p.status <> 'pending'
+  AND p.processed_at < now() - make_interval(secs => least($1::float8, $2::float8))
+  AND coalesce(p.webhook_next_attempt_at, p.processed_at)
+      < now() - make_interval(secs => least($1::float8, $2::float8))
+  AND coalesce(p.webhook_lease_until, '-infinity') < now()
+  AND coalesce(p.webhook_swept_at, p.processed_at)
+      < now() - make_interval(secs => least($2::float8, $1::float8 * power(2, least(p.webhook_sweeps, 40))))
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox o
+      WHERE o.published_at IS NULL AND o.topic = 'webhook.deliver'
+        AND o.payload ->> 'payment_id' = p.id::text
+  )
+ORDER BY p.processed_at
+LIMIT $3
+FOR UPDATE OF p SKIP LOCKED;
+
+-- name: count_webhook_sweep
+-- $1 payment id: one more re-announcement of its webhook, now
+UPDATE payments SET webhook_sweeps = webhook_sweeps + 1, webhook_swept_at = now()
+WHERE id = $1 AND webhook_delivered_at IS NULL AND webhook_dead_at IS NULL
+RETURNING webhook_sweeps;

@@ -111,8 +111,8 @@ LOOKUPS: tuple[Lookup, ...] = (
         ("{dead_letter}", "operator", "replayed"),
         {"dead_letter_queue": _idx("dead_letter_queue_pkey")},
     ),
-    Lookup("payflow.ops", "count_payment_sweep", ("{pending_payment}",), PAYMENTS),
-    Lookup("payflow.ops", "count_webhook_sweep", ("{undelivered_payment}",), PAYMENTS),
+    Lookup("payflow.payments", "count_payment_sweep", ("{pending_payment}",), PAYMENTS),
+    Lookup("payflow.webhooks", "count_webhook_sweep", ("{undelivered_payment}",), PAYMENTS),
     Lookup("payflow.webhooks", "mark_webhook_dead", ("{undelivered_payment}",), PAYMENTS),
     # alerts: the open-incident index is keyed by the alert's key
     Lookup(

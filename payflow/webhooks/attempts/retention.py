@@ -16,7 +16,7 @@ from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.jobs.purge import PurgeReport, purge_in_batches
-from payflow.jobs.spec import JobContext, JobResult, JobSpec
+from payflow.jobs.spec import JobContext, JobResult
 
 SQL = load_queries("payflow.webhooks.attempts")
 log = structlog.get_logger("payflow.webhooks")
@@ -67,14 +67,3 @@ async def cleanup_webhook_attempt_log(pool: asyncpg.Pool, settings: Settings) ->
 async def cleanup_webhook_attempt_log_job(ctx: JobContext) -> JobResult:
     """The scheduler job `cleanup_webhook_attempt_log` (`purge_webhook_attempt_log`)."""
     return (await purge_webhook_attempt_log(ctx.pool, ctx.settings)).job_result()
-
-
-# The webhooks' maintenance jobs; the scheduler (composition root) gathers them.
-JOBS: tuple[JobSpec, ...] = (
-    JobSpec(
-        "cleanup_webhook_attempt_log",
-        cleanup_webhook_attempt_log_job,
-        lambda s: s.scheduler_interval_s,
-        "retention of the webhook attempt log (never under 1 day)",
-    ),
-)

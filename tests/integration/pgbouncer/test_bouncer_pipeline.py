@@ -18,9 +18,9 @@ from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account, record_event
 from payflow.ledger.recon import reconcile
 from payflow.ledger.records import EventType
+from payflow.ledger.recovery import recover_stale_events
 from payflow.ledger.states import EventStatus, transition
-from payflow.ops.recovery import recover_stale_events
-from payflow.ops.sweeps import sweep_pending_payments
+from payflow.payments.sweeps import sweep_pending_payments
 from payflow_lab.bench.sink import WebhookSink
 from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import wait_until

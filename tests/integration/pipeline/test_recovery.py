@@ -17,9 +17,9 @@ from payflow.errors import Conflict
 from payflow.jobs.lock import job_lock
 from payflow.ledger.accounts import create_account, record_event
 from payflow.ledger.records import EventType
+from payflow.ledger.recovery import recover_stale_events
 from payflow.ledger.states import EventStatus, transition
 from payflow.ops.dlq_replay import replay_dead_letter
-from payflow.ops.recovery import recover_stale_events
 from payflow.outbox.maintenance import alert_stale_outbox, cleanup_outbox
 from payflow_lab.bench.sink import WebhookSink
 from payflow_lab.bench.submit import DirectSubmitter

@@ -12,7 +12,8 @@ from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.jobs.lock import job_lock
 from payflow.ops.dlq_replay import replay_dead_letter
-from payflow.ops.sweeps import sweep_pending_payments, sweep_undelivered_webhooks
+from payflow.payments.sweeps import sweep_pending_payments
+from payflow.webhooks.sweeps import sweep_undelivered_webhooks
 from payflow_lab.bench.sink import WebhookSink
 from payflow_lab.bench.submit import DirectSubmitter
 from tests.integration.pipeline.conftest import queue_depth, rabbitmqctl, wait_until

@@ -17,7 +17,6 @@ from payflow.broker.topology import TOPIC_WEBHOOK_DELIVER
 from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.metrics import REGISTRY
-from payflow.ops.sweeps import sweep_undelivered_webhooks
 from payflow.outbox.writer import enqueue
 from payflow.webhooks.chains import (
     IN_FLIGHT,
@@ -26,6 +25,7 @@ from payflow.webhooks.chains import (
     dead_letter_webhook,
     duplicate_reason,
 )
+from payflow.webhooks.sweeps import sweep_undelivered_webhooks
 from payflow_lab.bench.sink import WebhookSink
 from tests.integration.pipeline.conftest import spawn_role, wait_until
 

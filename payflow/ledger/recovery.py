@@ -6,7 +6,8 @@ that across any number of scheduler replicas a job runs at most once at a time.
 consumer is not stale, it is re-announced (with a doubling wait) and, when it has
 waited long, alerted on, but never failed for waiting. Only the consumer fails an
 event, for a reason about the event itself (its own dead-lettering). The sweeps of the
-other jobs (payment processing, webhook delivery) live in `ops/sweeps.py`.
+other jobs (payment processing, webhook delivery) live in `payments/sweeps.py` and
+`webhooks/sweeps.py`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from payflow.jobs.spec import JobContext, JobResult, Outcome
 from payflow.ledger.states import EventStatus, transition
 from payflow.outbox.writer import enqueue
 
-SQL = load_queries("payflow.ops")
+SQL = load_queries("payflow.ledger")
 log = structlog.get_logger("payflow.ops")
 
 RECOVERY_BATCH = 200

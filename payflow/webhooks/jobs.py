@@ -1,0 +1,22 @@
+"""The webhooks' maintenance jobs, gathered by the scheduler (composition root)."""
+
+from __future__ import annotations
+
+from payflow.jobs.spec import JobSpec
+from payflow.webhooks.attempts.retention import cleanup_webhook_attempt_log_job
+from payflow.webhooks.sweeps import sweep_undelivered_webhooks_job
+
+JOBS: tuple[JobSpec, ...] = (
+    JobSpec(
+        "sweep_undelivered_webhooks",
+        sweep_undelivered_webhooks_job,
+        lambda s: s.scheduler_interval_s,
+        "re-announce undelivered webhooks",
+    ),
+    JobSpec(
+        "cleanup_webhook_attempt_log",
+        cleanup_webhook_attempt_log_job,
+        lambda s: s.scheduler_interval_s,
+        "retention of the webhook attempt log (never under 1 day)",
+    ),
+)
