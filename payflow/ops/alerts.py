@@ -2,7 +2,7 @@
 
 The interface is fixed here so that jobs depend on it alone. The real sink (cooldown
 per key, bounded memory, the `alerts` table, pluggable delivery) lives in
-`payflow.ops.alerting` and is built by `build_alert_sink(settings.alerts, pool, database=settings.database)`. An alert sink
+`payflow.ops.alerting` and is built by `build_alert_sink(settings, pool)`. An alert sink
 NEVER raises into the job that called it.
 """
 

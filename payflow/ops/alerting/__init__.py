@@ -1,6 +1,6 @@
 """The real alert sink (issue 9): cooldown per key, bounded memory, the `alerts` table
 and pluggable delivery. Jobs see only the `AlertSink` protocol of `payflow.ops.alerts`;
-roles and the CLI build the sink with `build_alert_sink(settings.alerts, pool, database=settings.database)`."""
+roles and the CLI build the sink with `build_alert_sink(settings, pool)`."""
 
 from __future__ import annotations
 
