@@ -11,7 +11,10 @@ unused nonce (it may still be mined):
   payout again at a fresh nonce;
 - the nonce was never used and the node knows none of our transactions: `resign` signs
   again at the SAME nonce (a later nonce would leave a gap that blocks every later
-  payout); `void` only when no later nonce was allocated (the nonce goes back).
+  payout); `void` only when no later nonce was allocated (the nonce goes back) AND no
+  transaction of the payout was ever accepted by a node (`payout_txs.broadcast_at`): an
+  accepted one is public, other nodes may hold it after ours dropped it, and it could be
+  mined after the void released the hold (the money gone, the account refunded).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from payflow.chain.payouts.broadcast import Broadcast
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.chain.payouts.feehold import RaisedHold, parse_raise, raised_fees
 from payflow.chain.payouts.holds import SQL
-from payflow.chain.payouts.plan import capped_fees, fee_ceiling, payout_call
+from payflow.chain.payouts.plan import bumped_fees, capped_fees, fee_ceiling, payout_call
 from payflow.chain.payouts.records import PayoutAction
 from payflow.chain.payouts.settle import enqueue_notification
 from payflow.chain.payouts.signer import SignedTx, TxFees
@@ -168,6 +171,15 @@ async def void_payout(
     async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
         await _locked(conn, payout, txs)
         if not evidence.consumed:
+            public = [t for t in txs if t["broadcast_at"] is not None]
+            if public:
+                raise ActionRefused(
+                    f"transaction {public[0]['tx_hash']} of payout {payout['id']} was accepted"
+                    f" by the node at {public[0]['broadcast_at'].isoformat()}: it is public and"
+                    f" can still be mined at unused nonce {evidence.nonce} (our node dropping"
+                    " it proves nothing of the others); re-sign this payout instead (same"
+                    " nonce: whichever of its transactions is mined settles it, once)"
+                )
             back = await conn.fetchval(
                 SQL["give_back_nonce"], engine.chain, evidence.wallet, evidence.nonce
             )
@@ -238,10 +250,11 @@ async def resign_payout(
     base = await engine.fees()
     base_fee = await engine.base_fee()
     gas_limit = engine.gas_limit(payout)
-    fees = capped_fees(
-        TxFees(gas_limit, base.max_fee_per_gas, base.max_priority_fee_per_gas),
-        fee_ceiling(engine.settings, payout, gas_limit),
-    )
+    ceiling = fee_ceiling(engine.settings, payout, gas_limit)
+    now_fees = TxFees(gas_limit, base.max_fee_per_gas, base.max_priority_fee_per_gas)
+    fees = capped_fees(now_fees, ceiling)
+    if not evidence.consumed:  # the same nonce: replace any public copy (+10%) if the cap allows
+        fees = bumped_fees(engine.settings, txs[-1], now_fees, ceiling) or fees
     floor = await mined_count(engine, wallet.address)
     chain_id = await engine.chain_id()
     raised: RaisedHold | None = None
@@ -260,8 +273,9 @@ async def resign_payout(
         signed: SignedTx = wallet.sign(
             chain_id=chain_id, nonce=nonce, to=to, value=value, data=data, fees=fees
         )
-        attempt = await conn.fetchval(SQL["next_attempt"], row["id"])
-        await engine.store(conn, row["id"], attempt, wallet.address, nonce, signed, fees)
+        if signed.tx_hash not in evidence.hashes:  # the same bytes again: already stored
+            attempt = await conn.fetchval(SQL["next_attempt"], row["id"])
+            await engine.store(conn, row["id"], attempt, wallet.address, nonce, signed, fees)
         await conn.fetchrow(SQL["resign_payout"], row["id"], wallet.address, nonce)
         extra = {} if raised is None else {"fee_hold_raised": raised.as_evidence()}
         audit = await conn.fetchrow(
