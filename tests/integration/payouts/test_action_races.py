@@ -5,7 +5,6 @@ Real anvil, real PostgreSQL, real CLI processes."""
 from __future__ import annotations
 
 import asyncio
-import json
 from decimal import Decimal
 
 import asyncpg
@@ -23,7 +22,7 @@ from tests.integration.payouts.conftest import (
     request_payout,
     settle_all,
 )
-from tests.integration.payouts.test_proof_and_stalls import _cli
+from tests.integration.payouts.test_proof_and_stalls import _cli, _take_the_nonce
 
 
 async def test_a_public_transaction_our_node_dropped_is_not_voided_and_pays_once(
@@ -70,3 +69,65 @@ async def test_a_public_transaction_our_node_dropped_is_not_voided_and_pays_once
     assert [r["event_type"] for r in rows] == ["withdrawal", "withdrawal_fee"]
     acct = await pool.fetchrow("SELECT balance, held FROM accounts WHERE id = $1", account)
     assert (acct["balance"], acct["held"]) == (Decimal(4) - row["fee_paid"], Decimal(0))
+
+
+@pytest.mark.parametrize("pair", [("void", "resign"), ("resign", "resign"), ("void", "void")])
+async def test_two_operators_acting_at_once_exactly_one_wins(
+    pair: tuple[str, str],
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    payout_settings: Settings,
+    engine: PayoutEngine,
+    hot_key: str,
+) -> None:
+    """Two CLI processes act on one payout whose nonce another signer took. The test holds
+    the payout's row lock until both have read the chain and wait on it, so both decide
+    on the same evidence: exactly one wins (exit 0, one audit row), the other says one
+    line and changes nothing; the hold is released at most once, one nonce allocated at
+    most once."""
+    (hot,) = engine.wallets
+    await anvil.set_balance(hot, 10 * WEI)
+    account = await funded_account(owner_pool, "ETH", Decimal("5"))
+    payout = await request_payout(pool, payout_settings, account, "1", fresh_address())
+    await anvil.set_automine(False)
+    await engine.tick()
+    await _take_the_nonce(anvil, engine, hot_key)
+    await engine.tick()
+    pid = str(payout["id"])
+    async with owner_pool.acquire() as blocker:
+        tx = blocker.transaction()
+        await tx.start()
+        await blocker.execute("SELECT 1 FROM payouts WHERE id = $1 FOR UPDATE", payout["id"])
+        runs = [
+            asyncio.create_task(
+                _cli(payout_settings, hot_key, act, pid, "--reason", f"r{i}", "--by", f"op{i}")
+            )
+            for i, act in enumerate(pair)
+        ]
+        for _ in range(1800):  # both wait on the row lock (at most 3 min on a loaded box)
+            waiting = await owner_pool.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database()"
+            )
+            if waiting >= 2 or all(r.done() for r in runs):
+                break
+            await asyncio.sleep(0.1)
+        assert waiting >= 2, [r.result() for r in runs if r.done()]
+        await tx.rollback()
+        results = await asyncio.gather(*runs)
+    codes = sorted(code for code, _out, _err in results)
+    assert codes == [0, 1], results
+    loser = next(err for code, _out, err in results if code == 1)
+    assert loser.count("\n") == 1 and "changed meanwhile" in loser
+    audit = await pool.fetch("SELECT action FROM payout_actions WHERE payout_id = $1", payout["id"])
+    assert len(audit) == 1
+    row = await pool.fetchrow("SELECT * FROM payouts WHERE id = $1", payout["id"])
+    acct = await pool.fetchrow("SELECT balance, held FROM accounts WHERE id = $1", account)
+    if audit[0]["action"] == "void":
+        assert row["status"] == "failed"
+        assert (acct["balance"], acct["held"]) == (Decimal(5), Decimal(0))
+    else:
+        assert (row["status"], row["nonce"]) in (("signed", 1), ("sent", 1))
+        assert acct["held"] == Decimal("1.0021")
+        assert await pool.fetchval("SELECT next_nonce FROM hot_wallets") == 2
