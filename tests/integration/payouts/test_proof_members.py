@@ -178,3 +178,37 @@ async def test_a_native_payout_to_a_forwarding_contract_is_booked_as_mined(
     assert [r["event_type"] for r in await ledger_rows(pool, account)] == ["withdrawal_fee"]
     balance, held = await _balances(pool, account)
     assert held == 0 and balance == Decimal(5) - row["fee_paid"] and row["fee_paid"] > 0
+
+
+@pytest.mark.parametrize("variant", ["checksummed_hot_wallet", "upper_case_token"])
+async def test_a_sink_in_another_letter_case_is_still_refused(
+    variant: str,
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    payout_settings: Settings,
+    engine: PayoutEngine,
+) -> None:
+    """The hold path compares addresses in one case whatever case its caller used (the API
+    lowers them; an import or a script calling `place_payout` may not)."""
+    from eth_utils import to_checksum_address
+
+    from payflow.chain.payouts.holds import PayoutRefused
+
+    account = await funded_account(owner_pool, "ETH", Decimal("5"))
+    if variant == "checksummed_hot_wallet":
+        (hot,) = engine.wallets
+        to = to_checksum_address(hot)
+    else:
+        token = fresh_address()
+        await owner_pool.execute(
+            "INSERT INTO chain_tokens (chain, contract, asset, decimals)"
+            " VALUES ($1, $2, 'USDC', 6)",
+            CHAIN,
+            token,
+        )
+        to = "0x" + token.removeprefix("0x").upper()
+    with pytest.raises(PayoutRefused) as refused:
+        await request_payout(pool, payout_settings, account, "1", to)
+    assert refused.value.field == "body.to_address"
+    assert await _balances(pool, account) == (Decimal("5"), Decimal(0))
