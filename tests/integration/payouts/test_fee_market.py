@@ -183,3 +183,36 @@ async def test_a_token_payout_fee_hold_is_not_raised(
     with pytest.raises(FeeHoldRefused, match="PAYOUT_MAX_FEE_PER_GAS_WEI"):
         await resign_payout(engine, payout["id"], actor="a", reason="r", raise_fee_hold="1")
     assert await _account(pool, account) == (Decimal("50"), Decimal("5"))
+
+
+async def test_an_application_clock_behind_still_bumps_a_stuck_payout(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    payout_settings: Settings,
+    engine: PayoutEngine,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The other direction of clock skew: this process's clock 10 minutes behind, a
+    transaction 90 s old on the database's clock with `PAYOUT_STUCK_AFTER_S` 60 is
+    bumped all the same (ages are PostgreSQL's, never the application's)."""
+    import time
+
+    (hot,) = engine.wallets
+    await anvil.set_balance(hot, 10 * WEI)
+    engine.settings = payout_settings.model_copy(update={"payout_stuck_after_s": 60.0})
+    account = await funded_account(owner_pool, "ETH", Decimal("5"))
+    payout = await request_payout(pool, engine.settings, account, "1", fresh_address())
+    await anvil.set_automine(False)
+    await engine.tick()
+    await owner_pool.execute(
+        "UPDATE payout_txs SET created_at = now() - interval '90 seconds' WHERE payout_id = $1",
+        payout["id"],
+    )
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() - 600)
+    await engine.tick()
+    attempts = await pool.fetchval(
+        "SELECT count(*) FROM payout_txs WHERE payout_id = $1", payout["id"]
+    )
+    assert attempts == 2
