@@ -171,7 +171,8 @@ async def void_payout(
     async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
         await _locked(conn, payout, txs)
         if not evidence.consumed:
-            public = [t for t in txs if t["broadcast_at"] is not None]
+            now_txs = await conn.fetch(SQL["payout_txs"], payout["id"])  # under the lock
+            public = [t for t in now_txs if t["broadcast_at"] is not None]
             if public:
                 raise ActionRefused(
                     f"transaction {public[0]['tx_hash']} of payout {payout['id']} was accepted"

@@ -80,6 +80,7 @@ async def test_two_operators_acting_at_once_exactly_one_wins(
     payout_settings: Settings,
     engine: PayoutEngine,
     hot_key: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Two CLI processes act on one payout whose nonce another signer took. The test holds
     the payout's row lock until both have read the chain and wait on it, so both decide
@@ -95,6 +96,9 @@ async def test_two_operators_acting_at_once_exactly_one_wins(
     await _take_the_nonce(anvil, engine, hot_key)
     await engine.tick()
     pid = str(payout["id"])
+    # the processes may start seconds apart on a loaded machine: they wait for the lock
+    monkeypatch.setenv("LOCK_TIMEOUT_MS", "300000")
+    monkeypatch.setenv("STATEMENT_TIMEOUT_MS", "300000")
     async with owner_pool.acquire() as blocker:
         tx = blocker.transaction()
         await tx.start()
