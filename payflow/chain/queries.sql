@@ -240,9 +240,14 @@ WHERE chain = $1 AND status = 'credited' AND block_number BETWEEN $2 AND $3;
 
 -- name: credited_ids
 -- $1 transfer ids: those credited now (a reversed deposit is NOT: its credit was taken
--- back, so a final transfer behind it is uncredited)
-SELECT transfer_id FROM chain_deposits
-WHERE transfer_id = ANY($1::text[]) AND status = 'credited';
+-- back, so a final transfer behind it is uncredited). The ids are looked up by their key
+-- first (OFFSET 0 keeps the planner from answering through the partial index of all
+-- credited deposits, a scan that grows with the table), then judged by status.
+SELECT transfer_id FROM (
+    SELECT transfer_id, status FROM chain_deposits
+    WHERE transfer_id = ANY($1::text[]) OFFSET 0
+) AS asked
+WHERE status = 'credited';
 
 -- name: deposit_for_reversal
 -- $1 transfer id: a credited deposit's account, asset, amount and trace (null otherwise);
