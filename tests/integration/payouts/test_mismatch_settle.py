@@ -279,3 +279,37 @@ async def test_two_operators_settling_at_once_exactly_one_wins(
         assert kinds == ["withdrawal", "withdrawal_fee"]
     else:
         assert kinds == ["withdrawal_fee"]
+
+
+async def test_downgrading_below_0028_refuses_while_a_mismatch_is_stored(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    payout_settings: Settings,
+    engine: PayoutEngine,
+    migration_url: str,
+) -> None:
+    """The older CHECK cannot hold `transfer_mismatch`: the downgrade refuses (nothing
+    changed) unless forced; forced, the mark goes and the payout stays open, held."""
+    from payflow.db import migrate
+
+    p = await _mismatched(anvil, pool, owner_pool, payout_settings, engine)
+    owner = payout_settings.db_owner_role
+    with pytest.raises(migrate.DataLossRefused, match="transfer mismatch"):
+        await asyncio.to_thread(
+            migrate.downgrade, migration_url, "0027_chain_identity", owner_role=owner
+        )
+    row = await pool.fetchrow("SELECT status, stall FROM payouts WHERE id = $1", p["id"])
+    assert (row["status"], row["stall"]) == ("sent", "transfer_mismatch")
+    await pool.expire_connections()
+    await asyncio.to_thread(
+        migrate.downgrade, migration_url, "0027_chain_identity", force=True, owner_role=owner
+    )
+    row = await owner_pool.fetchrow("SELECT status, stall FROM payouts WHERE id = $1", p["id"])
+    assert (row["status"], row["stall"]) == ("sent", None)
+    with pytest.raises(asyncpg.CheckViolationError):
+        await owner_pool.execute(
+            "UPDATE payouts SET stall = 'transfer_mismatch', stalled_at = now() WHERE id = $1",
+            p["id"],
+        )
+    await asyncio.to_thread(migrate.upgrade, migration_url, owner_role=owner)
