@@ -191,8 +191,7 @@ async def test_settle_is_refused_for_anything_but_a_final_mismatch(
     """A proven payout settles by itself (its receipt is not a mismatch); an unknown id,
     a bad --as, a missing --reason: one line, nothing changed."""
     logs = lambda h, t, s: [(h, t, UNITS)]  # noqa: E731 - exactly the payout
-    (hot,) = engine.wallets
-    await anvil.set_automine(False)  # mined but not yet tracked as final
+    await anvil.set_automine(False)  # mined after the job's runs
     p = await _mismatched(anvil, pool, owner_pool, payout_settings, engine, logs)
     await anvil.mine(1)
     pid = str(p["id"])
