@@ -118,7 +118,7 @@ async def settle_mismatch(
         "fee_wei": str(landed.fee_wei),
         "transfers": list(landed.transfers),
     }
-    async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
+    async with engine.pool.acquire() as conn, transaction(conn, engine.database):
         locked = await conn.fetchrow(SQL["lock_payout"], payout_id)
         if locked is None or locked["status"] not in OPEN:
             status = None if locked is None else locked["status"]
@@ -176,10 +176,12 @@ async def settle_cli(
         async with tool_pool(settings) as pool:
             engine = PayoutEngine(
                 pool,
-                settings,
+                settings.payouts,
                 oracle.clients[settings.payout_chain],
                 wallets,
                 finality=oracle,
+                database=settings.database,
+                chains=settings.chain,
             )
             result = await settle_mismatch(
                 engine, payout_id, outcome=outcome, actor=actor, reason=reason
