@@ -8,6 +8,10 @@ A payout that does not progress is marked with a `stall` (migration 0026) and al
   fee, anything but "already known"); fee refusals are bumped at once, up to the hold;
 - `unmined`: accepted but not mined `PAYOUT_STUCK_AFTER_S` after its latest attempt and
   no further bump is allowed (the payout's fee hold is its ceiling);
+- `transfer_mismatch` (migration 0028): a mined receipt moved the hot wallet's tokens
+  otherwise than exactly the payout (`proof.py`); the detail lists each Transfer out of
+  the hot wallet (contract, from, to, units). It is never settled by the job and its hold
+  stays until an operator settles it (`payflow payouts settle`, `actions_settle.py`);
 - `nonce_taken`: "nonce too low" while none of its transactions has a receipt and the
   chain's mined count is past its nonce: another signer used the nonce, ours can never
   be mined. Only an operator can void or re-sign it.
@@ -26,7 +30,12 @@ from payflow.alerts import Severity
 from payflow.chain.payouts.broadcast import Answer, Broadcast
 from payflow.chain.payouts.holds import SQL
 from payflow.chain.payouts.plan import TickReport, bumped_fees, fee_ceiling, payout_call
-from payflow.chain.payouts.proof import receipt_proves
+from payflow.chain.payouts.proof import (
+    Proof,
+    describe_transfers,
+    hot_wallet_transfers,
+    receipt_proof,
+)
 from payflow.chain.payouts.records import PayoutStatus, Stall
 from payflow.chain.payouts.settle import Landed, settle
 from payflow.chain.payouts.signer import SignedTx
@@ -42,6 +51,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger("payflow.payouts")
 
 _FEE_REFUSALS = (Broadcast.UNDERPRICED,)
+# a mined receipt that moved the hot wallet's tokens otherwise than the payout (proof.py):
+# never settled by the job, the hold kept, stored and alerted critical under this name
+TRANSFER_MISMATCH = Stall.TRANSFER_MISMATCH.value
+DETAIL_MAX = 2000  # characters of `stall_detail` (a mismatch lists every Transfer)
 MAX_BUMPS_PER_RUN = 8  # fee bumps after refusals in one run (each +PAYOUT_FEE_BUMP_PERCENT)
 _NOT_ACCEPTED = (Broadcast.UNDERPRICED, Broadcast.REJECTED, Broadcast.NO_FUNDS)
 
@@ -75,7 +88,7 @@ async def track(engine: PayoutEngine, report: TickReport) -> None:
             )
             continue
         if stall is not None:
-            stalls.setdefault(stall.value, []).append(str(payout["id"]))
+            stalls.setdefault(str(stall), []).append(str(payout["id"]))
             if stall is Stall.UNMINED:
                 stuck.append(str(payout["id"]))
     report.stuck = len(stuck)
@@ -94,18 +107,21 @@ async def track(engine: PayoutEngine, report: TickReport) -> None:
 
 
 async def alert_stalls(engine: PayoutEngine, stalls: dict[str, list[str]]) -> None:
-    """Fire `payouts.stalled` (critical when a nonce was taken: only an operator can
-    resolve it) naming the payouts per stall, or resolve it when there is none."""
+    """Fire `payouts.stalled` (critical when a nonce was taken or a receipt moved the hot
+    wallet's tokens otherwise than the payout: only an operator can resolve those) naming
+    the payouts per stall, or resolve it when there is none."""
     if not stalls:
         await engine.alerts.resolve("payouts.stalled")
         return
     counts = ", ".join(f"{len(ids)} {kind}" for kind, ids in sorted(stalls.items()))
-    severity = Severity.CRITICAL if Stall.NONCE_TAKEN.value in stalls else Severity.WARNING
+    operator_only = {Stall.NONCE_TAKEN.value, Stall.TRANSFER_MISMATCH.value}
+    severity = Severity.CRITICAL if operator_only & stalls.keys() else Severity.WARNING
     await engine.alerts.fire(
         "payouts.stalled",
         severity,
         f"payouts not progressing on {engine.chain}: {counts}; see `payflow wallet status`,"
-        " resolve with `payflow payouts void|resign ID --reason ... --by ...`",
+        " resolve with `payflow payouts void|resign ID --reason ... --by ...` (a"
+        " transfer_mismatch: `payflow payouts settle ID --as confirmed|failed ...`)",
         details={"chain": engine.chain, **{k: ids[:20] for k, ids in stalls.items()}},
     )
 
@@ -118,27 +134,33 @@ async def set_stall(engine: PayoutEngine, payout: Any, stall: Stall | None, deta
         if stall is None:
             await conn.execute(SQL["clear_stall"], payout["id"])
         else:
-            await conn.execute(SQL["mark_stall"], payout["id"], stall.value, detail[:500])
+            await conn.execute(SQL["mark_stall"], payout["id"], stall.value, detail[:DETAIL_MAX])
     if stall is not None and payout["stall"] != stall.value:
         log.warning(
             "payflow.payouts.stalled",
             payout_id=str(payout["id"]),
             stall=stall.value,
-            detail=detail[:500],
+            detail=detail[:DETAIL_MAX],
         )
 
 
 async def track_one(
     engine: PayoutEngine, payout: Any, finalized: int, report: TickReport
-) -> Stall | None:
+) -> str | None:
     """Settle, re-send or bump one payout; its stall, or None when it progresses."""
     async with engine.pool.acquire() as conn:
         txs = await conn.fetch(SQL["payout_txs"], payout["id"])
     landed = await engine.landed(payout, txs)
     if landed is not None:
-        await set_stall(engine, payout, None, "")
+        if landed.mismatch:
+            detail = describe_transfers(list(landed.transfers))
+            await set_stall(engine, payout, Stall.TRANSFER_MISMATCH, detail)
+        else:
+            await set_stall(engine, payout, None, "")
         await on_landed(engine, payout, landed, finalized, report)
-        return None
+        return Stall.TRANSFER_MISMATCH if landed.mismatch else None
+    if payout["stall"] == Stall.TRANSFER_MISMATCH:  # its receipt left the chain (a reorg)
+        await set_stall(engine, payout, None, "")
     if payout["landed_tx_hash"] is not None:
         log.warning(
             "payflow.payouts.dropped",
@@ -234,6 +256,14 @@ async def on_landed(
             landed.block_number,
             landed.block_hash,
         )
+    if landed.mismatch:
+        log.error(  # never settled by the job: the hold stays, an operator decides
+            "payflow.payouts.transfer_mismatch",
+            payout_id=str(payout["id"]),
+            tx_hash=landed.tx_hash,
+            contract=payout["contract"],
+        )
+        return
     if landed.status == 1 and not landed.proven:
         log.error(  # settles failed at finality: nothing the payout asked for moved
             "payflow.payouts.not_proven",
@@ -268,13 +298,18 @@ async def landed(engine: PayoutEngine, payout: Any, txs: list[Any]) -> Landed | 
         if receipt:
             gas = hex_int(receipt["gasUsed"]) or 0
             price = hex_int(receipt.get("effectiveGasPrice")) or 0
+            proof = await receipt_proof(engine.rpc, payout, receipt)
             return Landed(
                 tx_hash=receipt["transactionHash"].lower(),
                 status=hex_int(receipt["status"]) or 0,
                 block_number=hex_int(receipt["blockNumber"]) or 0,
                 block_hash=receipt["blockHash"].lower(),
                 fee_wei=gas * price,
-                proven=await receipt_proves(engine.rpc, payout, receipt),
+                proven=proof is Proof.PROVEN,
+                mismatch=proof is Proof.MISMATCH,
+                transfers=tuple(hot_wallet_transfers(payout, receipt))
+                if proof is Proof.MISMATCH
+                else (),
             )
     return None
 

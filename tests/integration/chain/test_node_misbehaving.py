@@ -294,7 +294,7 @@ async def test_an_eth_chain_id_that_is_no_chain_id_stops_in_one_short_line(
         return {**answer, "result": result} if method == "eth_chainId" else answer
 
     proxy.rewrite = chain_id
-    oracle = FinalityOracle(settings, None)
+    oracle = FinalityOracle(settings, None, redis_settings=settings)
     try:
         with pytest.raises(NodeMisconfigured) as raised:
             await check_node(pool, oracle, CHAIN, force=True)
@@ -331,7 +331,7 @@ async def test_an_rpc_swapped_to_another_network_after_start_is_caught_at_once(
     before = await cursor(pool)
     payouts = lifecycle_settings(database_url, migration_url, proxy.url)
     key = SecretStr("0x" + bytes(Account.create().key).hex())
-    jobs = FinalityOracle(world.settings, None)
+    jobs = FinalityOracle(world.settings, None, redis_settings=world.settings)
     async with RpcClient(proxy.url, chain=CHAIN) as rpc:
         engine = PayoutEngine(
             pool, payouts, rpc, [HotWallet(key)], database=payouts, chains=payouts
@@ -381,7 +381,7 @@ async def test_a_report_whose_block_the_replica_lacks_waits_for_the_assignment_r
         return answer
 
     proxy.rewrite = no_header
-    oracle = FinalityOracle(settings, None)
+    oracle = FinalityOracle(settings, None, redis_settings=settings)
     try:
         for _ in range(3):
             await run(pool, settings, oracle)
@@ -464,7 +464,7 @@ async def test_a_replica_without_the_credited_block_reverses_nothing(
     await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
     await anvil.mine(2)
     height = hex_int((await anvil.receipt(tx))["blockNumber"])
-    oracle = FinalityOracle(settings, None)
+    oracle = FinalityOracle(settings, None, redis_settings=settings)
     try:
         stats = [await run(pool, settings, oracle) for _ in range(3)]
         assert sum(s.credited for s in stats) == 1
@@ -510,7 +510,7 @@ async def test_a_replica_without_a_verified_deposits_block_orphans_nothing(
     await anvil.receipt(tx)
     await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
     height = hex_int((await anvil.receipt(tx))["blockNumber"])
-    oracle = FinalityOracle(settings, None)
+    oracle = FinalityOracle(settings, None, redis_settings=settings)
     lagging = False
 
     def replica(method: str, params: list[Any], answer: dict[str, Any]) -> dict[str, Any]:

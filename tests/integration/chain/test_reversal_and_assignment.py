@@ -194,7 +194,7 @@ async def test_a_token_deposit_reversed_twice_and_mined_twice_is_credited_once_e
     raw = await anvil.rpc.call("eth_getRawTransactionByHash", tx)
     await deliver(pool, settings, generic_event(address, "25", tx, "USDC", token))
     tid = transfer_id(CHAIN, tx, 0)
-    oracle = FinalityOracle(settings, redis)
+    oracle = FinalityOracle(settings, redis, redis_settings=settings)
 
     async def settle(passes: int = 4) -> tuple[int, int, int]:
         runs = [await run(pool, settings, oracle) for _ in range(passes)]
