@@ -23,7 +23,9 @@ def payouts_stalled() -> None:
     typer.echo(json.dumps(_run(stalled_cli(_settings())), indent=2))
 
 
-def _act(action: str, payout_id: str, reason: str, by: str) -> None:
+def _act(
+    action: str, payout_id: str, reason: str, by: str, raise_fee_hold: str | None = None
+) -> None:
     from uuid import UUID
 
     from payflow.chain.payouts.actions import action_cli
@@ -40,7 +42,14 @@ def _act(action: str, payout_id: str, reason: str, by: str) -> None:
         raise typer.Exit(2)
     operator = bounded_option(by, "--by", OPERATOR_MAX).strip() or getpass.getuser()
     result = _run(
-        action_cli(_settings(), PayoutAction(action), payout, actor=operator, reason=reason)
+        action_cli(
+            _settings(),
+            PayoutAction(action),
+            payout,
+            actor=operator,
+            reason=reason,
+            raise_fee_hold=raise_fee_hold,
+        )
     )
     typer.echo(json.dumps(result, indent=2))
 
@@ -62,8 +71,20 @@ def payouts_resign(
     payout_id: Annotated[str, typer.Argument(help="Payout id")],
     reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the audit)")] = "",
     by: Annotated[str, typer.Option("--by", help="Operator name recorded in the audit")] = "",
+    raise_fee_hold: Annotated[
+        str | None,
+        typer.Option(
+            "--raise-fee-hold",
+            help="Native payouts: hold this much more of the account's money (its asset,"
+            " e.g. 0.005) as the payout's fee, then re-sign offering what the hold allows",
+        ),
+    ] = None,
 ) -> None:
     """Sign a signed/sent payout again, none of whose transactions was mined: at a fresh
     nonce when another transaction used its nonce, at the same nonce when it was never
-    used; fees of now, capped at the payout's fee hold; then broadcast."""
-    _act("resign", payout_id, reason, by)
+    used; fees of now, capped at the payout's fee hold; then broadcast. With
+    --raise-fee-hold the hold is raised first (refused if the account cannot cover it),
+    for a payout the fee market priced out while later nonces wait behind it."""
+    if raise_fee_hold is not None:
+        raise_fee_hold = bounded_option(raise_fee_hold, "--raise-fee-hold", 64).strip()
+    _act("resign", payout_id, reason, by, raise_fee_hold)

@@ -11,7 +11,10 @@ unused nonce (it may still be mined):
   payout again at a fresh nonce;
 - the nonce was never used and the node knows none of our transactions: `resign` signs
   again at the SAME nonce (a later nonce would leave a gap that blocks every later
-  payout); `void` only when no later nonce was allocated (the nonce goes back).
+  payout); `void` only when no later nonce was allocated (the nonce goes back) AND no
+  transaction of the payout was ever accepted by a node (`payout_txs.broadcast_at`): an
+  accepted one is public, other nodes may hold it after ours dropped it, and it could be
+  mined after the void released the hold (the money gone, the account refunded).
 """
 
 from __future__ import annotations
@@ -23,17 +26,19 @@ from uuid import UUID
 
 import structlog
 
+from payflow.chain.payouts import feehold
 from payflow.chain.payouts.broadcast import Broadcast
 from payflow.chain.payouts.engine import PayoutEngine
+from payflow.chain.payouts.feehold import RaisedHold, parse_raise, raised_fees
 from payflow.chain.payouts.holds import SQL
-from payflow.chain.payouts.plan import capped_fees, fee_ceiling, payout_call
+from payflow.chain.payouts.plan import bumped_fees, capped_fees, fee_ceiling, payout_call
 from payflow.chain.payouts.records import PayoutAction
 from payflow.chain.payouts.settle import enqueue_notification
 from payflow.chain.payouts.signer import SignedTx, TxFees
 from payflow.chain.payouts.signing import mined_count
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound
-from payflow.money import add
+from payflow.money import add, format_amount
 
 log = structlog.get_logger("payflow.payouts")
 
@@ -60,9 +65,10 @@ class Evidence:
         """The nonce is used on chain (by another transaction when none of ours is mined)."""
         return self.mined_count > self.nonce
 
-    def as_json(self) -> str:
+    def as_json(self, **extra: Any) -> str:
         return json.dumps(
-            {
+            extra
+            | {
                 "nonce": self.nonce,
                 "wallet": self.wallet,
                 "mined_count": self.mined_count,
@@ -85,6 +91,7 @@ class ActionResult:
     tx_hash: str | None
     audit_id: int
     broadcast: str | None = None
+    fee_hold: str | None = None  # the payout's fee hold after an operator's raise
 
 
 async def _evidence(engine: PayoutEngine, payout: Any, txs: list[Any]) -> Evidence:
@@ -101,7 +108,12 @@ async def _evidence(engine: PayoutEngine, payout: Any, txs: list[Any]) -> Eviden
     )
 
 
-async def _load(engine: PayoutEngine, payout_id: UUID) -> tuple[Any, list[Any], Evidence]:
+async def _load(
+    engine: PayoutEngine, payout_id: UUID, *, replacing: bool = False
+) -> tuple[Any, list[Any], Evidence]:
+    """The payout, its transactions and the chain's evidence; `ActionRefused` when an
+    action may not run. `replacing`: the action replaces a transaction the node may hold
+    at the same nonce (a raised fee hold), so a pending one does not refuse it."""
     async with engine.pool.acquire() as conn:
         payout = await conn.fetchrow(SQL["get_payout"], payout_id)
         if payout is None:
@@ -119,7 +131,7 @@ async def _load(engine: PayoutEngine, payout_id: UUID) -> tuple[Any, list[Any], 
             f"transaction {evidence.with_receipt[0]} of payout {payout_id} is mined: it"
             " settles by itself at finality"
         )
-    if not evidence.consumed and evidence.known_to_node:
+    if not evidence.consumed and evidence.known_to_node and not replacing:
         raise ActionRefused(
             f"the node holds transaction {evidence.known_to_node[0]} of payout {payout_id} at"
             f" unused nonce {evidence.nonce}: it may still be mined; wait or let it be bumped"
@@ -159,6 +171,16 @@ async def void_payout(
     async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
         await _locked(conn, payout, txs)
         if not evidence.consumed:
+            now_txs = await conn.fetch(SQL["payout_txs"], payout["id"])  # under the lock
+            public = [t for t in now_txs if t["broadcast_at"] is not None]
+            if public:
+                raise ActionRefused(
+                    f"transaction {public[0]['tx_hash']} of payout {payout['id']} was accepted"
+                    f" by the node at {public[0]['broadcast_at'].isoformat()}: it is public and"
+                    f" can still be mined at unused nonce {evidence.nonce} (our node dropping"
+                    " it proves nothing of the others); re-sign this payout instead (same"
+                    " nonce: whichever of its transactions is mined settles it, once)"
+                )
             back = await conn.fetchval(
                 SQL["give_back_nonce"], engine.chain, evidence.wallet, evidence.nonce
             )
@@ -198,14 +220,28 @@ async def void_payout(
 
 
 async def resign_payout(
-    engine: PayoutEngine, payout_id: UUID, *, actor: str, reason: str
+    engine: PayoutEngine,
+    payout_id: UUID,
+    *,
+    actor: str,
+    reason: str,
+    raise_fee_hold: str | None = None,
 ) -> ActionResult:
     """Sign an open payout again, none of whose transactions was mined: at a fresh nonce
     when its nonce was consumed by another transaction, at the same nonce when it was
     never used; fees of now, capped at the payout's hold. The new transaction is stored
-    with the audit row in one transaction, then broadcast (the engine tracks it on)."""
+    with the audit row in one transaction, then broadcast (the engine tracks it on).
+
+    `raise_fee_hold` (a decimal string, native payouts only: `feehold.py`): first hold that
+    much more of the account's money as the payout's fee, then sign at the same nonce (or
+    a fresh one when it was taken) offering what the raised hold allows; allowed while the
+    node holds one of its transactions (the new one replaces it, 10% above). The raise, the
+    new transaction and the audit row (`fee_hold_raised` in its evidence) commit together.
+    `FeeHoldRefused` when the account cannot cover it, is frozen, or the raise is too small.
+    """
     _check_words(actor, reason)
-    payout, txs, evidence = await _load(engine, payout_id)
+    payout, txs, evidence = await _load(engine, payout_id, replacing=raise_fee_hold is not None)
+    added = None if raise_fee_hold is None else parse_raise(raise_fee_hold, payout)
     wallet = engine.wallets.get(evidence.wallet)
     if wallet is None and not evidence.consumed:
         raise ActionRefused(f"hot wallet {evidence.wallet} is not configured here")
@@ -213,15 +249,21 @@ async def resign_payout(
         wallet = next(iter(engine.wallets.values()))
     await engine.ensure_wallets()
     base = await engine.fees()
+    base_fee = await engine.base_fee()
     gas_limit = engine.gas_limit(payout)
-    fees = capped_fees(
-        TxFees(gas_limit, base.max_fee_per_gas, base.max_priority_fee_per_gas),
-        fee_ceiling(engine.settings, payout, gas_limit),
-    )
+    ceiling = fee_ceiling(engine.settings, payout, gas_limit)
+    now_fees = TxFees(gas_limit, base.max_fee_per_gas, base.max_priority_fee_per_gas)
+    fees = capped_fees(now_fees, ceiling)
+    if not evidence.consumed:  # the same nonce: replace any public copy (+10%) if the cap allows
+        fees = bumped_fees(engine.settings, txs[-1], now_fees, ceiling) or fees
     floor = await mined_count(engine, wallet.address)
     chain_id = await engine.chain_id()
+    raised: RaisedHold | None = None
     async with engine.pool.acquire() as conn, transaction(conn, engine.settings):
         row = await _locked(conn, payout, txs)
+        if added is not None:
+            raised = await feehold.raise_fee_hold(conn, row, added)
+            fees = raised_fees(gas_limit, raised, int(row["decimals"]), base_fee, txs[-1])
         if evidence.consumed:
             nonce = int(
                 await conn.fetchval(SQL["allocate_nonce"], engine.chain, wallet.address, floor)
@@ -232,9 +274,11 @@ async def resign_payout(
         signed: SignedTx = wallet.sign(
             chain_id=chain_id, nonce=nonce, to=to, value=value, data=data, fees=fees
         )
-        attempt = await conn.fetchval(SQL["next_attempt"], row["id"])
-        await engine.store(conn, row["id"], attempt, wallet.address, nonce, signed, fees)
+        if signed.tx_hash not in evidence.hashes:  # the same bytes again: already stored
+            attempt = await conn.fetchval(SQL["next_attempt"], row["id"])
+            await engine.store(conn, row["id"], attempt, wallet.address, nonce, signed, fees)
         await conn.fetchrow(SQL["resign_payout"], row["id"], wallet.address, nonce)
+        extra = {} if raised is None else {"fee_hold_raised": raised.as_evidence()}
         audit = await conn.fetchrow(
             SQL["insert_payout_action"],
             row["id"],
@@ -243,7 +287,7 @@ async def resign_payout(
             reason,
             evidence.nonce,
             nonce,
-            evidence.as_json(),
+            evidence.as_json(**extra),
         )
         assert audit is not None
     log.warning(
@@ -253,6 +297,7 @@ async def resign_payout(
         old_nonce=evidence.nonce,
         new_nonce=nonce,
         tx_hash=signed.tx_hash,
+        fee_hold=None if raised is None else format_amount(raised.after),
     )
     answer = await engine.send(row["id"], signed)
     return ActionResult(
@@ -264,11 +309,18 @@ async def resign_payout(
         tx_hash=signed.tx_hash,
         audit_id=int(audit["id"]),
         broadcast=answer.outcome.value,
+        fee_hold=None if raised is None else format_amount(raised.after),
     )
 
 
 async def action_cli(
-    settings: Any, action: PayoutAction, payout_id: UUID, *, actor: str, reason: str
+    settings: Any,
+    action: PayoutAction,
+    payout_id: UUID,
+    *,
+    actor: str,
+    reason: str,
+    raise_fee_hold: str | None = None,
 ) -> dict[str, Any]:
     """The CLI's run of `payflow payouts void|resign`: a tool pool, the configured hot
     wallet(s) and `PAYOUT_CHAIN`'s RPC; the `ActionResult` as a dict. `BadInput` when
@@ -289,8 +341,12 @@ async def action_cli(
             engine = PayoutEngine(
                 pool, settings, oracle.clients[settings.payout_chain], wallets, finality=oracle
             )
-            act = void_payout if action is PayoutAction.VOID else resign_payout
-            result = await act(engine, payout_id, actor=actor, reason=reason)
+            if action is PayoutAction.VOID:
+                result = await void_payout(engine, payout_id, actor=actor, reason=reason)
+            else:
+                result = await resign_payout(
+                    engine, payout_id, actor=actor, reason=reason, raise_fee_hold=raise_fee_hold
+                )
     return asdict(result)
 
 

@@ -78,12 +78,16 @@ class PayoutEngine:
                 await conn.execute(SQL["ensure_hot_wallet"], self.chain, address, count)
             self._known_wallets.add(address)
 
+    async def base_fee(self) -> int:
+        """The latest block's base fee per gas (wei; 0 before EIP-1559)."""
+        block = await self.rpc.get_block("latest")
+        return hex_int(block.get("baseFeePerGas") if block else None) or 0
+
     async def fees(self) -> TxFees:
         """First-attempt fees: priority `PAYOUT_PRIORITY_FEE_WEI`, max 2 x base + priority,
         never above `PAYOUT_MAX_FEE_PER_GAS_WEI` (the ceiling the hold was computed at).
         The gas limit is filled in per payout."""
-        block = await self.rpc.get_block("latest")
-        base = hex_int(block.get("baseFeePerGas") if block else None) or 0
+        base = await self.base_fee()
         cap = self.settings.payout_max_fee_per_gas_wei
         max_fee = min(cap, 2 * base + self.settings.payout_priority_fee_wei)
         return TxFees(0, max_fee, min(self.settings.payout_priority_fee_wei, max_fee))

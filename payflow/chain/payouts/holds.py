@@ -119,6 +119,7 @@ async def place_payout(
     that is a known sink: `sinks.known_sink`),
     `InsufficientFunds` (available < hold; nothing is held), `AccountFrozen`.
     """
+    to_address = to_address.lower()  # every address payflow stores or compares is lower case
     existing = await conn.fetchrow(SQL["payout_by_key"], merchant_id, idempotency_key)
     if existing is not None:
         same = (

@@ -4,16 +4,20 @@ A status-1 receipt says the transaction did not revert, not that money moved: an
 may return `false` without reverting (allowed by the standard; some tokens do it for a
 blocked recipient) and then nothing moved and no log was written. So:
 
-- token payout: the receipt must hold the registered contract's
-  `Transfer(hot wallet -> recipient, units)` log (exact topics, exact amount);
+- token payout: the receipt's only Transfer out of the hot wallet must be the registered
+  contract's `Transfer(hot wallet -> recipient, units)` (exact topics, exact amount);
+  with none the payout fails (nothing of ours moved); with any other (part, elsewhere,
+  twice, logged by another contract) it is a mismatch: not settled, the hold kept, an
+  operator alerted (`tracking.py`);
 - native payout: the mined transaction must send exactly `units` wei from the hot wallet
   to the recipient (`eth_getTransactionByHash`).
 
-Anything else is `proven=False` and settles as failed (hold released, gas charged).
+Nothing moved settles as failed (hold released, gas charged).
 """
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 from payflow.chain.rpc import RpcClient, hex_int
@@ -27,23 +31,50 @@ def _topic_address(address: str) -> str:
     return "0x" + address.lower().removeprefix("0x").rjust(64, "0")
 
 
-def token_transfer_proven(payout: Any, receipt: dict[str, Any]) -> bool:
-    """True when `receipt` has the payout contract's Transfer(hot wallet -> to, units)."""
-    units = to_base_units(payout["amount"], int(payout["decimals"]))
-    want = [
-        TRANSFER_TOPIC,
-        _topic_address(payout["hot_wallet"]),
-        _topic_address(payout["to_address"]),
-    ]
+class Proof(StrEnum):
+    """What a status-1 receipt shows about the payout's transfer."""
+
+    PROVEN = "proven"  # exactly the payout moved: confirm
+    NOTHING_MOVED = "nothing_moved"  # nothing of the hot wallet moved: fail, release
+    MISMATCH = "transfer_mismatch"  # the hot wallet's tokens moved otherwise: operator
+
+
+def _outflows(payout: Any, receipt: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(emitter, recipient topic, amount) of every live `Transfer` log in `receipt` whose
+    sender is the payout's hot wallet, whichever contract logged it."""
+    sender = _topic_address(payout["hot_wallet"])
+    found = []
     for entry in receipt.get("logs") or []:
-        if str(entry.get("address", "")).lower() != payout["contract"]:
-            continue
         topics = [str(t).lower() for t in entry.get("topics") or []]
-        if topics != want:
+        if len(topics) != 3 or topics[0] != TRANSFER_TOPIC or topics[1] != sender:
             continue
-        if hex_int(entry.get("data") or "0x0") == units and not entry.get("removed"):
-            return True
-    return False
+        if entry.get("removed"):
+            continue
+        emitter = str(entry.get("address", "")).lower()
+        found.append((emitter, topics[2], hex_int(entry.get("data") or "0x0") or 0))
+    return found
+
+
+def token_transfer_proof(payout: Any, receipt: dict[str, Any]) -> Proof:
+    """`PROVEN` when the only Transfer out of the hot wallet in `receipt` is the payout
+    contract's Transfer(hot wallet -> to, units); `NOTHING_MOVED` when there is none (a
+    token that returned false; a Transfer from someone else proves nothing); `MISMATCH`
+    for anything else the hot wallet's tokens did: part to the recipient, some or all
+    elsewhere, more than once, or logged by another contract than the registered one.
+    A mismatch is neither confirmed (it is not the payout) nor failed (releasing the hold
+    would let the account spend what left): it stays open for an operator."""
+    units = to_base_units(payout["amount"], int(payout["decimals"]))
+    outflows = _outflows(payout, receipt)
+    if not outflows:
+        return Proof.NOTHING_MOVED
+    if outflows == [(payout["contract"], _topic_address(payout["to_address"]), units)]:
+        return Proof.PROVEN
+    return Proof.MISMATCH
+
+
+def token_transfer_proven(payout: Any, receipt: dict[str, Any]) -> bool:
+    """True when `receipt` proves exactly the payout's token transfer (`token_transfer_proof`)."""
+    return token_transfer_proof(payout, receipt) is Proof.PROVEN
 
 
 def native_transfer_proven(payout: Any, tx: dict[str, Any] | None) -> bool:
@@ -59,12 +90,12 @@ def native_transfer_proven(payout: Any, tx: dict[str, Any] | None) -> bool:
     )
 
 
-async def receipt_proves(rpc: RpcClient, payout: Any, receipt: dict[str, Any]) -> bool:
-    """Whether a status-1 `receipt` of one of the payout's transactions proves the
-    payout's transfer (see the module docstring). A reverted receipt proves nothing."""
+async def receipt_proof(rpc: RpcClient, payout: Any, receipt: dict[str, Any]) -> Proof:
+    """What a `receipt` of one of the payout's transactions proves (module docstring).
+    A reverted receipt moved nothing."""
     if (hex_int(receipt.get("status")) or 0) != 1:
-        return False
+        return Proof.NOTHING_MOVED
     if payout["contract"] is not None:
-        return token_transfer_proven(payout, receipt)
+        return token_transfer_proof(payout, receipt)
     tx = await rpc.call("eth_getTransactionByHash", receipt["transactionHash"])
-    return native_transfer_proven(payout, tx)
+    return Proof.PROVEN if native_transfer_proven(payout, tx) else Proof.NOTHING_MOVED

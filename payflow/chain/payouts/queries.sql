@@ -271,3 +271,11 @@ RETURNING id, created_at;
 UPDATE hot_wallets SET next_nonce = $3, updated_at = now()
 WHERE chain = $1 AND address = $2 AND next_nonce = $3 + 1
 RETURNING next_nonce;
+
+-- name: raise_fee_hold
+-- $1 payout id, $2 added fee hold (the account's asset; the account's hold was raised by
+-- the same amount in the same transaction, `place_hold`): an operator's raise of an open
+-- payout's fee ceiling. Signed or sent: see lock_held_payout.
+UPDATE payouts SET fee_hold = fee_hold + $2, updated_at = now()
+WHERE id = $1 AND status IN ('signed', 'sent')
+RETURNING fee_hold;

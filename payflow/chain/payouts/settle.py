@@ -55,6 +55,7 @@ class Landed:
     block_hash: str
     fee_wei: int  # gasUsed x effectiveGasPrice
     proven: bool  # the receipt proves the transfer (proof.py); False for a revert
+    mismatch: bool = False  # the hot wallet's tokens moved otherwise: never settled
 
 
 NOT_PROVEN = (
@@ -100,7 +101,10 @@ async def _record_and_post(
 async def settle(
     pool: asyncpg.Pool, settings: Settings, payout_id: Any, landed: Landed
 ) -> str | None:
-    """Post or void a final payout; the new status, or None when it was already final."""
+    """Post or void a final payout; the new status, or None when it was already final.
+    A `mismatch` landing is never settled here (`ValueError`): an operator decides."""
+    if landed.mismatch:
+        raise ValueError("a receipt that moved the hot wallet's tokens otherwise is not settled")
     async with pool.acquire() as conn, transaction(conn, settings):
         payout = await conn.fetchrow(SQL["get_payout"], payout_id)
         assert payout is not None

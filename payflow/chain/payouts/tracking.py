@@ -8,6 +8,9 @@ A payout that does not progress is marked with a `stall` (migration 0026) and al
   fee, anything but "already known"); fee refusals are bumped at once, up to the hold;
 - `unmined`: accepted but not mined `PAYOUT_STUCK_AFTER_S` after its latest attempt and
   no further bump is allowed (the payout's fee hold is its ceiling);
+- `transfer_mismatch` (alert only, not a stored stall): a mined receipt moved the hot
+  wallet's tokens otherwise than exactly the payout (`proof.py`); it is not settled and
+  its hold stays until an operator decides;
 - `nonce_taken`: "nonce too low" while none of its transactions has a receipt and the
   chain's mined count is past its nonce: another signer used the nonce, ours can never
   be mined. Only an operator can void or re-sign it.
@@ -26,7 +29,7 @@ from payflow.alerts import Severity
 from payflow.chain.payouts.broadcast import Answer, Broadcast
 from payflow.chain.payouts.holds import SQL
 from payflow.chain.payouts.plan import TickReport, bumped_fees, fee_ceiling, payout_call
-from payflow.chain.payouts.proof import receipt_proves
+from payflow.chain.payouts.proof import Proof, receipt_proof
 from payflow.chain.payouts.records import PayoutStatus, Stall
 from payflow.chain.payouts.settle import Landed, settle
 from payflow.chain.payouts.signer import SignedTx
@@ -42,6 +45,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger("payflow.payouts")
 
 _FEE_REFUSALS = (Broadcast.UNDERPRICED,)
+# a mined receipt that moved the hot wallet's tokens otherwise than the payout (proof.py):
+# never settled by the job, the hold kept, alerted critical under this name
+TRANSFER_MISMATCH = "transfer_mismatch"
 MAX_BUMPS_PER_RUN = 8  # fee bumps after refusals in one run (each +PAYOUT_FEE_BUMP_PERCENT)
 _NOT_ACCEPTED = (Broadcast.UNDERPRICED, Broadcast.REJECTED, Broadcast.NO_FUNDS)
 
@@ -75,7 +81,7 @@ async def track(engine: PayoutEngine, report: TickReport) -> None:
             )
             continue
         if stall is not None:
-            stalls.setdefault(stall.value, []).append(str(payout["id"]))
+            stalls.setdefault(str(stall), []).append(str(payout["id"]))
             if stall is Stall.UNMINED:
                 stuck.append(str(payout["id"]))
     report.stuck = len(stuck)
@@ -94,13 +100,15 @@ async def track(engine: PayoutEngine, report: TickReport) -> None:
 
 
 async def alert_stalls(engine: PayoutEngine, stalls: dict[str, list[str]]) -> None:
-    """Fire `payouts.stalled` (critical when a nonce was taken: only an operator can
-    resolve it) naming the payouts per stall, or resolve it when there is none."""
+    """Fire `payouts.stalled` (critical when a nonce was taken or a receipt moved the hot
+    wallet's tokens otherwise than the payout: only an operator can resolve those) naming
+    the payouts per stall, or resolve it when there is none."""
     if not stalls:
         await engine.alerts.resolve("payouts.stalled")
         return
     counts = ", ".join(f"{len(ids)} {kind}" for kind, ids in sorted(stalls.items()))
-    severity = Severity.CRITICAL if Stall.NONCE_TAKEN.value in stalls else Severity.WARNING
+    operator_only = {Stall.NONCE_TAKEN.value, TRANSFER_MISMATCH}
+    severity = Severity.CRITICAL if operator_only & stalls.keys() else Severity.WARNING
     await engine.alerts.fire(
         "payouts.stalled",
         severity,
@@ -130,15 +138,16 @@ async def set_stall(engine: PayoutEngine, payout: Any, stall: Stall | None, deta
 
 async def track_one(
     engine: PayoutEngine, payout: Any, finalized: int, report: TickReport
-) -> Stall | None:
-    """Settle, re-send or bump one payout; its stall, or None when it progresses."""
+) -> str | None:
+    """Settle, re-send or bump one payout; its stall (a `Stall`, or `TRANSFER_MISMATCH`),
+    or None when it progresses."""
     async with engine.pool.acquire() as conn:
         txs = await conn.fetch(SQL["payout_txs"], payout["id"])
     landed = await engine.landed(payout, txs)
     if landed is not None:
         await set_stall(engine, payout, None, "")
         await on_landed(engine, payout, landed, finalized, report)
-        return None
+        return TRANSFER_MISMATCH if landed.mismatch else None
     if payout["landed_tx_hash"] is not None:
         log.warning(
             "payflow.payouts.dropped",
@@ -234,6 +243,14 @@ async def on_landed(
             landed.block_number,
             landed.block_hash,
         )
+    if landed.mismatch:
+        log.error(  # never settled by the job: the hold stays, an operator decides
+            "payflow.payouts.transfer_mismatch",
+            payout_id=str(payout["id"]),
+            tx_hash=landed.tx_hash,
+            contract=payout["contract"],
+        )
+        return
     if landed.status == 1 and not landed.proven:
         log.error(  # settles failed at finality: nothing the payout asked for moved
             "payflow.payouts.not_proven",
@@ -268,13 +285,15 @@ async def landed(engine: PayoutEngine, payout: Any, txs: list[Any]) -> Landed | 
         if receipt:
             gas = hex_int(receipt["gasUsed"]) or 0
             price = hex_int(receipt.get("effectiveGasPrice")) or 0
+            proof = await receipt_proof(engine.rpc, payout, receipt)
             return Landed(
                 tx_hash=receipt["transactionHash"].lower(),
                 status=hex_int(receipt["status"]) or 0,
                 block_number=hex_int(receipt["blockNumber"]) or 0,
                 block_hash=receipt["blockHash"].lower(),
                 fee_wei=gas * price,
-                proven=await receipt_proves(engine.rpc, payout, receipt),
+                proven=proof is Proof.PROVEN,
+                mismatch=proof is Proof.MISMATCH,
             )
     return None
 
