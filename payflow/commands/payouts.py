@@ -17,7 +17,8 @@ payouts_app = typer.Typer(no_args_is_help=True, help="Payouts that do not progre
 @payouts_app.command("stalled")
 def payouts_stalled() -> None:
     """Open payouts that do not progress (refused by the node, not mined, nonce taken by
-    another signer), with why and for how long; JSON on stdout."""
+    another signer, a receipt that moved the hot wallet's tokens otherwise than the
+    payout), with why and for how long; JSON on stdout."""
     from payflow.chain.payouts.actions import stalled_cli
 
     typer.echo(json.dumps(_run(stalled_cli(_settings())), indent=2))
@@ -88,3 +89,38 @@ def payouts_resign(
     if raise_fee_hold is not None:
         raise_fee_hold = bounded_option(raise_fee_hold, "--raise-fee-hold", 64).strip()
     _act("resign", payout_id, reason, by, raise_fee_hold)
+
+
+@payouts_app.command("settle")
+def payouts_settle(
+    payout_id: Annotated[str, typer.Argument(help="Payout id")],
+    outcome: Annotated[
+        str, typer.Option("--as", help="confirmed (posted as paid) or failed (hold released)")
+    ] = "",
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded in the audit)")] = "",
+    by: Annotated[str, typer.Option("--by", help="Operator name recorded in the audit")] = "",
+) -> None:
+    """Settle a transfer_mismatch payout (its receipt moved the hot wallet's tokens
+    otherwise than the payout) once that receipt is final: --as confirmed posts the
+    amount and its fee and releases the hold; --as failed releases the hold and charges
+    the fee as a failed payout does. Exactly once, audited."""
+    from uuid import UUID
+
+    from payflow.chain.payouts.actions_settle import OUTCOMES, settle_cli
+
+    try:
+        payout = UUID(payout_id)
+    except ValueError:
+        console.print(f"payflow: not a payout id: {payout_id!r}", style="red")
+        raise typer.Exit(2) from None
+    outcome = bounded_option(outcome, "--as", 20).strip()
+    if outcome not in OUTCOMES:
+        console.print("payflow: --as confirmed or --as failed is required", style="red")
+        raise typer.Exit(2)
+    reason = bounded_option(reason, "--reason", NOTE_MAX).strip()
+    if not reason:
+        console.print("payflow: --reason is required: say why", style="red")
+        raise typer.Exit(2)
+    operator = bounded_option(by, "--by", OPERATOR_MAX).strip() or getpass.getuser()
+    result = _run(settle_cli(_settings(), payout, outcome=outcome, actor=operator, reason=reason))
+    typer.echo(json.dumps(result, indent=2))

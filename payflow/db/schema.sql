@@ -1041,7 +1041,7 @@ CREATE TABLE public.payout_actions (
     new_nonce bigint,
     chain_evidence jsonb DEFAULT '{}'::jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT payout_actions_action_valid CHECK ((action = ANY (ARRAY['void'::text, 'resign'::text]))),
+    CONSTRAINT payout_actions_action_valid CHECK ((action = ANY (ARRAY['void'::text, 'resign'::text, 'settle'::text]))),
     CONSTRAINT payout_actions_actor_length CHECK (((length(actor) >= 1) AND (length(actor) <= 200))),
     CONSTRAINT payout_actions_reason_length CHECK (((length(reason) >= 1) AND (length(reason) <= 2000)))
 );
@@ -1129,7 +1129,7 @@ CREATE TABLE public.payouts (
     CONSTRAINT payouts_signed_has_nonce CHECK (((status = 'held'::text) OR ((hot_wallet IS NOT NULL) AND (nonce IS NOT NULL)))),
     CONSTRAINT payouts_stall_has_time CHECK (((stall IS NULL) = (stalled_at IS NULL))),
     CONSTRAINT payouts_stall_open CHECK (((stall IS NULL) OR (status = ANY (ARRAY['signed'::text, 'sent'::text])))),
-    CONSTRAINT payouts_stall_valid CHECK ((stall = ANY (ARRAY['unaccepted'::text, 'unmined'::text, 'nonce_taken'::text]))),
+    CONSTRAINT payouts_stall_valid CHECK ((stall = ANY (ARRAY['unaccepted'::text, 'unmined'::text, 'nonce_taken'::text, 'transfer_mismatch'::text]))),
     CONSTRAINT payouts_status_valid CHECK ((status = ANY (ARRAY['held'::text, 'signed'::text, 'sent'::text, 'confirmed'::text, 'failed'::text]))),
     CONSTRAINT payouts_to_address_format CHECK ((to_address ~ '^0x[0-9a-f]{40}$'::text))
 );

@@ -39,6 +39,35 @@ class Proof(StrEnum):
     MISMATCH = "transfer_mismatch"  # the hot wallet's tokens moved otherwise: operator
 
 
+def _topic_to_address(topic: str) -> str:
+    """An indexed address topic back to a 20-byte address (lower-case hex)."""
+    return "0x" + topic.removeprefix("0x")[-40:]
+
+
+def hot_wallet_transfers(payout: Any, receipt: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every live `Transfer` out of the payout's hot wallet in `receipt`, whichever contract
+    logged it: `{"contract", "from", "to", "units"}` (addresses lower-case hex, `units` the
+    token's base units as a decimal string: never a float), in log order."""
+    return [
+        {
+            "contract": emitter,
+            "from": str(payout["hot_wallet"]).lower(),
+            "to": _topic_to_address(to),
+            "units": str(units),
+        }
+        for emitter, to, units in _outflows(payout, receipt)
+    ]
+
+
+def describe_transfers(transfers: list[dict[str, Any]]) -> str:
+    """One line per the stall's `stall_detail`: what the receipt moved out of the wallet."""
+    moved = "; ".join(
+        f"contract {t['contract']} from {t['from']} to {t['to']} units {t['units']}"
+        for t in transfers
+    )
+    return f"the receipt moved the hot wallet's tokens otherwise than the payout: {moved}"
+
+
 def _outflows(payout: Any, receipt: dict[str, Any]) -> list[tuple[str, str, int]]:
     """(emitter, recipient topic, amount) of every live `Transfer` log in `receipt` whose
     sender is the payout's hot wallet, whichever contract logged it."""

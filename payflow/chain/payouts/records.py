@@ -19,18 +19,21 @@ class PayoutStatus(StrEnum):
 
 
 class Stall(StrEnum):
-    """Why an open (signed or sent) payout does not progress; `payouts_stall_valid` (0026)."""
+    """Why an open (signed or sent) payout does not progress; `payouts_stall_valid` (0026, 0028)."""
 
     UNACCEPTED = "unaccepted"  # the node refuses its transaction
     UNMINED = "unmined"  # accepted, not mined past PAYOUT_STUCK_AFTER_S, at its fee ceiling
     NONCE_TAKEN = "nonce_taken"  # another signer's transaction consumed its nonce
+    # a mined receipt moved the hot wallet's tokens otherwise than the payout (0028)
+    TRANSFER_MISMATCH = "transfer_mismatch"
 
 
 class PayoutAction(StrEnum):
-    """An operator's action on a stalled payout; `payout_actions_action_valid` (0026)."""
+    """An operator's action on a stalled payout; `payout_actions_action_valid` (0026, 0028)."""
 
     VOID = "void"  # failed, hold released, nothing charged: nothing of ours was mined
     RESIGN = "resign"  # a new transaction at a fresh nonce (or the same, unused one)
+    SETTLE = "settle"  # a final transfer-mismatch receipt settled confirmed|failed (0028)
 
 
 OPEN_STATUSES = (PayoutStatus.SIGNED.value, PayoutStatus.SENT.value)

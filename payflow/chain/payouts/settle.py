@@ -56,6 +56,8 @@ class Landed:
     fee_wei: int  # gasUsed x effectiveGasPrice
     proven: bool  # the receipt proves the transfer (proof.py); False for a revert
     mismatch: bool = False  # the hot wallet's tokens moved otherwise: never settled
+    # a mismatch's Transfers out of the hot wallet (`proof.hot_wallet_transfers`)
+    transfers: tuple[dict[str, Any], ...] = ()
 
 
 NOT_PROVEN = (
@@ -110,33 +112,41 @@ async def settle(
         assert payout is not None
         moved = landed.status == 1 and landed.proven
         target = PayoutStatus.CONFIRMED if moved else PayoutStatus.FAILED
-        fee = paid_fee(payout, landed)  # spent whether the transaction succeeded or not
-        row = await conn.fetchrow(
-            SQL["finalize_payout"],
-            payout_id,
-            target.value,
-            landed.tx_hash,
-            landed.status,
-            landed.block_number,
-            landed.block_hash,
-            fee,
-            None if moved else (NOT_PROVEN if landed.status == 1 else REVERTED),
+        failure = None if moved else (NOT_PROVEN if landed.status == 1 else REVERTED)
+        row = await finalize_within(conn, payout, landed, target, failure)
+        return None if row is None else target.value
+
+
+async def finalize_within(
+    conn: Connection, payout: Any, landed: Landed, target: PayoutStatus, failure: str | None
+) -> Any:
+    """In the caller's transaction: compare-and-set `payout` (open) to `target` with the
+    `landed` receipt, release its hold (amount + fee hold), post the debit (`po:<id>`,
+    confirmed only) and the fee paid (`pofee:<id>`, `paid_fee`), and write the
+    notification. The finalized row, or None (nothing done) when it was already final."""
+    fee = paid_fee(payout, landed)  # spent whether the transaction succeeded or not
+    row = await conn.fetchrow(
+        SQL["finalize_payout"],
+        payout["id"],
+        target.value,
+        landed.tx_hash,
+        landed.status,
+        landed.block_number,
+        landed.block_hash,
+        fee,
+        failure,
+    )
+    if row is None:
+        return None
+    await conn.execute(SQL["release_hold"], row["account_id"], add(row["amount"], row["fee_hold"]))
+    if target is PayoutStatus.CONFIRMED:
+        await _record_and_post(
+            conn, withdrawal_event_id(row["id"]), row, row["amount"], EventType.WITHDRAWAL
         )
-        if row is None:
-            return None
-        await conn.execute(
-            SQL["release_hold"], row["account_id"], add(row["amount"], row["fee_hold"])
-        )
-        if target is PayoutStatus.CONFIRMED:
-            await _record_and_post(
-                conn, withdrawal_event_id(row["id"]), row, row["amount"], EventType.WITHDRAWAL
-            )
-        if fee > 0:  # never above the fee held: the hold covered the gas at its ceiling
-            await _record_and_post(
-                conn, fee_event_id(row["id"]), row, fee, EventType.WITHDRAWAL_FEE
-            )
-        await enqueue_notification(conn, row)
-        return target.value
+    if fee > 0:  # never above the fee held: the hold covered the gas at its ceiling
+        await _record_and_post(conn, fee_event_id(row["id"]), row, fee, EventType.WITHDRAWAL_FEE)
+    await enqueue_notification(conn, row)
+    return row
 
 
 async def enqueue_notification(conn: Connection, row: Any) -> None:

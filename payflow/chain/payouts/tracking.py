@@ -8,9 +8,10 @@ A payout that does not progress is marked with a `stall` (migration 0026) and al
   fee, anything but "already known"); fee refusals are bumped at once, up to the hold;
 - `unmined`: accepted but not mined `PAYOUT_STUCK_AFTER_S` after its latest attempt and
   no further bump is allowed (the payout's fee hold is its ceiling);
-- `transfer_mismatch` (alert only, not a stored stall): a mined receipt moved the hot
-  wallet's tokens otherwise than exactly the payout (`proof.py`); it is not settled and
-  its hold stays until an operator decides;
+- `transfer_mismatch` (migration 0028): a mined receipt moved the hot wallet's tokens
+  otherwise than exactly the payout (`proof.py`); the detail lists each Transfer out of
+  the hot wallet (contract, from, to, units). It is never settled by the job and its hold
+  stays until an operator settles it (`payflow payouts settle`, `actions_settle.py`);
 - `nonce_taken`: "nonce too low" while none of its transactions has a receipt and the
   chain's mined count is past its nonce: another signer used the nonce, ours can never
   be mined. Only an operator can void or re-sign it.
@@ -29,7 +30,12 @@ from payflow.alerts import Severity
 from payflow.chain.payouts.broadcast import Answer, Broadcast
 from payflow.chain.payouts.holds import SQL
 from payflow.chain.payouts.plan import TickReport, bumped_fees, fee_ceiling, payout_call
-from payflow.chain.payouts.proof import Proof, receipt_proof
+from payflow.chain.payouts.proof import (
+    Proof,
+    describe_transfers,
+    hot_wallet_transfers,
+    receipt_proof,
+)
 from payflow.chain.payouts.records import PayoutStatus, Stall
 from payflow.chain.payouts.settle import Landed, settle
 from payflow.chain.payouts.signer import SignedTx
@@ -46,8 +52,9 @@ log = structlog.get_logger("payflow.payouts")
 
 _FEE_REFUSALS = (Broadcast.UNDERPRICED,)
 # a mined receipt that moved the hot wallet's tokens otherwise than the payout (proof.py):
-# never settled by the job, the hold kept, alerted critical under this name
-TRANSFER_MISMATCH = "transfer_mismatch"
+# never settled by the job, the hold kept, stored and alerted critical under this name
+TRANSFER_MISMATCH = Stall.TRANSFER_MISMATCH.value
+DETAIL_MAX = 2000  # characters of `stall_detail` (a mismatch lists every Transfer)
 MAX_BUMPS_PER_RUN = 8  # fee bumps after refusals in one run (each +PAYOUT_FEE_BUMP_PERCENT)
 _NOT_ACCEPTED = (Broadcast.UNDERPRICED, Broadcast.REJECTED, Broadcast.NO_FUNDS)
 
@@ -107,13 +114,14 @@ async def alert_stalls(engine: PayoutEngine, stalls: dict[str, list[str]]) -> No
         await engine.alerts.resolve("payouts.stalled")
         return
     counts = ", ".join(f"{len(ids)} {kind}" for kind, ids in sorted(stalls.items()))
-    operator_only = {Stall.NONCE_TAKEN.value, TRANSFER_MISMATCH}
+    operator_only = {Stall.NONCE_TAKEN.value, Stall.TRANSFER_MISMATCH.value}
     severity = Severity.CRITICAL if operator_only & stalls.keys() else Severity.WARNING
     await engine.alerts.fire(
         "payouts.stalled",
         severity,
         f"payouts not progressing on {engine.chain}: {counts}; see `payflow wallet status`,"
-        " resolve with `payflow payouts void|resign ID --reason ... --by ...`",
+        " resolve with `payflow payouts void|resign ID --reason ... --by ...` (a"
+        " transfer_mismatch: `payflow payouts settle ID --as confirmed|failed ...`)",
         details={"chain": engine.chain, **{k: ids[:20] for k, ids in stalls.items()}},
     )
 
@@ -126,28 +134,33 @@ async def set_stall(engine: PayoutEngine, payout: Any, stall: Stall | None, deta
         if stall is None:
             await conn.execute(SQL["clear_stall"], payout["id"])
         else:
-            await conn.execute(SQL["mark_stall"], payout["id"], stall.value, detail[:500])
+            await conn.execute(SQL["mark_stall"], payout["id"], stall.value, detail[:DETAIL_MAX])
     if stall is not None and payout["stall"] != stall.value:
         log.warning(
             "payflow.payouts.stalled",
             payout_id=str(payout["id"]),
             stall=stall.value,
-            detail=detail[:500],
+            detail=detail[:DETAIL_MAX],
         )
 
 
 async def track_one(
     engine: PayoutEngine, payout: Any, finalized: int, report: TickReport
 ) -> str | None:
-    """Settle, re-send or bump one payout; its stall (a `Stall`, or `TRANSFER_MISMATCH`),
-    or None when it progresses."""
+    """Settle, re-send or bump one payout; its stall, or None when it progresses."""
     async with engine.pool.acquire() as conn:
         txs = await conn.fetch(SQL["payout_txs"], payout["id"])
     landed = await engine.landed(payout, txs)
     if landed is not None:
-        await set_stall(engine, payout, None, "")
+        if landed.mismatch:
+            detail = describe_transfers(list(landed.transfers))
+            await set_stall(engine, payout, Stall.TRANSFER_MISMATCH, detail)
+        else:
+            await set_stall(engine, payout, None, "")
         await on_landed(engine, payout, landed, finalized, report)
-        return TRANSFER_MISMATCH if landed.mismatch else None
+        return Stall.TRANSFER_MISMATCH if landed.mismatch else None
+    if payout["stall"] == Stall.TRANSFER_MISMATCH:  # its receipt left the chain (a reorg)
+        await set_stall(engine, payout, None, "")
     if payout["landed_tx_hash"] is not None:
         log.warning(
             "payflow.payouts.dropped",
@@ -294,6 +307,9 @@ async def landed(engine: PayoutEngine, payout: Any, txs: list[Any]) -> Landed | 
                 fee_wei=gas * price,
                 proven=proof is Proof.PROVEN,
                 mismatch=proof is Proof.MISMATCH,
+                transfers=tuple(hot_wallet_transfers(payout, receipt))
+                if proof is Proof.MISMATCH
+                else (),
             )
     return None
 

@@ -105,9 +105,9 @@ async def wallet_status_cli(settings: Settings) -> dict[str, Any]:
 
 async def stalled_counts(conn: Connection, stuck_after_s: float) -> dict[str, int]:
     """Open payouts that do not progress, counted per stall (`unaccepted`, `unmined`,
-    `nonce_taken`; a payout not mined `stuck_after_s` after its latest transaction counts
-    as `unmined` even when no engine run marked it), every chain; ages on the database's
-    clock. Empty when all progress."""
+    `nonce_taken`, `transfer_mismatch`; a payout not mined `stuck_after_s` after its latest
+    transaction counts as `unmined` even when no engine run marked it), every chain; ages
+    on the database's clock. Empty when all progress."""
     counts: dict[str, int] = {}
     for row in await conn.fetch(SQL["stalled_payouts"], None, stuck_after_s):
         kind = row["stall"] or "unmined"

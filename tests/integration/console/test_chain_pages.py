@@ -250,3 +250,23 @@ async def test_a_stalled_payout_shows_its_stall_and_the_operator_actions(
         assert f"operator resign by alice: the wallet app reused it {SCRIPT} (nonce 0 -> 7)" in text
         assert "stalled: nonce_taken" in text
         assert "<script>" not in detail.text
+
+
+async def test_a_transfer_mismatch_shows_its_transfers_and_the_settle_action(
+    console_app: FastAPI, api: httpx.AsyncClient, merchants: Merchants
+) -> None:
+    world = await _world(console_app, api, merchants)
+    pool = console_app.state.api.pool
+    detail = "the receipt moved the hot wallet's tokens otherwise than the payout: contract 0xc"
+    await pool.execute(
+        "UPDATE payouts SET stall = 'transfer_mismatch', stalled_at = now(),"
+        " stall_detail = $2 WHERE id = $1",
+        world.stuck_payout,
+        detail,
+    )
+    async with signed_in(console_app, merchants.admin) as ops:
+        listing = _text(await ops.get("/console/payouts?status=open"))
+        assert "(stalled: transfer_mismatch)" in listing
+        text = _text(await ops.get(f"/console/payouts/{world.stuck_payout}"))
+        assert "Stalled transfer_mismatch since" in text and detail in text
+        assert "payflow payouts settle" in text and "void|resign" not in text
