@@ -16,7 +16,14 @@ from payflow.chain.deposits import (
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.jobs import JOBS
 from payflow.chain.payouts.actions import action_cli, stalled_cli
-from payflow.chain.payouts.holds import PayoutKeyReused, PayoutRefused, payout_scoped, place_payout
+from payflow.chain.payouts.actions_settle import OUTCOMES, settle_cli
+from payflow.chain.payouts.holds import (
+    PayoutKeyReused,
+    PayoutRefused,
+    payout_by_key,
+    payout_scoped,
+    place_payout,
+)
 from payflow.chain.payouts.records import PayoutAction, fee_event_id, withdrawal_event_id
 from payflow.chain.payouts.wallet import stalled_counts, wallet_status_cli
 from payflow.chain.recon_cli import run_chain_recon
@@ -35,6 +42,7 @@ from payflow.chain.watch.role import run_scanner
 __all__ = [
     "JOBS",
     "NATIVE_POSITION",
+    "OUTCOMES",
     "REDIS_ERRORS",
     "TX_HASH_RE",
     "Breaker",
@@ -58,6 +66,7 @@ __all__ = [
     "derived_by_key",
     "fee_event_id",
     "observe",
+    "payout_by_key",
     "payout_scoped",
     "pending_incoming",
     "place_payout",
@@ -65,6 +74,7 @@ __all__ = [
     "run_chain_recon",
     "run_scanner",
     "scan_once",
+    "settle_cli",
     "stalled_cli",
     "stalled_counts",
     "wallet_status_cli",
