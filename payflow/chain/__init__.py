@@ -16,6 +16,7 @@ from payflow.chain.deposits import (
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.jobs import JOBS
 from payflow.chain.payouts.actions import action_cli, stalled_cli
+from payflow.chain.payouts.actions_settle import OUTCOMES, settle_cli
 from payflow.chain.payouts.holds import (
     PayoutKeyReused,
     PayoutRefused,
@@ -40,6 +41,7 @@ from payflow.chain.watch.role import run_scanner
 __all__ = [
     "JOBS",
     "NATIVE_POSITION",
+    "OUTCOMES",
     "REDIS_ERRORS",
     "TX_HASH_RE",
     "Breaker",
@@ -70,6 +72,7 @@ __all__ = [
     "run_chain_recon",
     "run_scanner",
     "scan_once",
+    "settle_cli",
     "stalled_cli",
     "stalled_counts",
     "wallet_status_cli",

@@ -5,6 +5,7 @@ The names other packages use; import them from here or from their module."""
 
 from payflow.outbox.maintenance import JOBS
 from payflow.outbox.relay import PublishHook, run_relay
+from payflow.outbox.sweep import SweepReport, sweep, sweep_result
 from payflow.outbox.waker import RelayWaker
 from payflow.outbox.writer import enqueue, release_held_job
 
@@ -12,7 +13,10 @@ __all__ = [
     "JOBS",
     "PublishHook",
     "RelayWaker",
+    "SweepReport",
     "enqueue",
     "release_held_job",
     "run_relay",
+    "sweep",
+    "sweep_result",
 ]

@@ -14,9 +14,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from payflow.alerts import Severity
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.config import Settings
-from payflow.ops.alerts import Severity
 from payflow_lab.anvil import AnvilNode
 from tests.integration.payouts.conftest import (
     CHAIN,
