@@ -622,11 +622,13 @@ class Settings(BaseSettings):
         """The account-level extended PUBLIC key (depth 3, m/44'/60'/a'), checked whole
         at start-up (`payflow.chain.watch.derivation.account_key`): a key of another level
         would derive addresses the owner's wallet never scans. The one-line reason never
-        echoes the key."""
+        echoes the key. Whitespace around it (a pasted line end, a space) is not part of
+        the key: it is dropped, so the setting holds the key alone."""
         if value is None:
             return None
         from payflow.chain.watch.derivation import account_key
 
+        value = value.strip()
         account_key(value)  # XpubInvalid is a ValueError: pydantic reports its message
         return value
 
