@@ -17,10 +17,10 @@ the `alerts` table as the record, and a pluggable delivery.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -38,9 +38,14 @@ from payflow.alerts.store import (
     AlertStore,
     plain_details,
 )
+from payflow.errors import is_connection_error
 
 log = structlog.get_logger("payflow.alerts")
 
+# Tries of one record when its database session is lost (`errors.is_connection_error`):
+# a failover or a terminated session must not drop a firing or a resolution.
+STORE_TRIES = 3
+T = TypeVar("T")
 _RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
 
 
@@ -117,8 +122,9 @@ class CooldownAlertSink:
         remembered = self._keys.pop(key, None)
         row: AlertRow | None = None
         if self._store is not None:
+            store = self._store
             try:
-                row = await self._store.resolve(key)
+                row = await _on_fresh_session(lambda: store.resolve(key))
             except Exception as error:
                 log.error(
                     "payflow.alerts.store_failed", key=key, op="resolve", error=_describe(error)
@@ -146,8 +152,9 @@ class CooldownAlertSink:
     ) -> AlertRow | None:
         if self._store is None:
             return None
+        store = self._store
         try:
-            return await self._store.fire(key, severity, message, details)
+            return await _on_fresh_session(lambda: store.fire(key, severity, message, details))
         except Exception as error:
             log.error("payflow.alerts.store_failed", key=key, op="fire", error=_describe(error))
             return None
@@ -211,6 +218,19 @@ class CooldownAlertSink:
                 delivery=type(self._delivery).__name__,
                 error=describe_failure(error),
             )
+
+
+async def _on_fresh_session(call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`, tried again (up to STORE_TRIES in all) while it fails because its
+    database session was lost; any other error, or the last, is raised."""
+    for _ in range(STORE_TRIES - 1):
+        try:
+            return await call()
+        except Exception as error:
+            if not is_connection_error(error):
+                raise
+            log.warning("payflow.alerts.store_session_lost", error=_describe(error))
+    return await call()
 
 
 def _severity(value: object) -> Severity:

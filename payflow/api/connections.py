@@ -14,6 +14,11 @@ such connections exhaust the usual 1,024 open files, and from then on `accept` f
   on expiry the client gets `408` and the connection is closed;
 * a body deadline, `API_BODY_TIMEOUT_S`, from the end of the head to the end of the body;
   on expiry the connection is closed (the route sees a disconnect);
+* a send deadline, `API_BODY_TIMEOUT_S` too: a client that stops reading its answers
+  (a slow reader, or one that pipelines requests and never reads) fills the socket's
+  buffers, and uvicorn then waits for it with no limit, even after the response, as a
+  close waits for buffered bytes to drain; when the buffer stays above its high-water
+  mark that long, the connection is aborted (a reset) and counted as `send_timeouts`;
 * a cap on open connections per process (`API_MAX_CONNECTIONS`, by default the open-file
   limit less `FD_HEADROOM` for the pools, logs and the listener; `connection_cap`): a new
   connection at the cap evicts the connection that has waited longest for its request
@@ -143,6 +148,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
+        self._send_deadline: asyncio.TimerHandle | None = None
 
     @classmethod
     def configure(cls, limits: ConnectionLimits) -> None:
@@ -227,8 +233,36 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._disarm()
         super().on_message_complete()
 
+    # --- flow control: a client that takes no byte of its answers meets a deadline
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._send_deadline is None:
+            self._send_deadline = self.loop.call_later(
+                self._limits().body_timeout_s, self._abort_stalled
+            )
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_send_deadline()
+
+    def _stop_send_deadline(self) -> None:
+        if self._send_deadline is not None:
+            self._send_deadline.cancel()
+            self._send_deadline = None
+
+    def _abort_stalled(self) -> None:
+        """The client left the send buffer full for the whole deadline: `close` would
+        wait for those bytes forever, so the connection is aborted."""
+        self._send_deadline = None
+        self._disarm()
+        if self.transport.is_closing() and self.transport.get_write_buffer_size() == 0:
+            return
+        self.transport.abort()
+        self._log.note("send_timeouts", len(self.connections), self._limits().max_connections)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._stop_send_deadline()
         if self.flow is None:  # refused in connection_made: uvicorn never saw it
             return
         super().connection_lost(exc)

@@ -175,9 +175,11 @@ class ChainSettings(Slice):
         """The account-level extended PUBLIC key (depth 3, m/44'/60'/a'), checked whole
         at start-up (`payflow.config.xpub.check_account_xpub`): a key of another level
         would derive addresses the owner's wallet never scans. The one-line reason never
-        echoes the key."""
+        echoes the key. Whitespace around it (a pasted line end, a space) is not part of
+        the key: it is dropped, so the setting holds the key alone."""
         if value is None:
             return None
+        value = value.strip()
         check_account_xpub(value)  # XpubInvalid is a ValueError: pydantic reports its message
         return value
 

@@ -330,33 +330,55 @@ class _BatchSize:
 
 
 class _Listener:
-    """A dedicated pooled connection that LISTENs and sets `wake` on every NOTIFY.
+    """A dedicated pooled connection that LISTENs and sets `wake` on every NOTIFY, and
+    when its session ends (then `ensure` listens again on a fresh one).
 
     LISTEN is session state: the pool must hand out a real PostgreSQL session
-    (DATABASE_DIRECT_URL), never a transaction-pooled PgBouncer connection.
+    (DATABASE_DIRECT_URL), never a transaction-pooled PgBouncer connection. A session
+    ended under it (pg_terminate_backend, a failover) is handed back to the pool by
+    asyncpg itself, and the held proxy then raises on any call, `is_closed` too: the end
+    is noted by a termination listener, and the proxy dropped, never used again.
     """
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
         self._conn: Any = None
+        self._lost = False
         self.wake = asyncio.Event()
 
     def _on_notify(self, *_args: object) -> None:
         self.wake.set()
 
+    def _on_terminated(self, *_args: object) -> None:
+        self._lost = True
+        self.wake.set()  # the relay's next pass listens again
+
+    def _usable(self) -> bool:
+        if self._conn is None or self._lost:
+            return False
+        try:
+            return not self._conn.is_closed()
+        except asyncpg.InterfaceError:  # released back to the pool under us
+            self._lost = True
+            return False
+
     async def ensure(self) -> None:
-        if self._conn is not None and not self._conn.is_closed():
+        """LISTEN on a live session: the one held, or a fresh one if it was lost."""
+        if self._usable():
             return
         await self.close()
         self._conn = await self._pool.acquire()
+        self._conn.add_termination_listener(self._on_terminated)
         await self._conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
         self.wake.set()  # anything committed before we listened is picked up at once
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None
-        if conn is None:
-            return
+        lost, self._lost = self._lost, False
+        if conn is None or lost:
+            return  # a lost session's proxy went back to the pool with it
         try:
+            conn.remove_termination_listener(self._on_terminated)
             if not conn.is_closed():
                 await conn.remove_listener(NOTIFY_CHANNEL, self._on_notify)
         except Exception as exc:

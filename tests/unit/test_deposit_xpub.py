@@ -163,3 +163,28 @@ def test_every_role_refuses_the_change_level_key_at_start_up(role: str) -> None:
         "payflow: setting ETH_DEPOSIT_XPUB is invalid: is a key at depth 4 (the change level"
         f" m/44'/60'/a'/0); {EXPECTED} (m/44'/60'/a', the xpub wallets export per account)"
     ]
+
+
+@pytest.mark.parametrize("around", [(" ", ""), ("", "\n"), ("  ", "\t"), ("\t", "\r\n")])
+def test_whitespace_around_the_key_is_the_same_key(around: tuple[str, str]) -> None:
+    """A key pasted with a space or a line end around it is taken as the key itself
+    (a leading space was refused as a bad checksum, a trailing tab kept in the setting)."""
+    key = xpub("m/44'/60'/0'")
+    settings = load_settings(eth_deposit_xpub=around[0] + key + around[1])
+    assert settings.eth_deposit_xpub == key
+    assert derive_address(settings.eth_deposit_xpub, 0) == derive_address(key, 0)
+
+
+def test_an_account_key_with_parent_fingerprint_zero_derives_the_same_addresses() -> None:
+    """BIP-32 refuses a zero fingerprint only at depth 0; at depth 3 it is what some tools
+    export, and the fingerprint takes no part in deriving: the same addresses."""
+    from bip32.base58 import b58decode_check
+
+    key = xpub("m/44'/60'/0'")
+    raw = bytearray(b58decode_check(key))
+    raw[5:9] = bytes(4)
+    zeroed = b58encode_check(bytes(raw)).decode()
+    assert load_settings(eth_deposit_xpub=zeroed).eth_deposit_xpub == zeroed
+    assert [derive_address(zeroed, i) for i in range(3)] == [
+        derive_address(key, i) for i in range(3)
+    ]
