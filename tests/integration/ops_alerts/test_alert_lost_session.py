@@ -34,7 +34,10 @@ async def test_a_firing_whose_session_is_terminated_is_recorded_on_a_fresh_one(
     pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
 ) -> None:
     sink = CooldownAlertSink(
-        store=AlertStore(pool, settings), delivery=Recorder(), cooldown_s=300.0, clock=Clock()
+        store=AlertStore(pool, settings, database=settings),
+        delivery=Recorder(),
+        cooldown_s=300.0,
+        clock=Clock(),
     )
     await sink.fire("zombies", Severity.WARNING, "3 stuck")
     async with owner_pool.acquire() as locker, owner_pool.acquire() as owner:
