@@ -202,7 +202,8 @@ def is_connection_error(exc: BaseException) -> bool:
     * `asyncpg.InvalidCachedStatementError`: a statement prepared on a session that a
       pooler swapped or the schema changed under; a fresh try prepares it again;
     * `asyncpg.InterfaceError` ("connection is closed", "connection was closed in the
-      middle of operation", a pool closing), except the client-configuration errors;
+      middle of operation", a pool closing), except the client-configuration errors
+      and the encoder's refusal of an argument (its `DataError`, also a `ValueError`);
     * `OSError` (`ConnectionResetError`, refused, unreachable) and timeouts.
 
     The same work on a fresh session may succeed: never a reason to dead-letter.
@@ -215,6 +216,10 @@ def is_connection_error(exc: BaseException) -> bool:
             or isinstance(exc, asyncpg.InvalidCachedStatementError)
         )
     if isinstance(exc, _PERMANENT_INTERFACE_ERRORS):
+        return False
+    if isinstance(exc, asyncpg.InterfaceError) and isinstance(exc, ValueError):
+        # asyncpg's client-side DataError ("invalid input for query argument"): the
+        # encoder refused a value; the same value fails on any session.
         return False
     return isinstance(
         exc,

@@ -38,17 +38,20 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     except OSError as error:
         console.print(f"payflow: cannot reach a service: {error}", style="red")
         raise typer.Exit(1) from None
-    except asyncpg.InternalClientError as error:
-        # A session lost mid-command (a failover, a terminated backend): asyncpg reports
-        # it as a client-side state error. What was not committed rolled back; a commit
-        # whose answer was lost may have landed, so the operator checks before rerunning.
-        what = "lost its database session" if is_connection_error(error) else "hit a driver error"
-        console.print(
-            f"payflow: the command {what} ({error}); check what landed, then run it again",
-            style="red",
-        )
-        raise typer.Exit(1) from None
-    except (asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+    except (asyncpg.InternalClientError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        if is_connection_error(error):
+            # A session lost mid-command (a failover, a terminated backend). What was not
+            # committed rolled back; a commit whose answer was lost may have landed, so the
+            # operator checks before running it again.
+            console.print(
+                f"payflow: the command lost its database session ({error}); "
+                "check what landed, then run it again",
+                style="red",
+            )
+            raise typer.Exit(1) from None
+        if isinstance(error, asyncpg.InternalClientError):
+            console.print(f"payflow: the database driver failed: {error}", style="red")
+            raise typer.Exit(1) from None
         # An argument the command did not validate reached PostgreSQL (or asyncpg's
         # encoder): one line naming the refusal, never a traceback.
         first = (str(error).strip().splitlines() or [""])[0]

@@ -67,6 +67,9 @@ def test_every_member_of_the_connection_class_is_retryable(exc: BaseException) -
     [
         (asyncpg.ClientConfigurationError("bad sslmode"), DatabaseError),
         (asyncpg.exceptions.UnsupportedClientFeatureError("no"), DatabaseError),
+        # the encoder refusing an argument (asyncpg's client-side DataError, an
+        # InterfaceError too): the same value fails on every session
+        (asyncpg.exceptions._base.DataError("invalid input for query argument $1"), DatabaseError),
         (_sqlstate(asyncpg.UniqueViolationError, "23505"), BadInput),
         (_sqlstate(asyncpg.UndefinedTableError, "42P01"), DatabaseError),
         (_sqlstate(asyncpg.PostgresError, "57P04"), DatabaseError),  # database dropped
