@@ -234,8 +234,9 @@ WHERE p.pronamespace = 'public'::regnamespace AND p.proowner <> $1::text::regrol
 
 async def adopt_schema(conn: asyncpg.Connection, *, owner: str) -> int:
     """Close schema `public` to PUBLIC, let the owner create in it, and hand every table,
-    view, sequence and function in it that another role owns (a database migrated before
-    issue 7, as `postgres`) to the owner. Returns how many objects changed owner."""
+    view, sequence and function in it that another role owns (a database migrated as
+    `postgres` before migration 0009 added the owner role) to the owner. Returns how
+    many objects changed owner."""
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK_KEY)
         if await conn.fetchval("SELECT has_schema_privilege('public', 'public', 'CREATE')"):

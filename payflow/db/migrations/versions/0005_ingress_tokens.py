@@ -1,4 +1,4 @@
-"""Provider ingress: token registry per chain, provider id namespaces (issue 7).
+"""Provider ingress: token registry per chain, provider id namespaces.
 
 - `chains`: each chain payflow accepts deposits on, with its native asset and decimals.
 - `chain_tokens`: (chain, contract address) → asset code and on-chain decimals. A token

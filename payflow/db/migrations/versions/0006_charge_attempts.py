@@ -1,4 +1,4 @@
-"""Payments: charge attempts claimed before the gateway is called (issue 7).
+"""Payments: charge attempts claimed before the gateway is called.
 
 One row per claim of a payment's gateway charge. The payment worker commits a
 `claimed` row (with a lease) BEFORE it calls the gateway, and records the gateway's

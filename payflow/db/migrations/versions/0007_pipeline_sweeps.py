@@ -1,4 +1,4 @@
-"""Pipeline: database-side sweeps and relay back-off (issue 7).
+"""Pipeline: database-side sweeps and relay back-off.
 
 * `outbox.next_attempt_at` / `last_error`: a row whose publish failed waits out a
   capped exponential back-off instead of being claimed first on every relay pass;

@@ -1,4 +1,4 @@
-"""Money: wider balances and per-asset limits (issue 7).
+"""Money: wider balances and per-asset limits.
 
 - Balances are wider than amounts: `accounts.balance`, `accounts.initial_balance` and
   `balance_events.balance_after` become NUMERIC(78,18) (below 10^60) while every amount
@@ -77,7 +77,7 @@ OVERFLOW_OUTCOMES = (
     "SELECT EXISTS (SELECT 1 FROM processed_events WHERE outcome = 'amount_overflow')"
 )
 # Limits an operator set (`payflow assets set-limit`): dropping the columns loses them,
-# and the next upgrade silently reseeds the defaults (issue 7 review).
+# and the next upgrade silently reseeds the defaults.
 OPERATOR_LIMITS = """
     SELECT EXISTS (
         SELECT 1 FROM assets

@@ -1,4 +1,4 @@
-"""Least privilege: owner and service roles (issue 7).
+"""Least privilege: owner and service roles.
 
 Migrations run as the owner role (`payflow.db.migrate` sets the role; the owner owns
 every table, sequence and function). The service logs in as a separate APP role whose

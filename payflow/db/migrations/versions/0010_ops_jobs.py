@@ -1,4 +1,4 @@
-"""Operations: job runs (issue 9).
+"""Operations: job runs.
 
 * `job_runs`: one row per run of a maintenance job (scheduler tick or `payflow jobs
   run`): start, end, outcome ok|alert|skipped|failed and a short summary, host and pid.

@@ -1,4 +1,4 @@
-"""Operations: the alerts table (issue 9).
+"""Operations: the alerts table.
 
 One row per incident of an alert key: `fire` upserts the OPEN row of its key (count + 1,
 last_seen, latest severity/message/details), `resolve` closes it, and an operator may

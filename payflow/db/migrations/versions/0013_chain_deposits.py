@@ -1,4 +1,4 @@
-"""Chain truth: deposit observations and their lifecycle (issue 8).
+"""Chain truth: deposit observations and their lifecycle.
 
 - `chain_deposit_reports`: every report of a transfer (source + what it claims:
   recipient, contract, units, position or a block-level log index), once per distinct

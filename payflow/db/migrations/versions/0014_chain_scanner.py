@@ -1,4 +1,4 @@
-"""Chain truth: scanner cursor and derived deposit addresses (issue 8).
+"""Chain truth: scanner cursor and derived deposit addresses.
 
 - `chain_scanner_cursors`: per chain, the last block the scanner walked (number + hash).
   It moves only by compare-and-set (from the number and hash a walk started at), in the

@@ -1,4 +1,4 @@
-"""On-chain payouts: holds, hot-wallet nonces, signed transactions (issue 11).
+"""On-chain payouts: holds, hot-wallet nonces, signed transactions.
 
 - `accounts.held`: the sum of open payout holds. `available = balance - held`, never
   negative: `accounts_held_within_balance CHECK (held <= balance)`; the posting guard

@@ -1,4 +1,4 @@
-"""Webhook delivery leases (issue 10): a send claims the payment's webhook for a bounded
+"""Webhook delivery leases: a send claims the payment's webhook for a bounded
 time in a short transaction, POSTs with no transaction open, and records the result in a
 second short transaction (`payflow.webhooks.sender`).
 

@@ -1,4 +1,4 @@
-"""Console (issue 12): server-side sessions and the webhook attempt log.
+"""Console: server-side sessions and the webhook attempt log.
 
 `console_sessions` holds one row per signed-in browser, keyed by the SHA-256 of the
 session token (the cookie carries the token, signed; the table never holds it), with

@@ -1,8 +1,8 @@
 """The Idempotency-Key that derived a deposit address, on the address's row.
 
 A derivation answered from its `api_idempotency` record only while the record is kept
-(`IDEMPOTENCY_RETENTION_HOURS`); afterwards the same key derived a second address (found
-by a tester: `m/…/0/6` instead of `/0/0`). Every other idempotent create judges a retry
+(`IDEMPOTENCY_RETENTION_HOURS`); afterwards the same key would derive a second address
+(`m/…/0/6` instead of `/0/0`). Every other idempotent create judges a retry
 against its domain row once the record is gone (a payment by its key, a withdrawal by its
 derived event id, a payout by its key); a derived address now does too:
 `deposit_addresses.derived_by` (the merchant whose key it was) and `derive_key`, unique
