@@ -208,8 +208,8 @@ def scanner(
         raise typer.Exit(1)
 
 
-app.command()(jobs.status)  # jobs and status (issue 9, docs/operations.md)
-app.command()(chaos.chaos)  # chaos and soak runs (issue 10, docs/reliability.md)
+app.command()(jobs.status)  # jobs and status (docs/operations.md)
+app.command()(chaos.chaos)  # chaos and soak runs (docs/reliability.md)
 
 
 # --- api
@@ -254,8 +254,8 @@ def unprintable_argument(arguments: list[str]) -> str | None:
     back to an operator's terminal: bytes that are not UTF-8 (Python keeps them as lone
     surrogates, which the driver refuses with its own text) and control characters (an
     escape sequence or a newline rewrites what the next operator reads) are refused for
-    every command at once (found by a tester: `unmatched replay $'\\xff'` printed the
-    driver's refusal, `dlq replay --by $'ops\\e[31m'` stored and echoed the sequence)."""
+    every command at once (so `unmatched replay $'\\xff'` never prints the driver's
+    refusal, and `dlq replay --by $'ops\\e[31m'` never stores or echoes the sequence)."""
     for position, argument in enumerate(arguments, start=1):
         try:
             argument.encode("utf-8")

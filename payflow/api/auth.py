@@ -150,7 +150,7 @@ async def authenticate(
     Invariant: a missing, unknown, over-long or non-ASCII key is a 401, never a 500.
     """
     # The optional whitespace around a header value is not part of it (RFC 9110 §5.5), as
-    # for Idempotency-Key: a trailing space or tab no longer turns a good key into a 401.
+    # for Idempotency-Key: a trailing space or tab does not turn a good key into a 401.
     api_key = api_key.strip(" \t") if api_key else api_key
     if not api_key:
         raise _unauthorized("missing X-API-Key header")

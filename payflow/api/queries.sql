@@ -50,7 +50,7 @@ WHERE f.merchant_id = $2 OR $3::boolean;
 
 -- name: get_deposit_report_scoped
 -- $1 stored provider event id (`gen:…`, `alchemy:…`, as the provider webhook answered it),
--- $2 merchant id, $3 caller is admin. A provider's deposit report (issue 8: a hint the
+-- $2 merchant id, $3 caller is admin. A provider's deposit report (a hint the
 -- node verifies before anything is credited) with the deposit it was matched to, if any.
 -- Found by its unique key first and the tenancy checked after, as in get_account_scoped.
 WITH found AS MATERIALIZED (

@@ -156,8 +156,8 @@ class DepositAddressView(BaseModel):
 
 class WithdrawalCreate(Strict):
     amount: str = Field(min_length=1, max_length=64, examples=["1.5"], pattern=AMOUNT_FIELD_PATTERN)
-    # With `to_address` the request is an on-chain payout (issue 11); without it, the
-    # provider-reported ledger-only withdrawal of before.
+    # With `to_address` the request is an on-chain payout; without it, a provider-reported
+    # ledger-only withdrawal.
     to_address: str | None = Field(
         default=None, pattern=r"^0x[0-9a-fA-F]{40}$", examples=["0x" + "ab" * 20]
     )

@@ -41,8 +41,9 @@ async def _wait_for_postgres(settings: Settings) -> None:
 
 async def require_fiat_assets(pool: asyncpg.Pool, settings: ApiSettings) -> None:
     """Raise `SettingsError` naming FIAT_CURRENCIES when one of them has no `assets` row:
-    a payment in it could never be accepted (found by a tester: `FIAT_CURRENCIES=USD,GBP`
-    started, and every GBP payment got a 422 blaming `body.amount`)."""
+    a payment in it could never be accepted (with `FIAT_CURRENCIES=USD,GBP` and no GBP
+    row, the API does not start, rather than answer every GBP payment 422 blaming
+    `body.amount`)."""
     missing = await pool.fetch(
         "SELECT c FROM unnest($1::text[]) AS c"
         " WHERE NOT EXISTS (SELECT 1 FROM assets WHERE code = c) ORDER BY c",

@@ -1,4 +1,4 @@
-"""Recording reports of on-chain transfers to our deposit addresses (issue 8).
+"""Recording reports of on-chain transfers to our deposit addresses.
 
 A report is a hint: a generic webhook, an Alchemy activity or the scanner says "this
 transfer happened". `observe()` records it in `chain_deposit_reports` (once per source

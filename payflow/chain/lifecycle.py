@@ -1,4 +1,4 @@
-"""The deposit lifecycle, driven by the scheduler job `chain_deposits` (issue 8).
+"""The deposit lifecycle, driven by the scheduler job `chain_deposits`.
 
 Each run, per chain with an RPC configured, in batches (`CHAIN_DEPOSITS_BATCH`):
 1. pending reports → verified against the node (`verify_claim`): a match records or

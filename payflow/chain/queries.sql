@@ -189,7 +189,7 @@ LIMIT $3;
 
 -- name: lock_account
 -- $1 account id: its balance and status, locked until commit. `balance` here is what a
--- debit may take: the balance minus open payout holds (issue 11), which the posting guard
+-- debit may take: the balance minus open payout holds, which the posting guard
 -- keeps whole.
 SELECT balance - held AS balance, status FROM accounts WHERE id = $1 FOR UPDATE;
 

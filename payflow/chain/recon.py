@@ -1,5 +1,5 @@
 """Reconciliation with the chain: `payflow recon --chain [--from-block N]` and the daily
-job `recon_chain` (issue 8).
+job `recon_chain`.
 
 Re-reads the FINAL blocks of a range (default: the last `RECON_CHAIN_WINDOW_BLOCKS`
 up to the chain's finalized height) straight from the node and compares:
@@ -9,9 +9,9 @@ up to the chain's finalized height) straight from the node and compares:
   in the block bodies — must be credited (`uncredited`), unless payflow's own rules would
   never credit it (`not_creditable`: the asset is not the account's, an unregistered
   token, a zero value, over the deposit limit), which the scanner ignores too: those are
-  listed for an operator (a warning alert), they do not make the report dirty (found by
-  a tester: 1 wei of ETH to a USDC address made every run DIRTY, with a critical alert
-  nothing could clear);
+  listed for an operator (a warning alert), they do not make the report dirty (1 wei
+  of ETH to a USDC address must not make every run DIRTY, with a critical alert nothing
+  could clear);
 - every credited deposit in the range must be such a transfer at the block hash that is
   final now, and every confirmed `chain:<chain>:…` deposit event must belong to a
   credited deposit (`credit_without_transfer`).

@@ -1,4 +1,4 @@
-"""The compensating debit of a credited deposit that a deep reorg undid (issue 8).
+"""The compensating debit of a credited deposit that a deep reorg undid.
 
 Only chains on a `confirmations:N` policy can need it: a reorg deeper than N removed a
 transfer payflow had already credited. In one transaction, under the account's row

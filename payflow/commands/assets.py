@@ -8,7 +8,7 @@ import typer
 
 from payflow.commands.common import _run, _settings, console
 
-# --- assets (per-asset limits; issue 7)
+# --- assets (per-asset limits)
 assets_app = typer.Typer(no_args_is_help=True, help="Assets and their per-operation limits.")
 
 

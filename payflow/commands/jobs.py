@@ -9,7 +9,7 @@ from rich.console import Console
 
 from payflow.commands.common import _run, _settings, console
 
-# --- jobs and status (issue 9, docs/operations.md)
+# --- jobs and status (docs/operations.md)
 jobs_app = typer.Typer(no_args_is_help=True, help="Maintenance jobs and their last runs.")
 
 

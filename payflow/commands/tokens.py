@@ -8,7 +8,7 @@ import typer
 
 from payflow.commands.common import _run, _settings, console
 
-# --- token registry (issue 7): which asset and decimals a chain's transfer moves
+# --- token registry: which asset and decimals a chain's transfer moves
 tokens_app = typer.Typer(no_args_is_help=True, help="The token registry per chain.")
 
 

@@ -8,7 +8,7 @@ import typer
 
 from payflow.commands.common import _run, _settings, console
 
-# --- kept provider events: the operator's redelivery (issue 7 review)
+# --- kept provider events: the operator's redelivery
 unmatched_app = typer.Typer(no_args_is_help=True, help="Provider events kept for review.")
 
 

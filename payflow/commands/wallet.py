@@ -1,4 +1,4 @@
-"""`payflow wallet`: the payout hot wallet(s) (issue 11, docs/payouts.md)."""
+"""`payflow wallet`: the payout hot wallet(s) (docs/payouts.md)."""
 
 from __future__ import annotations
 

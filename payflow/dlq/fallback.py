@@ -1,5 +1,5 @@
 """The Redis fallback of the dead-letter queue: where a dead letter goes while PostgreSQL
-is unreachable (issue 9 point 4).
+is unreachable.
 
 An `on_dead` hook normally settles its subject and inserts the `dead_letter_queue` row in
 one PostgreSQL transaction. When that transaction fails because PostgreSQL cannot be
@@ -201,7 +201,8 @@ async def push_entry(redis: Redis, settings: Settings, entry: FallbackEntry) -> 
 class DlqFallback:
     """What an `on_dead` hook records through: PostgreSQL first, Redis when it is down.
 
-    `redis=None` disables the fallback (the hook behaves as before issue 9).
+    `redis=None` disables the fallback: `record` raises what `write` raised, and the
+    consumer does not ack.
     """
 
     def __init__(self, redis: Redis | None, settings: Settings) -> None:

@@ -192,8 +192,8 @@ async def add_token_cli(
     the contract's `decimals()` when CHAIN has an RPC configured (`check_token_decimals`).
 
     The node is the source of truth for chain money: a registry row with the wrong
-    decimals would credit every deposit of the token wrong by powers of ten (found by a
-    tester: an 18-decimal token registered with 6 credited 0.0001 token as 100,000,000)."""
+    decimals would credit every deposit of the token wrong by powers of ten: an 18-decimal
+    token registered with 6 would credit 0.0001 token as 100,000,000."""
     from payflow.chain.config import chain_configs
 
     config = chain_configs(settings).get(chain)

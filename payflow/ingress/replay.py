@@ -1,4 +1,4 @@
-"""Operator redelivery: land a stored provider delivery again (issue 7 review).
+"""Operator redelivery: land a stored provider delivery again.
 
 A kept event (`unknown_address`, `unknown_token`, `over_limit`, ...) was answered 202, so
 the provider never resends it: once an operator assigns the address, registers the token

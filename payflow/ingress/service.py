@@ -140,7 +140,7 @@ async def land_event(
     `deposit_addresses`; the account's asset must equal the registry's, and the amount
     respects the deposit limit. A creditable event is then only OBSERVED
     (`payflow.chain.deposits.observe`): the node is the source of truth, and the
-    deposit lifecycle credits it once the node shows it final (issue 8). The same claim
+    deposit lifecycle credits it once the node shows it final. The same claim
     again is a duplicate; a provider id reused for another claim is kept as
     `ambiguous_id`. A `removed: true` activity brings its transaction's deposits
     forward for re-verification. Never raises on the event's content.

@@ -14,7 +14,7 @@ class EventType(StrEnum):
     WITHDRAWAL = "withdrawal"
     WITHDRAWAL_FEE = "withdrawal_fee"
     PAYMENT_CREDIT = "payment_credit"
-    # The compensating debit of a credited chain deposit a deep reorg undid (issue 8).
+    # The compensating debit of a credited chain deposit a deep reorg undid.
     DEPOSIT_REVERSAL = "deposit_reversal"
 
     @property

@@ -1,4 +1,4 @@
-"""The scheduled money checks (issue 9): reconciliation, zombies, DLQ growth, stuck
+"""The scheduled money checks: reconciliation, zombies, DLQ growth, stuck
 claims, and the retention of `job_runs`.
 
 Each is a plain async job (`async def job(ctx) -> JobResult`, see `payflow.jobs.spec`),

@@ -1,5 +1,5 @@
 """The Redis DLQ drain job: moves dead letters parked in Redis while PostgreSQL was
-unreachable back into `dead_letter_queue` (issue 9 point 4; the fallback side is
+unreachable back into `dead_letter_queue` (the fallback side is
 `payflow.dlq.fallback`).
 
 Protocol, per entry, oldest first (at least once, never twice):

@@ -1,4 +1,4 @@
-"""`payflow status`: is the money right, and is it flowing? (issue 9)
+"""`payflow status`: is the money right, and is it flowing?
 
 One read-only look at PostgreSQL and RabbitMQ: the last reconciliation of each kind
 (from `job_runs`), stuck posting claims, unresolved dead letters, zombies, outbox lag,

@@ -84,8 +84,8 @@ async def resolve_charge(
         await record_answer(conn, payment_id, answer)
         status = SUCCEEDED if approved else FAILED
         await finalize(conn, payment, status, payment["trace_id"])
-        # Its dead letters are answered with it (found by a tester: they stayed open, so
-        # `payflow status` kept failing until each was replayed to no effect).
+        # Its dead letters are answered with it: left open, they would keep `payflow
+        # status` failing until each was replayed to no effect.
         resolved = await conn.fetch(
             SQL["resolve_payment_dead_letters"],
             str(payment_id),

@@ -60,9 +60,9 @@ async def create_payment(
 
     Invariant: the payment, its idempotency record and its one `payment.created` outbox
     row commit together, or none does. A replay writes nothing and is answered whatever
-    the currency's limits are now (found by a tester: after `assets set-limit` lowered
-    `max_payment`, the retry of a payment already made and credited got a 422, which a
-    client reads as "not created"); a new payment above `max_payment` writes nothing and
+    the currency's limits are now (after `assets set-limit` lowers `max_payment`, the
+    retry of a payment already made and credited must not get a 422, which a client
+    reads as "not created"); a new payment above `max_payment` writes nothing and
     raises `LimitExceeded` (422 naming `body.amount`); an unconfigured currency raises
     `NotFound`. A replay:
     while the idempotency record exists it returns exactly the stored body; after its

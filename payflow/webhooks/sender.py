@@ -4,7 +4,7 @@ The handler does nothing only when the payment is terminal AND its webhook is
 delivered (or dead-lettered). Checking the status alone would be wrong: a message back
 from a retry tier after a failed POST finds the payment already final, and must still send.
 
-A send never holds the database while it waits for a merchant (issue 10):
+A send never holds the database while it waits for a merchant:
 
 1. claim, one short transaction (a job's first send: one autocommitted statement): under
    the payment's row lock, check what is left to do, that this message's chain may drive

@@ -1,5 +1,5 @@
 """`POST /api/v1/accounts/{id}/deposit-addresses` without an address: the account's
-owner gets the next address derived from `ETH_DEPOSIT_XPUB` (issue 8, point 5).
+owner gets the next address derived from `ETH_DEPOSIT_XPUB`.
 
 The handler is mounted by `routes/accounts.py` (one path, two behaviours: an `address`
 in the body is the admin import). Idempotency as the other POSTs: the key is required,

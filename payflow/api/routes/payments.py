@@ -117,7 +117,7 @@ async def create(
     for attempt in (1, 2):
         try:
             # One statement, its own transaction (`create_payment`): the limit check
-            # (issue 7: above max_payment answers 422 naming the limit), the key and the
+            # (above max_payment answers 422 naming the limit), the key and the
             # inserts commit or fail together.
             try:
                 async with connection(state.pool) as conn:

@@ -1,4 +1,4 @@
-"""On-chain payouts over HTTP (issue 11): the payout branch of
+"""On-chain payouts over HTTP: the payout branch of
 `POST /api/v1/accounts/{id}/withdrawals` (a body with `to_address`) and
 `GET /api/v1/payouts/{id}`."""
 

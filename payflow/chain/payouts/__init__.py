@@ -1,4 +1,4 @@
-"""On-chain payouts (issue 11): holds, signing exactly once, broadcast, tracking, posting.
+"""On-chain payouts: holds, signing exactly once, broadcast, tracking, posting.
 
 `holds.py` places a payout (hold + row + outbox) in the API's transaction, refusing known
 sinks (`sinks.py`); `signer.py` keeps the hot-wallet key; `engine.py` holds the chain and

@@ -10,8 +10,8 @@ release the hold, post the fee (`pofee:<id>`: the gas the
 reverted transaction paid, or `PAYOUT_TOKEN_FEE`), `failed` notification; the nonce stays
 consumed (recorded on the payout and its `payout_txs`). A reverted transaction is mined and
 its gas is spent: the hot wallet paid it for the account's request, so the account pays
-it back, as for a confirmed payout (found by a tester: a native payout to a contract that
-refuses value reverted for free, again and again, and the hot wallet's gas left unledgered).
+it back, as for a confirmed payout (otherwise a native payout to a contract that refuses
+value would revert for free, again and again, and leave the hot wallet's gas unledgered).
 
 Invariant: the compare-and-set makes every step here happen at most once per payout; a
 second call finds the payout final and does nothing.

@@ -1,4 +1,4 @@
-"""Deposit addresses derived from a watch-only extended public key (issue 8, point 5).
+"""Deposit addresses derived from a watch-only extended public key.
 
 `ETH_DEPOSIT_XPUB` is the ACCOUNT-level xpub of m/44'/60'/a' (BIP-32/BIP-44, depth 3, a
 hardened index); address i is its non-hardened child 0/i, i.e. m/44'/60'/a'/0/i, the

@@ -1,4 +1,4 @@
-"""The scanner (issue 8, point 6): walks new blocks from a cursor kept in PostgreSQL and
+"""The scanner: walks new blocks from a cursor kept in PostgreSQL and
 feeds every transfer to our deposit addresses into the deposit lifecycle.
 
 One `step(chain)`:

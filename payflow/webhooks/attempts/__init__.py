@@ -1,4 +1,4 @@
-"""The webhook attempt log (issue 12): one row per POST with the HTTP status answered.
+"""The webhook attempt log: one row per POST with the HTTP status answered.
 
 `payments.webhook_attempts` only counts attempts; the console's payment timeline needs
 each attempt's outcome. The sender's statement that counts the attempt appends its row
