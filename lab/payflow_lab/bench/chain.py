@@ -1,5 +1,5 @@
 """`payflow bench chain`: the scanner against a bare block walk, deposit verification
-with a cold and a warm cache, and RPC calls per credited deposit (issue 8).
+with a cold and a warm cache, and RPC calls per credited deposit.
 
 Against an anvil the bench starts itself, with `blocks` pre-mined blocks of
 `per_block` transfers each (native and ERC-20 alternating, to `addresses` deposit

@@ -5,7 +5,7 @@ The service runs as real processes (`payflow up`, or one per role with `--split`
 plus optional extra workers/relays; see `services.py`) in a throwaway database and a
 throwaway broker prefix. This process drives load through a `Submitter`, by default
 `HttpSubmitter` (the public API: merchant payments; deposits enter as the chain
-lifecycle's credit events, since a provider webhook only reports a deposit (issue 8);
+lifecycle's credit events, since a provider webhook only reports a deposit;
 `--direct` writes the same rows straight to the database to isolate the pipeline),
 in two phases, one at a fixed rate and one at full speed, and receives the webhooks.
 
@@ -54,7 +54,7 @@ from payflow_lab.ports import free_port
 
 COMPLETION_LIMIT_S = 300.0
 SUBMIT_CONCURRENCY = 32
-# The seed-004 service's payments/s at the gateway delay of 2-5 s (issue 10), the
+# The seed-004 service's payments/s at the gateway delay of 2-5 s, the
 # reference of `vs_seed` on the last line.
 SEED_PAYMENTS_PER_S_SLOW_GATEWAY = 30.0
 
@@ -76,8 +76,9 @@ class E2EConfig:
 
 class ChainCreditedDeposits:
     """Payments through the public API; deposits as the chain lifecycle commits them once
-    the node shows them final (issue 8: a provider webhook is only a report now, and the
-    bench runs without a node), i.e. the credit event and its `ledger.event` row."""
+    the node shows them final (a provider webhook is only a report; the node's word
+    credits, and the bench runs without a node), i.e. the credit event and its
+    `ledger.event` row."""
 
     def __init__(self, http: HttpSubmitter, direct: DirectSubmitter) -> None:
         self.http = http

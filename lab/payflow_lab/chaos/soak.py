@@ -1,5 +1,5 @@
 """`payflow chaos --soak SECONDS`: the load held at half the measured capacity, no faults;
-memory and latency sampled over time (issue 10, part 4; docs/reliability.md).
+memory and latency sampled over time (docs/reliability.md, "Soak").
 
 1. Capacity: the seeded load at full speed for `probe_s`, then until quiet; capacity is
    the operations answered divided by the time until the system was quiet (end to end,
