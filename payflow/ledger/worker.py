@@ -18,7 +18,8 @@ from payflow.broker.topology import TOPIC_NOTIFICATION
 from payflow.config import Settings
 from payflow.db import Connection
 from payflow.db.tx import transaction
-from payflow.dlq.fallback import DlqFallback
+from payflow.dlq.drain import DeadLetterer
+from payflow.dlq.fallback import DlqFallback, FallbackEntry
 from payflow.dlq.records import record_dead_letter
 from payflow.errors import AlreadyProcessed, BadInput, PayflowError
 from payflow.ledger.posting import post_event
@@ -86,6 +87,19 @@ async def dead_letter_event(
         attempt=attempt,
         fallback=fallback,
     )
+
+
+async def _redo_dead_event(
+    conn: Connection, entry: FallbackEntry, fallback: Mapping[str, str]
+) -> int | None:
+    """The Redis DLQ drain's redo of an event's `on_dead` (`dead_letter_event`)."""
+    return await dead_letter_event(
+        conn, entry.payload, entry.error, entry.attempt, fallback=fallback
+    )
+
+
+# What the Redis DLQ drain (`payflow.dlq.drain`) runs for a `payment_event` entry.
+EVENT_DEAD_LETTERER = DeadLetterer("event_id", _redo_dead_event)
 
 
 class LedgerWorker:

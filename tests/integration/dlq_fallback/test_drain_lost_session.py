@@ -11,6 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from payflow.config import Settings
+from payflow.dlq import drain as dlq_drain
 from payflow.dlq.fallback import (
     FallbackEntry,
     fallback_key,
@@ -19,7 +20,6 @@ from payflow.dlq.fallback import (
     push_entry,
 )
 from payflow.jobs.spec import JobContext
-from payflow.ops import dlq_drain
 from payflow.ops.dlq_drain import drain_redis_dlq
 from tests.conftest import APP_ROLE
 from tests.integration.dlq_fallback.conftest import RecordingAlerts, enqueued_event
