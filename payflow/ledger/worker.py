@@ -15,7 +15,7 @@ import structlog
 
 from payflow.broker.messages import Envelope
 from payflow.broker.topology import TOPIC_NOTIFICATION
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.dlq.drain import DeadLetterer
@@ -106,11 +106,11 @@ class LedgerWorker:
     """Handles `ledger.event` messages."""
 
     def __init__(
-        self, pool: asyncpg.Pool, settings: Settings, fallback: DlqFallback | None = None
+        self, pool: asyncpg.Pool, settings: DatabaseSettings, fallback: DlqFallback | None = None
     ) -> None:
         self._pool = pool
         self._settings = settings
-        self._fallback = fallback if fallback is not None else DlqFallback(None, settings)
+        self._fallback = fallback if fallback is not None else DlqFallback.disabled()
 
     async def handle(self, envelope: Envelope) -> None:
         """Post the event; a replayed or already-final event is a quiet no-op."""
@@ -118,7 +118,7 @@ class LedgerWorker:
         structlog.contextvars.bind_contextvars(event_id=event_id)
         try:
             result = await post_event(
-                self._pool, self._settings.database, event_id, on_refusal=notify_refusal
+                self._pool, self._settings, event_id, on_refusal=notify_refusal
             )
         except AlreadyProcessed as exc:
             log.info("payflow.ledger.already_final", reason=str(exc))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from payflow.config import DatabaseSettings
+from payflow.config import DatabaseSettings, DlqSettings, RedisSettings
 from payflow.dlq.drain import ALERT_DRAIN_FAILED, ALERT_MALFORMED, DeadLetterer, drain_fallback
 from payflow.dlq.drain import move_entry as move_with
 from payflow.dlq.fallback import FallbackEntry
@@ -42,13 +42,12 @@ async def drain_redis_dlq(ctx: JobContext) -> JobResult:
     `payflow.dlq.drain.drain_fallback`); ``skipped`` without a Redis client."""
     if ctx.redis is None:
         return JobResult("skipped", "no Redis client")
-    settings = ctx.settings
     return await drain_fallback(
         ctx.pool,
         ctx.redis,
         ctx.alerts,
-        settings.dlq,
+        ctx.slice(DlqSettings),
         DEAD_LETTERERS,
-        redis_settings=settings.redis,
-        database=settings.database,
+        redis_settings=ctx.slice(RedisSettings),
+        database=ctx.slice(DatabaseSettings),
     )
