@@ -113,7 +113,14 @@ def recon(
     if chain:
         from payflow.chain.recon_cli import run_chain_recon
 
-        if not _run(run_chain_recon(_settings(), from_block=from_block)):
+        settings = _settings()
+        checked = run_chain_recon(
+            settings.chain,
+            from_block=from_block,
+            database=settings.database,
+            redis_settings=settings.redis,
+        )
+        if not _run(checked):
             raise typer.Exit(1)
         return
     from payflow.ops.recon_report import run_recon
@@ -204,7 +211,14 @@ def scanner(
         return
     from payflow.chain.watch.cli import scan_once
 
-    if not _run(scan_once(_settings())):
+    settings = _settings()
+    scanned = scan_once(
+        settings.chain,
+        database=settings.database,
+        redis_settings=settings.redis,
+        observability=settings.observability,
+    )
+    if not _run(scanned):
         raise typer.Exit(1)
 
 

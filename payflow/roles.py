@@ -140,14 +140,29 @@ def worker_routes(runtime: Runtime) -> tuple[list[Route], DirectSends | None]:
     webhook sends of its payment worker (None unless `WEBHOOK_DIRECT_SEND` is on and this
     worker also consumes the webhooks queue: a worker kept off that queue, say for
     egress, never POSTs)."""
-    fallback = DlqFallback(runtime.redis, runtime.settings)
     settings = runtime.settings
-    webhooks = WebhookSender(runtime.pool, settings, runtime.http, fallback)
+    fallback = DlqFallback(runtime.redis, settings.dlq, redis_settings=settings.redis)
+    webhooks = WebhookSender(
+        runtime.pool,
+        settings.webhooks,
+        runtime.http,
+        fallback,
+        database=settings.database,
+        pipeline=settings.pipeline,
+        broker=settings.broker,
+    )
     direct = None
     if settings.webhook_direct_send and "webhooks" in runtime.worker_queues:
         direct = DirectSends(runtime.pool, settings.webhooks, webhooks, database=settings.database)
-    payments = PaymentProcessor(runtime.pool, settings, runtime.gateway, fallback, direct)
-    ledger = LedgerWorker(runtime.pool, settings, fallback)
+    payments = PaymentProcessor(
+        runtime.pool,
+        settings.pipeline,
+        runtime.gateway,
+        fallback,
+        direct,
+        database=settings.database,
+    )
+    ledger = LedgerWorker(runtime.pool, settings.database, fallback)
     # Payments wait on the gateway and webhooks on merchants: each route has its own
     # prefetch (its in-flight bound), so neither takes the ledger's BROKER_PREFETCH slots.
     every = {
@@ -301,7 +316,14 @@ async def run_roles(
             channel = await connection.channel()
             names = await declare_topology(channel, settings.broker)
             await channel.close()
-        await exits.enter_async_context(refreshing_state(pool, settings, connection))
+        refreshing = refreshing_state(
+            pool,
+            settings.observability,
+            connection,
+            database=settings.database,
+            broker=settings.broker,
+        )
+        await exits.enter_async_context(refreshing)
         runtime = Runtime(
             settings=settings,
             pool=pool,

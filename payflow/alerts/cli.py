@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from payflow.alerts.store import AlertRow, AlertStore
-from payflow.config import Settings
+from payflow.config import AlertSettings, DatabaseSettings
 from payflow.db.pool import tool_pool
 
 out = Console()
@@ -48,18 +48,20 @@ def render(rows: list[AlertRow], *, now: datetime | None = None) -> Table:
     return table
 
 
-async def print_list(settings: Settings, *, include_resolved: bool, limit: int) -> None:
+async def print_list(
+    settings: AlertSettings, *, database: DatabaseSettings, include_resolved: bool, limit: int
+) -> None:
     """Print open alerts (with `include_resolved`, closed ones too)."""
-    async with tool_pool(settings.database) as pool:
-        rows = await AlertStore(pool, settings.alerts, database=settings.database).list(
+    async with tool_pool(database) as pool:
+        rows = await AlertStore(pool, settings, database=database).list(
             include_resolved=include_resolved, limit=limit
         )
     out.print(render(rows))
 
 
-async def acknowledge(settings: Settings, key: str, operator: str) -> AlertRow | None:
+async def acknowledge(
+    settings: AlertSettings, key: str, operator: str, *, database: DatabaseSettings
+) -> AlertRow | None:
     """Acknowledge the open alert `key` as `operator`; None when no alert `key` is open."""
-    async with tool_pool(settings.database) as pool:
-        return await AlertStore(pool, settings.alerts, database=settings.database).acknowledge(
-            key, operator
-        )
+    async with tool_pool(database) as pool:
+        return await AlertStore(pool, settings, database=database).acknowledge(key, operator)

@@ -57,7 +57,9 @@ def create_api(settings: Settings | None = None) -> FastAPI:
             gc.freeze()
             log.info("payflow.api.started")
             # State gauges for /metrics; inside `payflow up` the roles' refresher runs.
-            async with refreshing_state(pool, settings):
+            async with refreshing_state(
+                pool, settings.observability, database=settings.database, broker=settings.broker
+            ):
                 yield
         finally:
             await waker.close()

@@ -14,6 +14,7 @@ from payflow.chain.identity import alert_key as node_alert_key
 from payflow.chain.lifecycle import process_deposits
 from payflow.chain.payouts.job import payouts_job
 from payflow.chain.recon import reconcile_chain
+from payflow.config import ChainSettings, DatabaseSettings, PayoutSettings, RedisSettings
 from payflow.errors import ChainUnavailable
 from payflow.jobs.spec import JobContext, JobResult, JobSpec, Outcome
 
@@ -22,15 +23,14 @@ async def chain_deposits_job(ctx: JobContext) -> JobResult:
     """Verify reports, credit final deposits, orphan the dropped ones, reverse deep reorgs.
     A chain whose node failed its check (`chain.node:<chain>` fired) makes the run an
     ALERT whose summary carries the line; the other chains run."""
-    configs = chain_configs(ctx.settings)
+    chains = ctx.slice(ChainSettings)
+    configs = chain_configs(chains)
     if not configs:
         return JobResult(Outcome.OK, "no chain RPC configured: deposits wait")
-    oracle = FinalityOracle(
-        ctx.settings.chain, ctx.redis, configs, redis_settings=ctx.settings.redis
-    )
+    oracle = FinalityOracle(chains, ctx.redis, configs, redis_settings=ctx.slice(RedisSettings))
     try:
         stats = await process_deposits(
-            ctx.pool, ctx.settings.chain, oracle, ctx.alerts, database=ctx.settings.database
+            ctx.pool, chains, oracle, ctx.alerts, database=ctx.slice(DatabaseSettings)
         )
     finally:
         await oracle.aclose()
@@ -39,18 +39,17 @@ async def chain_deposits_job(ctx: JobContext) -> JobResult:
 
 async def recon_chain_job(ctx: JobContext) -> JobResult:
     """Reconcile the last `RECON_CHAIN_WINDOW_BLOCKS` final blocks of every chain."""
-    configs = chain_configs(ctx.settings)
+    chains = ctx.slice(ChainSettings)
+    configs = chain_configs(chains)
     if not configs:
         return JobResult(Outcome.OK, "no chain RPC configured: nothing to compare")
-    oracle = FinalityOracle(
-        ctx.settings.chain, ctx.redis, configs, redis_settings=ctx.settings.redis
-    )
+    oracle = FinalityOracle(chains, ctx.redis, configs, redis_settings=ctx.slice(RedisSettings))
     summaries: list[str] = []
     dirty = False
     try:
         for chain in configs:
             try:
-                report = await reconcile_chain(ctx.pool, ctx.settings.chain, oracle, chain)
+                report = await reconcile_chain(ctx.pool, chains, oracle, chain)
             except ChainUnavailable as error:
                 summaries.append(f"chain={chain} unavailable: {error}")
                 dirty = True
@@ -104,19 +103,19 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec(
         "payouts",
         payouts_job,
-        lambda s: s.payout_interval_s,
+        lambda s: s.slice(PayoutSettings).payout_interval_s,
         "sign, send, track, fee-bump and settle on-chain payouts",
     ),
     JobSpec(
         "chain_deposits",
         chain_deposits_job,
-        lambda s: s.chain_deposits_interval_s,
+        lambda s: s.slice(ChainSettings).chain_deposits_interval_s,
         "verify chain deposit reports, credit final deposits, orphan dropped ones",
     ),
     JobSpec(
         "recon_chain",
         recon_chain_job,
-        lambda s: s.recon_chain_interval_s,
+        lambda s: s.slice(ChainSettings).recon_chain_interval_s,
         "final blocks vs credits: uncredited transfers, credits without a transfer",
     ),
 )

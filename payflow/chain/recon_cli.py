@@ -9,14 +9,20 @@ from payflow.chain.config import chain_configs
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import NodeMisconfigured
 from payflow.chain.recon import reconcile_chain
-from payflow.config import Settings
+from payflow.config import ChainSettings, DatabaseSettings, RedisSettings
 from payflow.db.pool import tool_pool
 from payflow.errors import ChainUnavailable
 
 SHOWN = 20
 
 
-async def run_chain_recon(settings: Settings, *, from_block: int | None) -> bool:
+async def run_chain_recon(
+    settings: ChainSettings,
+    *,
+    from_block: int | None,
+    database: DatabaseSettings,
+    redis_settings: RedisSettings,
+) -> bool:
     """Reconcile every configured chain and print the findings; True when clean.
     No chain configured, or a node that cannot be asked, is not clean."""
     console = Console(soft_wrap=True, markup=False, highlight=False)
@@ -25,14 +31,14 @@ async def run_chain_recon(settings: Settings, *, from_block: int | None) -> bool
         console.print("recon chain: no chain RPC configured (ETH_RPC_URL, EVM_CHAINS)")
         return False
     clean = True
-    redis = Redis.from_url(settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
-    oracle = FinalityOracle(settings.chain, redis, configs, redis_settings=settings.redis)
+    redis = Redis.from_url(redis_settings.redis_url, socket_connect_timeout=2, socket_timeout=5)
+    oracle = FinalityOracle(settings, redis, configs, redis_settings=redis_settings)
     try:
-        async with tool_pool(settings.database) as pool:
+        async with tool_pool(database) as pool:
             for chain in configs:
                 try:
                     report = await reconcile_chain(
-                        pool, settings.chain, oracle, chain, from_block=from_block
+                        pool, settings, oracle, chain, from_block=from_block
                     )
                 except ChainUnavailable as error:
                     console.print(f"recon chain={chain} unavailable: {error}")

@@ -19,7 +19,15 @@ def alerts_list(
     """List alerts: open first, most severe first, newest first."""
     from payflow.alerts.cli import print_list
 
-    _run(print_list(_settings(), include_resolved=all_rows, limit=limit))
+    settings = _settings()
+    _run(
+        print_list(
+            settings.alerts,
+            database=settings.database,
+            include_resolved=all_rows,
+            limit=limit,
+        )
+    )
 
 
 @alerts_app.command("ack")
@@ -33,7 +41,8 @@ def alerts_ack(
     from payflow.alerts.cli import acknowledge
 
     operator = bounded_option(by, "--by", OPERATOR_MAX) or getpass.getuser()
-    row = _run(acknowledge(_settings(), key, operator))
+    settings = _settings()
+    row = _run(acknowledge(settings.alerts, key, operator, database=settings.database))
     if row is None:
         console.print(f"payflow: no open alert {key!r}", style="red")
         raise typer.Exit(1)

@@ -21,7 +21,9 @@ def payouts_stalled() -> None:
     payout), with why and for how long; JSON on stdout."""
     from payflow.chain.payouts.actions import stalled_cli
 
-    typer.echo(json.dumps(_run(stalled_cli(_settings())), indent=2))
+    settings = _settings()
+    stalled = _run(stalled_cli(settings.payouts, database=settings.database))
+    typer.echo(json.dumps(stalled, indent=2))
 
 
 def _act(
@@ -42,14 +44,18 @@ def _act(
         console.print("payflow: --reason is required: say why", style="red")
         raise typer.Exit(2)
     operator = bounded_option(by, "--by", OPERATOR_MAX).strip() or getpass.getuser()
+    settings = _settings()
     result = _run(
         action_cli(
-            _settings(),
+            settings.payouts,
             PayoutAction(action),
             payout,
             actor=operator,
             reason=reason,
             raise_fee_hold=raise_fee_hold,
+            database=settings.database,
+            chains=settings.chain,
+            redis_settings=settings.redis,
         )
     )
     typer.echo(json.dumps(result, indent=2))
@@ -122,5 +128,17 @@ def payouts_settle(
         console.print("payflow: --reason is required: say why", style="red")
         raise typer.Exit(2)
     operator = bounded_option(by, "--by", OPERATOR_MAX).strip() or getpass.getuser()
-    result = _run(settle_cli(_settings(), payout, outcome=outcome, actor=operator, reason=reason))
+    settings = _settings()
+    result = _run(
+        settle_cli(
+            settings.payouts,
+            payout,
+            outcome=outcome,
+            actor=operator,
+            reason=reason,
+            database=settings.database,
+            chains=settings.chain,
+            redis_settings=settings.redis,
+        )
+    )
     typer.echo(json.dumps(result, indent=2))

@@ -27,7 +27,10 @@ def tokens_add(
     """Register a token: deposits from CONTRACT on CHAIN credit ASSET with DECIMALS."""
     from payflow.ingress.registry import add_token_cli
 
-    row = _run(add_token_cli(_settings(), chain, contract, asset, decimals))
+    settings = _settings()
+    row = _run(
+        add_token_cli(settings.chain, chain, contract, asset, decimals, database=settings.database)
+    )
     _print_token(row)
     console.print("registered" if row.created else "already registered")
 

@@ -21,7 +21,10 @@ def unmatched_replay(
     line per event: stored id, result, reason."""
     from payflow.ingress.replay import replay_unmatched
 
-    trace_id, landings = _run(replay_unmatched(_settings(), event_id))
+    settings = _settings()
+    trace_id, landings = _run(
+        replay_unmatched(settings.ingress, event_id, database=settings.database)
+    )
     for landing in landings:
         reason = landing.reason.value if landing.reason is not None else ""
         typer.echo(f"{landing.event_id}\t{landing.result.value}\t{reason}")

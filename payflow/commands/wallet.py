@@ -17,5 +17,8 @@ def wallet_status() -> None:
     transactions, and payouts waiting for funds; JSON on stdout. Never prints a key."""
     from payflow.chain.payouts.wallet import wallet_status_cli
 
-    report = _run(wallet_status_cli(_settings()))
+    settings = _settings()
+    report = _run(
+        wallet_status_cli(settings.payouts, chains=settings.chain, database=settings.database)
+    )
     typer.echo(json.dumps(report, indent=2))

@@ -19,6 +19,7 @@ from payflow.config.base import (
     SERVICE_URL_SCHEMES,
     SettingsError,
     Slice,
+    SliceSource,
     check_service_url,
     is_host,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "Settings",
     "SettingsError",
     "Slice",
+    "SliceSource",
     "WebhookSettings",
     "check_service_url",
     "exit_on_settings_error",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import ClassVar
+from typing import ClassVar, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
@@ -104,3 +104,16 @@ class Slice(BaseModel):
         for name in names:
             if getattr(self, name) in (None, ""):
                 raise SettingsError(f"setting {name.upper()} is required but missing")
+
+
+S = TypeVar("S", bound=Slice)
+
+
+class SliceSource(Protocol):
+    """What hands out slices by class: the root `Settings` (`settings.slice(DatabaseSettings)`).
+    A component that is handed a source rather than its slices (a job's `JobContext`)
+    takes from it, by class, the slices it reads and nothing else."""
+
+    def slice(self, kind: type[S]) -> S:
+        """This configuration's slice of class `kind`."""
+        ...

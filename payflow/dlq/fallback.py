@@ -36,7 +36,7 @@ import structlog
 from redis.asyncio import Redis
 
 from payflow.broker.messages import Envelope
-from payflow.config import RedisSettings, Settings
+from payflow.config import DlqSettings, RedisSettings
 from payflow.dlq.records import SOURCES
 from payflow.errors import BadInput, is_connection_error
 
@@ -185,13 +185,15 @@ class FallbackEntry:
         )
 
 
-async def push_entry(redis: Redis, settings: Settings, entry: FallbackEntry) -> None:
+async def push_entry(
+    redis: Redis, settings: DlqSettings, entry: FallbackEntry, *, redis_settings: RedisSettings
+) -> None:
     """LPUSH the entry and EXPIRE the list in one MULTI/EXEC (both or neither).
 
     The TTL (`DLQ_FALLBACK_TTL_S`) is the list's and is refreshed by every push, so an
     entry lives at least that long after the newest push. Raises the Redis error.
     """
-    key = fallback_key(settings.redis)
+    key = fallback_key(redis_settings)
     async with redis.pipeline(transaction=True) as pipe:
         pipe.lpush(key, entry.to_json())
         pipe.expire(key, settings.dlq_fallback_ttl_s)
@@ -201,13 +203,22 @@ async def push_entry(redis: Redis, settings: Settings, entry: FallbackEntry) -> 
 class DlqFallback:
     """What an `on_dead` hook records through: PostgreSQL first, Redis when it is down.
 
-    `redis=None` disables the fallback: `record` raises what `write` raised, and the
-    consumer does not ack.
+    `redis=None` disables the fallback (`disabled()`): `record` raises what `write`
+    raised, and the consumer does not ack.
     """
 
-    def __init__(self, redis: Redis | None, settings: Settings) -> None:
+    def __init__(
+        self, redis: Redis | None, settings: DlqSettings, *, redis_settings: RedisSettings
+    ) -> None:
         self._redis = redis
         self._settings = settings
+        self._redis_settings = redis_settings
+
+    @classmethod
+    def disabled(cls) -> DlqFallback:
+        """No fallback: every dead letter is written to PostgreSQL or raised (its settings,
+        the slices' defaults, are never read without Redis)."""
+        return cls(None, DlqSettings(), redis_settings=RedisSettings())
 
     async def record_for(
         self,
@@ -263,7 +274,9 @@ class DlqFallback:
                 trace_id=trace_id,
             )
             try:
-                await push_entry(self._redis, self._settings, entry)
+                await push_entry(
+                    self._redis, self._settings, entry, redis_settings=self._redis_settings
+                )
             except Exception as redis_exc:
                 log.error(
                     "payflow.dlq.fallback_failed",

@@ -38,3 +38,7 @@ FROM dead_letter_queue WHERE id = $1 FOR UPDATE;
 UPDATE dead_letter_queue SET resolved_at = now(), resolved_by = $2, resolution = $3
 WHERE id = $1 AND num_nulls(resolved_at) = 1
 RETURNING resolved_at;
+
+-- name: lock_fallback_entry
+-- $1 Redis fallback entry id: serializes two drains moving the same entry
+SELECT pg_advisory_xact_lock(hashtextextended('payflow.dlq.fallback:' || $1, 0));

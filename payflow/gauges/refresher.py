@@ -19,7 +19,7 @@ import aiormq
 import asyncpg
 import structlog
 
-from payflow.config import BrokerSettings, Settings
+from payflow.config import BrokerSettings, DatabaseSettings, ObservabilitySettings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.metrics import (
@@ -82,11 +82,16 @@ class StateRefresher:
     def __init__(
         self,
         pool: asyncpg.Pool,
-        settings: Settings,
+        settings: ObservabilitySettings,
         connection: aio_pika.abc.AbstractConnection | None = None,
+        *,
+        database: DatabaseSettings,
+        broker: BrokerSettings,
     ) -> None:
         self._pool = pool
         self._settings = settings
+        self._database = database
+        self._broker = broker
         self._connection = connection
         self._channel: aio_pika.abc.AbstractChannel | None = None
 
@@ -118,7 +123,7 @@ class StateRefresher:
         timeout_ms = max(1, int(self._settings.metrics_refresh_timeout_s * 1000))
         async with (
             self._pool.acquire() as conn,
-            transaction(conn, self._settings, statement_timeout_ms=timeout_ms),
+            transaction(conn, self._database, statement_timeout_ms=timeout_ms),
         ):
             answer = await conn.fetchrow(
                 SQL["metrics_state"],
@@ -151,7 +156,7 @@ class StateRefresher:
         declare. A missing queue closes the channel (404); it is skipped, the channel
         reopened."""
         assert self._connection is not None
-        for name in queue_names(self._settings.broker):
+        for name in queue_names(self._broker):
             if self._channel is None or self._channel.is_closed:
                 self._channel = await self._connection.channel()
             try:
@@ -189,8 +194,11 @@ _active = False  # one refresher per process: `payflow up` starts it once for al
 @contextlib.asynccontextmanager
 async def refreshing_state(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: ObservabilitySettings,
     connection: aio_pika.abc.AbstractConnection | None = None,
+    *,
+    database: DatabaseSettings,
+    broker: BrokerSettings,
 ) -> AsyncIterator[None]:
     """Run a `StateRefresher` in the background for the duration of the block.
 
@@ -203,7 +211,9 @@ async def refreshing_state(
         return
     _active = True
     stop = asyncio.Event()
-    task = asyncio.create_task(StateRefresher(pool, settings, connection).run(stop))
+    task = asyncio.create_task(
+        StateRefresher(pool, settings, connection, database=database, broker=broker).run(stop)
+    )
     try:
         yield
     finally:

@@ -18,7 +18,7 @@ from typing import cast
 
 import asyncpg
 
-from payflow.config import ChainSettings, DatabaseSettings, Settings
+from payflow.config import ChainSettings, DatabaseSettings
 from payflow.db.pool import tool_pool
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
@@ -186,7 +186,13 @@ async def add_chain_cli(
 
 
 async def add_token_cli(
-    settings: Settings, chain: str, contract: str, asset: str, decimals: int
+    settings: ChainSettings,
+    chain: str,
+    contract: str,
+    asset: str,
+    decimals: int,
+    *,
+    database: DatabaseSettings,
 ) -> TokenRow:
     """`payflow tokens add`: `add_token` in its own transaction, after the node confirms
     the contract's `decimals()` when CHAIN has an RPC configured (`check_token_decimals`).
@@ -198,10 +204,10 @@ async def add_token_cli(
 
     config = chain_configs(settings).get(chain)
     if config is not None:
-        await check_token_decimals(config.rpc_url, chain, contract, decimals, settings.chain)
+        await check_token_decimals(config.rpc_url, chain, contract, decimals, settings)
     async with (
-        _tool_connection(settings.database, operator=True) as conn,
-        transaction(conn, settings),
+        _tool_connection(database, operator=True) as conn,
+        transaction(conn, database),
     ):
         return await add_token(conn, chain, contract, asset, decimals)
 

@@ -16,7 +16,7 @@ from typing import cast
 
 import asyncpg
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, IngressSettings
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound
 from payflow.ingress.formats import parse_payload
@@ -25,7 +25,9 @@ from payflow.ingress.service import SQL, Delivery, Landing, land_event
 from payflow.observability import new_trace_id
 
 
-async def replay_unmatched(settings: Settings, event_id: str) -> tuple[str, list[Landing]]:
+async def replay_unmatched(
+    settings: IngressSettings, event_id: str, *, database: DatabaseSettings
+) -> tuple[str, list[Landing]]:
     """Land the delivery of unmatched event `event_id` again; returns (trace id, landings).
 
     One transaction for the whole delivery, like the webhook route. Idempotent: a second
@@ -36,8 +38,8 @@ async def replay_unmatched(settings: Settings, event_id: str) -> tuple[str, list
     from payflow.db.pool import tool_pool
 
     trace_id = new_trace_id()
-    async with tool_pool(settings.database) as pool:
-        async with pool.acquire() as proxy, transaction(proxy, settings):
+    async with tool_pool(database) as pool:
+        async with pool.acquire() as proxy, transaction(proxy, database):
             conn = cast(asyncpg.Connection, proxy)  # the pool's proxy forwards every method
             body: bytes | None = await conn.fetchval(SQL["delivery_of_unmatched"], event_id)
             if body is None:

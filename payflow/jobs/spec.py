@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TypeVar
 
 import asyncpg
 from redis.asyncio import Redis
 
 from payflow.alerts import AlertSink, LogAlertSink
-from payflow.config import Settings
+from payflow.config import Slice, SliceSource
+
+S = TypeVar("S", bound=Slice)
 
 
 class Outcome(StrEnum):
@@ -31,12 +34,18 @@ class Outcome(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class JobContext:
-    """The resources a job may use; built by the scheduler role or the CLI."""
+    """The resources a job may use; built by the scheduler role or the CLI. `settings` is
+    the root (the composition root builds the context); a job takes the slices it reads
+    by class, `ctx.slice(RetentionSettings)`."""
 
     pool: asyncpg.Pool
-    settings: Settings
+    settings: SliceSource
     alerts: AlertSink = field(default_factory=LogAlertSink)
     redis: Redis | None = None
+
+    def slice(self, kind: type[S]) -> S:
+        """The settings slice of class `kind` (`settings.slice(kind)`)."""
+        return self.settings.slice(kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +66,9 @@ class JobSpec:
 
     name: str
     run: JobFn
-    interval: Callable[[Settings], float]
+    interval: Callable[[SliceSource], float]
     description: str
 
-    def interval_s(self, settings: Settings) -> float:
+    def interval_s(self, settings: SliceSource) -> float:
         """Seconds between two runs under `settings` (> 0)."""
         return float(self.interval(settings))

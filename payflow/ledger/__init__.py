@@ -40,9 +40,10 @@ from payflow.ledger.withdrawals import (
     replay_withdrawal,
     request_withdrawal,
 )
-from payflow.ledger.worker import LedgerWorker, dead_letter_event
+from payflow.ledger.worker import EVENT_DEAD_LETTERER, LedgerWorker, dead_letter_event
 
 __all__ = [
+    "EVENT_DEAD_LETTERER",
     "JOBS",
     "ON_PUBLISHED",
     "WITHDRAWAL_SCOPE",

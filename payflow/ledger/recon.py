@@ -14,7 +14,7 @@ from decimal import Decimal
 
 import asyncpg
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db.tx import transaction
 from payflow.ledger.states import SQL
 from payflow.money import add
@@ -55,9 +55,18 @@ def _mismatches(rows: list[asyncpg.Record]) -> list[Mismatch]:
     ]
 
 
-async def reconcile(pool: asyncpg.Pool, settings: Settings, *, full: bool) -> ReconReport:
+async def reconcile(
+    pool: asyncpg.Pool,
+    settings: DatabaseSettings,
+    *,
+    full: bool,
+    recent_minutes: int | None = None,
+) -> ReconReport:
     """Check balances against the ledger in one snapshot; `full` adds every account
-    and the duplicate / orphan checks, otherwise only recently touched accounts."""
+    and the duplicate / orphan checks, otherwise only accounts touched in the last
+    `recent_minutes` (`RECON_RECENT_MINUTES`, required then: `ValueError` without)."""
+    if not full and recent_minutes is None:
+        raise ValueError("a recent reconciliation needs recent_minutes")
     async with (
         pool.acquire() as conn,
         transaction(
@@ -69,7 +78,7 @@ async def reconcile(pool: asyncpg.Pool, settings: Settings, *, full: bool) -> Re
         ),
     ):
         if not full:
-            minutes = settings.recon_recent_minutes
+            minutes = recent_minutes
             report = ReconReport(scope=f"recent {minutes} min")
             report.accounts_checked = await conn.fetchval(SQL["recon_recent_count"], minutes)
             report.mismatches = _mismatches(await conn.fetch(SQL["recon_recent"], minutes))

@@ -19,7 +19,7 @@ import structlog
 
 from payflow.alerts import Severity
 from payflow.broker.topology import TOPIC_LEDGER_EVENT
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, PipelineSettings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
@@ -44,7 +44,9 @@ class RecoveryReport:
     skipped: bool = False  # another replica holds the job's lock
 
 
-async def recover_stale_events(pool: asyncpg.Pool, settings: Settings) -> RecoveryReport:
+async def recover_stale_events(
+    pool: asyncpg.Pool, settings: PipelineSettings, *, database: DatabaseSettings
+) -> RecoveryReport:
     """Re-announce ledger events that nothing is finishing; one tick, one transaction.
 
     * `enqueued` past their wait (handed to the broker, never posted): back to
@@ -60,7 +62,7 @@ async def recover_stale_events(pool: asyncpg.Pool, settings: Settings) -> Recove
     """
     recovered = 0
     waiting: list[tuple[str, int, str | None]] = []
-    async with pool.acquire() as conn, transaction(conn, settings):
+    async with pool.acquire() as conn, transaction(conn, database):
         if not await job_lock(conn, "recover_stale_events"):
             return RecoveryReport(skipped=True)
         args = (settings.stale_event_timeout_s, settings.sweep_max_backoff_s, RECOVERY_BATCH)
@@ -107,7 +109,8 @@ async def recover_stale_events_job(ctx: JobContext) -> JobResult:
     warning `events.waiting`) when events were re-announced `MAX_EVENT_RETRIES` times or
     more, else `ok` (and `events.waiting` resolved).
     """
-    report = await recover_stale_events(ctx.pool, ctx.settings)
+    settings = ctx.slice(PipelineSettings)
+    report = await recover_stale_events(ctx.pool, settings, database=ctx.slice(DatabaseSettings))
     if report.skipped:
         return JobResult(Outcome.SKIPPED, "another replica holds the lock")
     summary = f"recovered={report.recovered} waiting={report.waiting}"
@@ -115,8 +118,7 @@ async def recover_stale_events_job(ctx: JobContext) -> JobResult:
         await ctx.alerts.fire(
             "events.waiting",
             Severity.WARNING,
-            f"{report.waiting} ledger event(s) re-announced"
-            f" {ctx.settings.max_event_retries}+ times",
+            f"{report.waiting} ledger event(s) re-announced {settings.max_event_retries}+ times",
             details={"waiting": report.waiting},
         )
         return JobResult(Outcome.ALERT, summary)

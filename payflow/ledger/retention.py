@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncpg
 import structlog
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, RetentionSettings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.jobs.purge import PurgeReport, purge_in_batches
@@ -26,7 +26,9 @@ JOB_NAME = "cleanup_processed_events"
 ClaimRetentionReport = PurgeReport  # deleted, batches, skipped
 
 
-async def purge_processed_events(pool: asyncpg.Pool, settings: Settings) -> ClaimRetentionReport:
+async def purge_processed_events(
+    pool: asyncpg.Pool, settings: RetentionSettings, *, database: DatabaseSettings
+) -> ClaimRetentionReport:
     """Delete old posting claims through `cleanup_processed_events(days, batch)`.
 
     Batches of PROCESSED_EVENTS_CLEANUP_BATCH claims (default 5,000), each in its own short
@@ -46,7 +48,7 @@ async def purge_processed_events(pool: asyncpg.Pool, settings: Settings) -> Clai
 
     report = await purge_in_batches(
         pool,
-        settings.database,
+        database,
         job=JOB_NAME,
         delete_batch=delete_batch,
         batch_size=batch_size,
@@ -58,11 +60,16 @@ async def purge_processed_events(pool: asyncpg.Pool, settings: Settings) -> Clai
     return report
 
 
-async def cleanup_processed_events(pool: asyncpg.Pool, settings: Settings) -> int:
+async def cleanup_processed_events(
+    pool: asyncpg.Pool, settings: RetentionSettings, *, database: DatabaseSettings
+) -> int:
     """Claim retention by hand (`purge_processed_events`); returns the claims deleted."""
-    return (await purge_processed_events(pool, settings)).deleted
+    return (await purge_processed_events(pool, settings, database=database)).deleted
 
 
 async def cleanup_processed_events_job(ctx: JobContext) -> JobResult:
     """The scheduler job `cleanup_processed_events` (`purge_processed_events`)."""
-    return (await purge_processed_events(ctx.pool, ctx.settings)).job_result()
+    report = await purge_processed_events(
+        ctx.pool, ctx.slice(RetentionSettings), database=ctx.slice(DatabaseSettings)
+    )
+    return report.job_result()

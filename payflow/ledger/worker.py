@@ -15,10 +15,11 @@ import structlog
 
 from payflow.broker.messages import Envelope
 from payflow.broker.topology import TOPIC_NOTIFICATION
-from payflow.config import Settings
+from payflow.config import DatabaseSettings
 from payflow.db import Connection
 from payflow.db.tx import transaction
-from payflow.dlq.fallback import DlqFallback
+from payflow.dlq.drain import DeadLetterer
+from payflow.dlq.fallback import DlqFallback, FallbackEntry
 from payflow.dlq.records import record_dead_letter
 from payflow.errors import AlreadyProcessed, BadInput, PayflowError
 from payflow.ledger.posting import post_event
@@ -88,15 +89,28 @@ async def dead_letter_event(
     )
 
 
+async def _redo_dead_event(
+    conn: Connection, entry: FallbackEntry, fallback: Mapping[str, str]
+) -> int | None:
+    """The Redis DLQ drain's redo of an event's `on_dead` (`dead_letter_event`)."""
+    return await dead_letter_event(
+        conn, entry.payload, entry.error, entry.attempt, fallback=fallback
+    )
+
+
+# What the Redis DLQ drain (`payflow.dlq.drain`) runs for a `payment_event` entry.
+EVENT_DEAD_LETTERER = DeadLetterer("event_id", _redo_dead_event)
+
+
 class LedgerWorker:
     """Handles `ledger.event` messages."""
 
     def __init__(
-        self, pool: asyncpg.Pool, settings: Settings, fallback: DlqFallback | None = None
+        self, pool: asyncpg.Pool, settings: DatabaseSettings, fallback: DlqFallback | None = None
     ) -> None:
         self._pool = pool
         self._settings = settings
-        self._fallback = fallback if fallback is not None else DlqFallback(None, settings)
+        self._fallback = fallback if fallback is not None else DlqFallback.disabled()
 
     async def handle(self, envelope: Envelope) -> None:
         """Post the event; a replayed or already-final event is a quiet no-op."""
@@ -104,7 +118,7 @@ class LedgerWorker:
         structlog.contextvars.bind_contextvars(event_id=event_id)
         try:
             result = await post_event(
-                self._pool, self._settings.database, event_id, on_refusal=notify_refusal
+                self._pool, self._settings, event_id, on_refusal=notify_refusal
             )
         except AlreadyProcessed as exc:
             log.info("payflow.ledger.already_final", reason=str(exc))

@@ -15,6 +15,7 @@ from typing import Literal
 import structlog
 
 from payflow.alerts import Severity
+from payflow.config import DatabaseSettings, JobsSettings, RetentionSettings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.jobs.lock import job_lock
@@ -59,7 +60,12 @@ def recon_summary(report: ReconReport) -> str:
 
 
 async def _reconcile_job(ctx: JobContext, kind: ReconKind) -> JobResult:
-    report = await reconcile(ctx.pool, ctx.settings, full=kind == "full")
+    report = await reconcile(
+        ctx.pool,
+        ctx.slice(DatabaseSettings),
+        full=kind == "full",
+        recent_minutes=ctx.slice(JobsSettings).recon_recent_minutes,
+    )
     problems = recon_problems(report)
     RECON_RUNS.labels(kind).inc()
     RECON_MISMATCHES.labels(kind).set(problems)
@@ -107,7 +113,7 @@ async def zombie_counts(ctx: JobContext) -> dict[str, int]:
     `processing` > ZOMBIE_PROCESSING_S (since their last move), `pending`/`enqueued` >
     ZOMBIE_PENDING_S (since creation), payments `pending` > ZOMBIE_PAYMENT_PENDING_S, final
     payments' webhooks neither delivered nor dead-lettered > ZOMBIE_WEBHOOK_S."""
-    s = ctx.settings
+    s = ctx.slice(JobsSettings)
     async with ctx.pool.acquire() as conn:
         row = await conn.fetchrow(
             SQL["zombie_counts"],
@@ -139,7 +145,7 @@ async def check_zombies(ctx: JobContext) -> JobResult:
 async def check_dlq_growth(ctx: JobContext) -> JobResult:
     """Fire `dlq.growth` (warning) when more than DLQ_GROWTH_THRESHOLD dead letters were
     created in the last DLQ_GROWTH_WINDOW_S; resolve it otherwise."""
-    s = ctx.settings
+    s = ctx.slice(JobsSettings)
     async with ctx.pool.acquire() as conn:
         created = int(await conn.fetchval(SQL["dead_letters_created_since"], s.dlq_growth_window_s))
     summary = f"created={created} window_s={s.dlq_growth_window_s:g}"
@@ -159,7 +165,7 @@ async def check_dlq_growth(ctx: JobContext) -> JobResult:
 async def stuck_claim_count(ctx: JobContext) -> tuple[int, list[str]]:
     """Posting claims still `pending` after STUCK_CLAIM_AFTER_S: (count, a few keys)."""
     async with ctx.pool.acquire() as conn:
-        row = await conn.fetchrow(SQL["stuck_claims"], ctx.settings.stuck_claim_after_s)
+        row = await conn.fetchrow(SQL["stuck_claims"], ctx.slice(JobsSettings).stuck_claim_after_s)
     assert row is not None  # an aggregate always returns one row
     return int(row["stuck"]), list(row["examples"] or [])
 
@@ -170,10 +176,11 @@ async def check_stuck_claims(ctx: JobContext) -> JobResult:
     row is an invariant break (and blocks its event's posting); resolve it otherwise."""
     stuck, examples = await stuck_claim_count(ctx)
     if stuck:
+        after_s = ctx.slice(JobsSettings).stuck_claim_after_s
         await ctx.alerts.fire(
             "claims.stuck",
             Severity.CRITICAL,
-            f"{stuck} posting claim(s) pending for over {ctx.settings.stuck_claim_after_s:g} s",
+            f"{stuck} posting claim(s) pending for over {after_s:g} s",
             details={"count": stuck, "examples": examples},
         )
         return JobResult(Outcome.ALERT, f"stuck={stuck} examples={','.join(examples)}")
@@ -184,10 +191,10 @@ async def check_stuck_claims(ctx: JobContext) -> JobResult:
 async def cleanup_job_runs(ctx: JobContext) -> JobResult:
     """Delete `job_runs` rows older than JOB_RUNS_RETENTION_DAYS, oldest first, in
     batches of 5,000 (each its own transaction under the job's lock), at most 20 per run."""
-    s = ctx.settings
+    s = ctx.slice(RetentionSettings)
     deleted = 0
     for _ in range(JOB_RUNS_MAX_BATCHES):
-        async with ctx.pool.acquire() as conn, transaction(conn, s):
+        async with ctx.pool.acquire() as conn, transaction(conn, ctx.slice(DatabaseSettings)):
             if not await job_lock(conn, "cleanup_job_runs"):
                 if deleted:
                     break

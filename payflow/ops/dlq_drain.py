@@ -1,261 +1,53 @@
-"""The Redis DLQ drain job: moves dead letters parked in Redis while PostgreSQL was
-unreachable back into `dead_letter_queue` (the fallback side is
-`payflow.dlq.fallback`).
-
-Protocol, per entry, oldest first (at least once, never twice):
-
-1. an entry left in ``<prefix>dlq:fallback:processing`` by a run that died is taken
-   first; otherwise the oldest entry is moved there atomically (``LMOVE fallback
-   processing RIGHT LEFT``), so a crash never loses it;
-2. one PostgreSQL transaction takes an advisory lock on the entry id, checks that no
-   DLQ row carries that entry id yet (`fallback_entry_recorded`), and runs the same
-   settle-and-record function as the source's `on_dead` hook (`dead_letter_event`,
-   `dead_letter_payment`, `dead_letter_webhook`) with the entry id stored in the row;
-3. after the commit the entry is removed from the processing list (``LREM``).
-
-A crash between 2 and 3 leaves the entry in the processing list; the next run finds its
-row and only removes it: one DLQ row per entry. A malformed entry (not JSON, another
-version, missing or invalid fields) or one PostgreSQL refuses for good (a constraint)
-and that, asked again afterwards, has no DLQ row yet (a refusal can follow the commit
-of that very entry), is moved, unchanged, to ``<prefix>dlq:malformed`` in one MULTI
-(never dropped, no TTL) and alerts ``dlq.fallback.malformed``. A retryable failure (the
-database still down, a lost session of the connection class `errors.is_connection_error`,
-a lock timeout) leaves the entry where it is, and so does a refusal whose check cannot
-run; after `DLQ_DRAIN_MAX_FAILURES` such
-failures in a row the run stops and alerts ``dlq.fallback.drain_failed``. At most
-`DLQ_DRAIN_BATCH` entries are handled per run.
-"""
+"""The Redis DLQ drain job as the scheduler and `payflow jobs run` call it: the
+machinery's `drain_fallback` (`payflow.dlq.drain`, where the protocol is described) with
+the dead-letterer each domain exports for its source, as `dlq_replay.py` wires replay."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import asyncpg
-import structlog
-from redis.asyncio import Redis
 
-from payflow.alerts import Severity
-from payflow.config import DatabaseSettings, RedisSettings
-from payflow.db.queries import load_queries
-from payflow.db.tx import transaction
-from payflow.dlq.fallback import (
-    FallbackEntry,
-    MalformedEntry,
-    fallback_key,
-    malformed_key,
-    processing_key,
-)
-from payflow.dlq.records import fallback_entry_recorded
-from payflow.errors import PayflowError, RetryableError, classify
+from payflow.config import DatabaseSettings, DlqSettings, RedisSettings
+from payflow.dlq.drain import ALERT_DRAIN_FAILED, ALERT_MALFORMED, DeadLetterer, drain_fallback
+from payflow.dlq.drain import move_entry as move_with
+from payflow.dlq.fallback import FallbackEntry
 from payflow.jobs.spec import JobContext, JobResult
-from payflow.ledger.worker import dead_letter_event
-from payflow.payments.dead_letters import dead_letter_payment
-from payflow.webhooks.sender import dead_letter_webhook
+from payflow.ledger import EVENT_DEAD_LETTERER
+from payflow.payments import PAYMENT_DEAD_LETTERER, PAYMENT_NOTE
+from payflow.webhooks import WEBHOOK_DEAD_LETTERER
 
-SQL = load_queries("payflow.ops")
-log = structlog.get_logger("payflow.dlq")
+__all__ = [
+    "ALERT_DRAIN_FAILED",
+    "ALERT_MALFORMED",
+    "DEAD_LETTERERS",
+    "PAYMENT_NOTE",
+    "drain_redis_dlq",
+    "move_entry",
+]
 
-ALERT_MALFORMED = "dlq.fallback.malformed"
-ALERT_DRAIN_FAILED = "dlq.fallback.drain_failed"
-# What a payment's settle records when the drain (which asks no gateway) finds an open
-# charge attempt: the attempt goes to needs_review, as when on_dead finds the gateway down.
-PAYMENT_NOTE = "dead-lettered while PostgreSQL was unreachable; the gateway was not asked"
-_SUBJECT_FIELD = {"payment_event": "event_id", "payment": "payment_id", "webhook": "payment_id"}
-
-
-@dataclass(slots=True)
-class DrainStats:
-    """What one run did, in entries."""
-
-    moved: int = 0  # became a dead_letter_queue row
-    settled: int = 0  # the subject finished meanwhile: nothing to dead-letter
-    duplicates: int = 0  # already moved by a run that died before removing it
-    set_aside: int = 0  # malformed or refused for good: in <prefix>dlq:malformed
-    failures: int = 0  # retryable failures (the entry stays for the next run)
-    stopped: bool = False
-
-    @property
-    def handled(self) -> int:
-        """Entries that left the fallback for good this run."""
-        return self.moved + self.settled + self.duplicates + self.set_aside
-
-    def summary(self, left: int) -> str:
-        """A one-line human summary."""
-        text = (
-            f"moved {self.moved}, settled {self.settled}, duplicates {self.duplicates}, "
-            f"set aside {self.set_aside}, failures {self.failures}; {left} left"
-        )
-        return text + (" (stopped after consecutive failures)" if self.stopped else "")
-
-
-async def _next_raw(redis: Redis, settings: RedisSettings) -> bytes | str | None:
-    """The oldest entry of the processing list (a dead run's), else the oldest pending
-    entry, moved atomically into the processing list; None when both are empty."""
-    leftover: bytes | str | None = await redis.lindex(processing_key(settings), -1)
-    if leftover is not None:
-        return leftover
-    moved: bytes | str | None = await redis.lmove(
-        fallback_key(settings), processing_key(settings), "RIGHT", "LEFT"
-    )
-    return moved
-
-
-async def _set_aside(redis: Redis, settings: RedisSettings, raw: bytes | str) -> None:
-    """Move `raw` unchanged from the processing list to the malformed list, atomically."""
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.lpush(malformed_key(settings), raw)
-        pipe.lrem(processing_key(settings), -1, raw)  # type: ignore[arg-type]  # bytes ok at run time
-        await pipe.execute()
-
-
-def _checked(entry: FallbackEntry) -> FallbackEntry:
-    """`MalformedEntry` when the subject id is not the one its payload names (the
-    drain's duplicate check and the recorded row must agree on the subject)."""
-    named = entry.payload.get(_SUBJECT_FIELD[entry.source])
-    if str(named) != entry.subject_id:
-        raise MalformedEntry("subject_id does not match the payload")
-    return entry
+DEAD_LETTERERS: dict[str, DeadLetterer] = {
+    "payment_event": EVENT_DEAD_LETTERER,
+    "payment": PAYMENT_DEAD_LETTERER,
+    "webhook": WEBHOOK_DEAD_LETTERER,
+}
 
 
 async def move_entry(pool: asyncpg.Pool, settings: DatabaseSettings, entry: FallbackEntry) -> str:
-    """Redo the source's dead-lettering for one entry in ONE transaction; returns
-    ``moved`` (a DLQ row was written), ``settled`` (the subject finished meanwhile:
-    no row, as `on_dead` would have decided) or ``duplicate`` (a row of this entry
-    exists). Raises what the transaction raised (nothing is written then)."""
-    mark = {"entry_id": entry.entry_id, "failed_at": entry.failed_at.isoformat()}
-    async with pool.acquire() as conn, transaction(conn, settings):
-        await conn.execute(SQL["lock_fallback_entry"], entry.entry_id)
-        if await fallback_entry_recorded(conn, entry.source, entry.subject_id, entry.entry_id):
-            return "duplicate"
-        dlq_id: int | None
-        if entry.source == "payment_event":
-            dlq_id = await dead_letter_event(
-                conn, entry.payload, entry.error, entry.attempt, fallback=mark
-            )
-        elif entry.source == "payment":
-            dlq_id = await dead_letter_payment(
-                conn,
-                entry.payload,
-                entry.error,
-                entry.attempt,
-                known=None,
-                note=PAYMENT_NOTE,
-                trace_id=entry.trace_id,
-                fallback=mark,
-            )
-        else:
-            dlq_id = await dead_letter_webhook(
-                conn, entry.payload, entry.error, entry.attempt, fallback=mark
-            )
-    return "moved" if dlq_id is not None else "settled"
-
-
-async def _recorded(
-    pool: asyncpg.Pool, settings: DatabaseSettings, entry: FallbackEntry
-) -> bool | None:
-    """Whether a DLQ row of `entry` exists; None when the database cannot say now."""
-    try:
-        async with pool.acquire() as conn, transaction(conn, settings, readonly=True):
-            found = await fallback_entry_recorded(
-                conn, entry.source, entry.subject_id, entry.entry_id
-            )
-    except Exception as exc:
-        log.warning("payflow.dlq.fallback_check_failed", error=str(classify(exc))[:300])
-        return None
-    return found is not None
-
-
-async def _drain_one(
-    pool: asyncpg.Pool, settings: DatabaseSettings, entry: FallbackEntry
-) -> tuple[str, PayflowError | None]:
-    """Move one entry: (``moved`` | ``settled`` | ``duplicate``, None) when it may leave
-    Redis; (``failed``, error) when it must stay for a later run (retryable, the
-    connection class included: a lost session never refuses an entry); (``refused``,
-    error) only for a non-retryable failure of an entry that, asked afterwards, has no
-    DLQ row (the failure may have followed its commit: then it is a ``duplicate``)."""
-    try:
-        return await move_entry(pool, settings, entry), None
-    except Exception as exc:
-        error = classify(exc)
-    if isinstance(error, RetryableError):
-        return "failed", error
-    recorded = await _recorded(pool, settings, entry)
-    if recorded is None:
-        return "failed", error
-    return ("duplicate", None) if recorded else ("refused", error)
+    """Redo one entry's dead-lettering (see `payflow.dlq.drain.move_entry`): ``moved``,
+    ``settled`` or ``duplicate``."""
+    return await move_with(pool, settings, entry, DEAD_LETTERERS)
 
 
 async def drain_redis_dlq(ctx: JobContext) -> JobResult:
-    """Move up to `DLQ_DRAIN_BATCH` Redis fallback entries into `dead_letter_queue`.
-
-    Returns outcome ``ok`` (``skipped`` without a Redis client; ``alert`` when entries
-    were set aside or the run stopped after `DLQ_DRAIN_MAX_FAILURES` consecutive
-    retryable failures). Redis errors propagate (the run is recorded as failed; every
-    entry is still in Redis). Invariant: an entry leaves Redis only after its DLQ row
-    (or its settled subject) is committed, or into the malformed list.
-    """
-    redis, settings = ctx.redis, ctx.settings
-    if redis is None:
+    """Move up to `DLQ_DRAIN_BATCH` Redis fallback entries into `dead_letter_queue` (see
+    `payflow.dlq.drain.drain_fallback`); ``skipped`` without a Redis client."""
+    if ctx.redis is None:
         return JobResult("skipped", "no Redis client")
-    stats = DrainStats()
-    consecutive = 0
-    while stats.handled < settings.dlq_drain_batch:
-        raw = await _next_raw(redis, settings.redis)
-        if raw is None:
-            break
-        try:
-            entry = _checked(FallbackEntry.from_json(raw))
-        except MalformedEntry as exc:
-            await _set_aside(redis, settings.redis, raw)
-            stats.set_aside += 1
-            log.error("payflow.dlq.fallback_malformed", reason=str(exc))
-            continue
-        bound = {"entry_id": entry.entry_id, "source": entry.source, "subject_id": entry.subject_id}
-        outcome, error = await _drain_one(ctx.pool, settings.database, entry)
-        if outcome == "refused":
-            await _set_aside(redis, settings.redis, raw)
-            stats.set_aside += 1
-            log.error("payflow.dlq.fallback_refused", error=str(error), **bound)
-            continue
-        if outcome == "failed":
-            stats.failures += 1
-            consecutive += 1
-            log.warning("payflow.dlq.fallback_drain_failed", error=str(error), **bound)
-            if consecutive >= settings.dlq_drain_max_failures:
-                stats.stopped = True
-                break
-            continue
-        consecutive = 0
-        await redis.lrem(processing_key(settings.redis), -1, raw)  # type: ignore[arg-type]  # as above
-        if outcome == "moved":
-            stats.moved += 1
-        elif outcome == "settled":
-            stats.settled += 1
-        else:
-            stats.duplicates += 1
-        log.info("payflow.dlq.fallback_drained", outcome=outcome, **bound)
-    left = int(await redis.llen(fallback_key(settings.redis))) + int(
-        await redis.llen(processing_key(settings.redis))
+    return await drain_fallback(
+        ctx.pool,
+        ctx.redis,
+        ctx.alerts,
+        ctx.slice(DlqSettings),
+        DEAD_LETTERERS,
+        redis_settings=ctx.slice(RedisSettings),
+        database=ctx.slice(DatabaseSettings),
     )
-    summary = stats.summary(left)
-    if stats.set_aside:
-        await ctx.alerts.fire(
-            ALERT_MALFORMED,
-            Severity.WARNING,
-            f"{stats.set_aside} Redis DLQ entries set aside in {malformed_key(settings.redis)}: "
-            "inspect them and record each by hand",
-            details={"set_aside": stats.set_aside},
-        )
-    if stats.stopped:
-        await ctx.alerts.fire(
-            ALERT_DRAIN_FAILED,
-            Severity.CRITICAL,
-            f"Redis DLQ drain stopped after {consecutive} consecutive failures; {left} "
-            f"entries wait in Redis (TTL {settings.dlq_fallback_ttl_s} s)",
-            details={"left": left, "failures": stats.failures},
-        )
-    elif stats.failures == 0 and stats.handled:
-        await ctx.alerts.resolve(ALERT_DRAIN_FAILED)
-    log.info("payflow.dlq.fallback_drain_done", summary=summary)
-    outcome = "alert" if stats.set_aside or stats.stopped else "ok"
-    return JobResult(outcome, summary)

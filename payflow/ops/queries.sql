@@ -1,7 +1,3 @@
--- name: lock_fallback_entry
--- $1 Redis fallback entry id: serializes two drains moving the same entry
-SELECT pg_advisory_xact_lock(hashtextextended('payflow.dlq.fallback:' || $1, 0));
-
 -- name: delete_idempotency_before
 -- $1 retention in seconds, $2 max rows per call: the oldest api_idempotency records past
 -- the retention (index api_idempotency_created_idx). After that the payment or payment

@@ -38,6 +38,8 @@ def render(report: ReconReport, console: Console) -> None:
 async def run_recon(settings: Settings, *, full: bool) -> bool:
     """Reconcile and print; True when clean."""
     async with tool_pool(settings.database) as pool:
-        report = await reconcile(pool, settings, full=full)
+        report = await reconcile(
+            pool, settings, full=full, recent_minutes=settings.recon_recent_minutes
+        )
     render(report, Console(soft_wrap=True, markup=False, highlight=False))
     return report.clean

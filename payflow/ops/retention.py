@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import asyncpg
 import structlog
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, RetentionSettings, SliceSource
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.jobs.lock import job_lock
@@ -37,7 +37,7 @@ class RetentionReport:
 
 
 async def cleanup_idempotency_keys(
-    pool: asyncpg.Pool, settings: Settings, *, batch_size: int = RETENTION_BATCH
+    pool: asyncpg.Pool, settings: SliceSource, *, batch_size: int = RETENTION_BATCH
 ) -> RetentionReport:
     """Delete `api_idempotency` rows created more than `idempotency_retention_hours` ago.
 
@@ -47,10 +47,11 @@ async def cleanup_idempotency_keys(
     call; the next tick continues. Younger rows are never touched. Returns how many
     rows were deleted, or `skipped` when another replica holds the lock.
     """
-    retention_s = settings.idempotency_retention_hours * 3600
+    retention_s = settings.slice(RetentionSettings).idempotency_retention_hours * 3600
+    database = settings.slice(DatabaseSettings)
     deleted = 0
     for _ in range(MAX_BATCHES_PER_TICK):
-        async with pool.acquire() as conn, transaction(conn, settings):
+        async with pool.acquire() as conn, transaction(conn, database):
             if not await job_lock(conn, JOB_NAME):
                 return RetentionReport(deleted=deleted, skipped=deleted == 0)
             status = await conn.execute(SQL["delete_idempotency_before"], retention_s, batch_size)

@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 
 from payflow.alerts import AlertSink, LogAlertSink
 from payflow.chain.jobs import JOBS as CHAIN_JOBS
-from payflow.config import JobsSettings, Settings
+from payflow.config import DatabaseSettings, JobsSettings, Settings, SliceSource
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.errors import DRIVER_ERRORS, classify
@@ -56,25 +56,25 @@ log = structlog.get_logger("payflow.scheduler")
 MAX_CONCURRENT_JOBS = 4
 
 
-def _tick(settings: JobsSettings) -> float:
-    return settings.scheduler_interval_s
+def _tick(settings: SliceSource) -> float:
+    return settings.slice(JobsSettings).scheduler_interval_s
 
 
-def _checks(settings: JobsSettings) -> float:
-    return settings.checks_interval_s
+def _checks(settings: SliceSource) -> float:
+    return settings.slice(JobsSettings).checks_interval_s
 
 
 _SPECS: tuple[JobSpec, ...] = (
     JobSpec(
         "recon_hot",
         recon_hot,
-        lambda s: s.recon_hot_interval_s,
+        lambda s: s.slice(JobsSettings).recon_hot_interval_s,
         "balances of recently touched accounts = initial + Σ ledger",
     ),
     JobSpec(
         "recon_full",
         recon_full,
-        lambda s: s.recon_full_interval_s,
+        lambda s: s.slice(JobsSettings).recon_full_interval_s,
         "every account, duplicate ledger rows, confirmed events without a ledger row",
     ),
     JobSpec("check_zombies", check_zombies, _checks, "events, payments, webhooks stuck too long"),
@@ -118,12 +118,12 @@ def _host() -> str:
 
 
 async def claim_run(
-    pool: asyncpg.Pool, settings: Settings, spec: JobSpec, *, force: bool = False
+    pool: asyncpg.Pool, settings: SliceSource, spec: JobSpec, *, force: bool = False
 ) -> tuple[int, datetime] | None:
     """Claim a run of `spec`: insert its `job_runs` row when due (or `force`), under the
     job's transaction-scoped claim lock. Returns (run id, start) or None when another
     replica is claiming it right now or a run started less than its interval ago."""
-    async with pool.acquire() as conn, transaction(conn, settings):
+    async with pool.acquire() as conn, transaction(conn, settings.slice(DatabaseSettings)):
         if not await conn.fetchval(SQL["try_job_claim_lock"], spec.name):
             return None
         row = await conn.fetchrow(
@@ -148,7 +148,7 @@ async def execute_job(ctx: JobContext, spec: JobSpec, run_id: int) -> JobResult:
         result = JobResult(Outcome.FAILED, f"{type(exc).__name__}: {exc}")
     JOB_RUNS.labels(spec.name, str(result.outcome)).inc()
     try:
-        async with ctx.pool.acquire() as conn, transaction(conn, ctx.settings):
+        async with ctx.pool.acquire() as conn, transaction(conn, ctx.slice(DatabaseSettings)):
             await conn.execute(SQL["finish_job_run"], run_id, str(result.outcome), result.summary)
     except DRIVER_ERRORS as exc:  # a lost session: the run's row stays without an end
         log.error("payflow.scheduler.record_failed", job=spec.name, error=str(classify(exc))[:300])

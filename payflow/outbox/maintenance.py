@@ -6,7 +6,7 @@ import asyncpg
 import structlog
 
 from payflow.alerts import Severity
-from payflow.config import OutboxSettings, Settings
+from payflow.config import DatabaseSettings, JobsSettings, OutboxSettings, RetentionSettings
 from payflow.db.queries import load_queries
 from payflow.db.tx import transaction
 from payflow.jobs.lock import job_lock
@@ -34,12 +34,14 @@ async def alert_stale_outbox(pool: asyncpg.Pool, settings: OutboxSettings) -> in
     return stale
 
 
-async def cleanup_outbox(pool: asyncpg.Pool, settings: Settings) -> int:
+async def cleanup_outbox(
+    pool: asyncpg.Pool, settings: RetentionSettings, *, database: DatabaseSettings
+) -> int:
     """Delete published rows older than the retention; unpublished rows are never touched.
     A retention of 0 disables the cleanup. Returns the number deleted."""
     if settings.outbox_retention_hours <= 0:
         return 0
-    async with pool.acquire() as conn, transaction(conn, settings):
+    async with pool.acquire() as conn, transaction(conn, database):
         if not await job_lock(conn, "cleanup_outbox"):
             return 0
         status = await conn.execute(
@@ -56,12 +58,13 @@ async def cleanup_outbox(pool: asyncpg.Pool, settings: Settings) -> int:
 async def alert_stale_outbox_job(ctx: JobContext) -> JobResult:
     """The scheduler job `alert_stale_outbox`: warning `outbox.stale` while rows stay
     unpublished longer than OUTBOX_STALE_ALERT_S, resolved when none do."""
-    stale = await alert_stale_outbox(ctx.pool, ctx.settings.outbox)
+    settings = ctx.slice(OutboxSettings)
+    stale = await alert_stale_outbox(ctx.pool, settings)
     if stale:
         await ctx.alerts.fire(
             "outbox.stale",
             Severity.WARNING,
-            f"{stale} outbox row(s) unpublished for over {ctx.settings.outbox_stale_alert_s:g} s",
+            f"{stale} outbox row(s) unpublished for over {settings.outbox_stale_alert_s:g} s",
             details={"stale": stale},
         )
         return JobResult(Outcome.ALERT, f"stale={stale}")
@@ -71,9 +74,11 @@ async def alert_stale_outbox_job(ctx: JobContext) -> JobResult:
 
 async def cleanup_outbox_job(ctx: JobContext) -> JobResult:
     """The scheduler job `cleanup_outbox`: one bounded retention batch."""
-    if ctx.settings.outbox_retention_hours <= 0:
+    settings = ctx.slice(RetentionSettings)
+    if settings.outbox_retention_hours <= 0:
         return JobResult(Outcome.SKIPPED, "disabled (OUTBOX_RETENTION_HOURS=0)")
-    return JobResult(Outcome.OK, f"deleted={await cleanup_outbox(ctx.pool, ctx.settings)}")
+    deleted = await cleanup_outbox(ctx.pool, settings, database=ctx.slice(DatabaseSettings))
+    return JobResult(Outcome.OK, f"deleted={deleted}")
 
 
 # The outbox's maintenance jobs; the scheduler (composition root) gathers them.
@@ -81,13 +86,13 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec(
         "alert_stale_outbox",
         alert_stale_outbox_job,
-        lambda s: s.scheduler_interval_s,
+        lambda s: s.slice(JobsSettings).scheduler_interval_s,
         "outbox rows left unpublished",
     ),
     JobSpec(
         "cleanup_outbox",
         cleanup_outbox_job,
-        lambda s: s.scheduler_interval_s,
+        lambda s: s.slice(JobsSettings).scheduler_interval_s,
         "retention of published outbox rows",
     ),
 )

@@ -22,7 +22,7 @@ import asyncpg
 import structlog
 
 from payflow.alerts import Severity
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, PipelineSettings
 from payflow.db.tx import transaction
 from payflow.jobs.lock import job_lock
 from payflow.jobs.spec import JobContext, JobResult, Outcome
@@ -45,8 +45,9 @@ class SweepReport:
 
 async def sweep(
     pool: asyncpg.Pool,
-    settings: Settings,
+    settings: PipelineSettings,
     *,
+    database: DatabaseSettings,
     job: str,
     select: str,
     count: str,
@@ -62,7 +63,7 @@ async def sweep(
     """
     announced = 0
     waiting: list[tuple[UUID, int, str | None]] = []
-    async with pool.acquire() as conn, transaction(conn, settings):
+    async with pool.acquire() as conn, transaction(conn, database):
         if not await job_lock(conn, job):
             return SweepReport(skipped=True)
         rows = await conn.fetch(select, first_wait_s, settings.sweep_max_backoff_s, SWEEP_BATCH)
@@ -92,7 +93,7 @@ async def sweep_result(ctx: JobContext, report: SweepReport, key: str, what: str
         return JobResult(Outcome.SKIPPED, "another replica holds the lock")
     summary = f"announced={report.announced} waiting={report.waiting}"
     if report.waiting:
-        retries = ctx.settings.max_event_retries
+        retries = ctx.slice(PipelineSettings).max_event_retries
         await ctx.alerts.fire(
             key,
             Severity.WARNING,

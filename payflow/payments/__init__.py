@@ -4,7 +4,7 @@ its dead letters and DLQ replayer, operator review.
 
 The names other packages use; import them from here or from their module."""
 
-from payflow.payments.dead_letters import dead_letter_payment
+from payflow.payments.dead_letters import PAYMENT_DEAD_LETTERER, PAYMENT_NOTE, dead_letter_payment
 from payflow.payments.finalize import credit_event_id
 from payflow.payments.gateway import EmulatedGateway, Gateway
 from payflow.payments.jobs import JOBS
@@ -22,6 +22,8 @@ from payflow.payments.service import (
 __all__ = [
     "CREATE_SCOPE",
     "JOBS",
+    "PAYMENT_DEAD_LETTERER",
+    "PAYMENT_NOTE",
     "EmulatedGateway",
     "Gateway",
     "NewPayment",

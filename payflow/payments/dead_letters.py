@@ -16,6 +16,8 @@ import structlog
 
 from payflow.db import Connection
 from payflow.dlq import record_dead_letter
+from payflow.dlq.drain import DeadLetterer
+from payflow.dlq.fallback import FallbackEntry
 from payflow.errors import RetryableError, classify
 from payflow.payments.charges import latest_attempt, lock_payment, mark_needs_review, record_answer
 from payflow.payments.finalize import FAILED, SUCCEEDED, finalize
@@ -23,6 +25,10 @@ from payflow.payments.gateway import ChargeResult
 from payflow.payments.records import load_payment
 
 log = structlog.get_logger("payflow.payments")
+
+# What a payment's settle records when the drain (which asks no gateway) finds an open
+# charge attempt: the attempt goes to needs_review, as when on_dead finds the gateway down.
+PAYMENT_NOTE = "dead-lettered while PostgreSQL was unreachable; the gateway was not asked"
 
 
 def status_of(result: ChargeResult) -> str:
@@ -106,3 +112,24 @@ async def dead_letter_payment(
         attempt=attempt,
         fallback=fallback,
     )
+
+
+async def _redo_dead_payment(
+    conn: Connection, entry: FallbackEntry, fallback: Mapping[str, str]
+) -> int:
+    """The Redis DLQ drain's redo of a payment's `on_dead` (`dead_letter_payment`), which
+    asks no gateway: the answer is unknown, the note `PAYMENT_NOTE`."""
+    return await dead_letter_payment(
+        conn,
+        entry.payload,
+        entry.error,
+        entry.attempt,
+        known=None,
+        note=PAYMENT_NOTE,
+        trace_id=entry.trace_id,
+        fallback=fallback,
+    )
+
+
+# What the Redis DLQ drain (`payflow.dlq.drain`) runs for a `payment` entry.
+PAYMENT_DEAD_LETTERER = DeadLetterer("payment_id", _redo_dead_payment)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from payflow.config import JobsSettings
 from payflow.jobs.spec import JobSpec
 from payflow.payments.sweeps import sweep_pending_payments_job
 
@@ -9,7 +10,7 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec(
         "sweep_pending_payments",
         sweep_pending_payments_job,
-        lambda s: s.scheduler_interval_s,
+        lambda s: s.slice(JobsSettings).scheduler_interval_s,
         "re-announce payments still pending",
     ),
 )

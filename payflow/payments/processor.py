@@ -39,7 +39,7 @@ import asyncpg
 import structlog
 
 from payflow.broker.messages import Envelope, payment_id_of
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, PipelineSettings
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds, transaction
 from payflow.dlq.fallback import DlqFallback
@@ -81,19 +81,22 @@ class PaymentProcessor:
     def __init__(
         self,
         pool: asyncpg.Pool,
-        settings: Settings,
+        settings: PipelineSettings,
         gateway: Gateway,
         fallback: DlqFallback | None = None,
         direct: DirectSends | None = None,
+        *,
+        database: DatabaseSettings,
     ) -> None:
         """`direct`: the process's direct webhook sends (`payflow.webhooks.direct`); None:
         every webhook job goes through the queue."""
         self._pool = pool
         self._direct = direct
-        self._fallback = fallback if fallback is not None else DlqFallback(None, settings)
+        self._fallback = fallback if fallback is not None else DlqFallback.disabled()
         self._settings = settings
+        self._database = database
         # The hot path's one-statement steps run outside a transaction, bounded as a whole.
-        self._bounds = StatementBounds.of(settings)
+        self._bounds = StatementBounds.of(database)
         self._gateway = gateway
         self._worker = f"{socket.gethostname()}:{os.getpid()}"
         # Gateway calls in flight per process, independent of the DB pool (a call holds
@@ -138,7 +141,7 @@ class PaymentProcessor:
         lease_s = self._settings.charge_lease_s
         claim: Claim | ChargeResult | None = first
         if claim is None:  # a redelivery or a race: the full claim decides
-            async with self._pool.acquire() as conn, transaction(conn, self._settings):
+            async with self._pool.acquire() as conn, transaction(conn, self._database):
                 claim = await claim_charge(conn, payment_id, token, lease_s)
                 if isinstance(claim, ChargeResult):  # answered: finalize from the record
                     changed = await finalize(conn, payment, status_of(claim), trace_id)
@@ -173,7 +176,7 @@ class PaymentProcessor:
                     post_credit=hold_s > 0,  # 0: the ledger worker posts every credit
                 )
                 if not done.changed:
-                    async with transaction(conn, self._settings):
+                    async with transaction(conn, self._database):
                         await lock_payment(conn, payment_id)
                         answer = await record_answer(conn, payment_id, result)
                         done = await finalize_payment(
@@ -188,7 +191,7 @@ class PaymentProcessor:
             POSTINGS.labels("success").inc()
         try:
             if done.held_credit is not None:  # committed: post it now, its job stands behind
-                await post_held_credit(self._pool, self._settings.database, *done.held_credit)
+                await post_held_credit(self._pool, self._database, *done.held_credit)
         finally:
             if direct and reservation:
                 if done.held_webhook is None:
@@ -229,7 +232,7 @@ class PaymentProcessor:
                 )
         except Exception:
             with contextlib.suppress(Exception):  # best effort: the lease expires anyway
-                async with self._pool.acquire() as conn, transaction(conn, self._settings):
+                async with self._pool.acquire() as conn, transaction(conn, self._database):
                     await release_claim(conn, claim)
             raise
 
@@ -272,7 +275,7 @@ class PaymentProcessor:
             else:
                 if seen is not None and seen.state in OPEN_STATES:
                     known, note = await self._ask_status(payment["id"])
-            async with self._pool.acquire() as conn, transaction(conn, self._settings):
+            async with self._pool.acquire() as conn, transaction(conn, self._database):
                 await dead_letter_payment(
                     conn,
                     payload,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from payflow.broker.topology import TOPIC_PAYMENT_CREATED
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, PipelineSettings
 from payflow.db.queries import load_queries
 from payflow.jobs.spec import JobContext, JobResult
 from payflow.outbox.sweep import SweepReport, sweep, sweep_result
@@ -13,7 +13,9 @@ from payflow.outbox.sweep import SweepReport, sweep, sweep_result
 SQL = load_queries("payflow.payments")
 
 
-async def sweep_pending_payments(pool: asyncpg.Pool, settings: Settings) -> SweepReport:
+async def sweep_pending_payments(
+    pool: asyncpg.Pool, settings: PipelineSettings, *, database: DatabaseSettings
+) -> SweepReport:
     """Re-announce `payment.created` for payments still `pending` past their wait
     (`PAYMENT_SWEEP_AFTER_S` after creation, doubling per sweep).
 
@@ -24,6 +26,7 @@ async def sweep_pending_payments(pool: asyncpg.Pool, settings: Settings) -> Swee
     return await sweep(
         pool,
         settings,
+        database=database,
         job="sweep_pending_payments",
         select=SQL["overdue_pending_payments"],
         count=SQL["count_payment_sweep"],
@@ -35,5 +38,7 @@ async def sweep_pending_payments(pool: asyncpg.Pool, settings: Settings) -> Swee
 
 async def sweep_pending_payments_job(ctx: JobContext) -> JobResult:
     """The scheduler job `sweep_pending_payments`; alert `payments.waiting` as the log."""
-    report = await sweep_pending_payments(ctx.pool, ctx.settings)
+    report = await sweep_pending_payments(
+        ctx.pool, ctx.slice(PipelineSettings), database=ctx.slice(DatabaseSettings)
+    )
     return await sweep_result(ctx, report, "payments.waiting", "payment(s)")

@@ -5,6 +5,7 @@ the direct first send, the attempt log with its retention (`JOBS`).
 The names other packages use; import them from here or from their module."""
 
 from payflow.webhooks.attempts import attempts_of
+from payflow.webhooks.chains import WEBHOOK_DEAD_LETTERER
 from payflow.webhooks.client import WebhookClient, build_http_client
 from payflow.webhooks.dead import replay_webhook
 from payflow.webhooks.direct import DirectSends
@@ -14,6 +15,7 @@ from payflow.webhooks.ssrf import check_webhook_url
 
 __all__ = [
     "JOBS",
+    "WEBHOOK_DEAD_LETTERER",
     "DirectSends",
     "WebhookClient",
     "WebhookSender",

@@ -44,6 +44,8 @@ import structlog
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
+from payflow.dlq.drain import DeadLetterer
+from payflow.dlq.fallback import FallbackEntry
 from payflow.dlq.records import record_dead_letter
 from payflow.errors import NotFound
 from payflow.webhooks.dead import mark_webhook_dead
@@ -146,6 +148,20 @@ async def dead_letter_webhook(
         attempt=attempts,
         fallback=fallback,
     )
+
+
+async def _redo_dead_webhook(
+    conn: Connection, entry: FallbackEntry, fallback: Mapping[str, str]
+) -> int | None:
+    """The Redis DLQ drain's redo of a webhook's `on_dead` (`dead_letter_webhook`, with no
+    message id: only a live lease makes the entry a duplicate)."""
+    return await dead_letter_webhook(
+        conn, entry.payload, entry.error, entry.attempt, fallback=fallback
+    )
+
+
+# What the Redis DLQ drain (`payflow.dlq.drain`) runs for a `webhook` entry.
+WEBHOOK_DEAD_LETTERER = DeadLetterer("payment_id", _redo_dead_webhook)
 
 
 async def resolve_delivered_late(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from payflow.config import JobsSettings
 from payflow.jobs.spec import JobSpec
 from payflow.webhooks.attempts.retention import cleanup_webhook_attempt_log_job
 from payflow.webhooks.sweeps import sweep_undelivered_webhooks_job
@@ -10,13 +11,13 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec(
         "sweep_undelivered_webhooks",
         sweep_undelivered_webhooks_job,
-        lambda s: s.scheduler_interval_s,
+        lambda s: s.slice(JobsSettings).scheduler_interval_s,
         "re-announce undelivered webhooks",
     ),
     JobSpec(
         "cleanup_webhook_attempt_log",
         cleanup_webhook_attempt_log_job,
-        lambda s: s.scheduler_interval_s,
+        lambda s: s.slice(JobsSettings).scheduler_interval_s,
         "retention of the webhook attempt log (never under 1 day)",
     ),
 )

@@ -40,7 +40,7 @@ import orjson
 import structlog
 
 from payflow.broker.messages import Envelope, payment_id_of
-from payflow.config import Settings
+from payflow.config import BrokerSettings, DatabaseSettings, PipelineSettings, WebhookSettings
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds, transaction
 from payflow.dlq.fallback import DlqFallback
@@ -99,15 +99,25 @@ class WebhookSender:
     def __init__(
         self,
         pool: asyncpg.Pool,
-        settings: Settings,
+        settings: WebhookSettings,
         client: WebhookClient,
         fallback: DlqFallback | None = None,
+        *,
+        database: DatabaseSettings,
+        pipeline: PipelineSettings,
+        broker: BrokerSettings,
     ) -> None:
+        """`settings`: the webhooks slice; `database` bounds its statements, `pipeline` says
+        when an overdue chain is taken over (`WEBHOOK_SWEEP_AFTER_S`), `broker` its retry
+        tiers."""
         self._pool = pool
-        self._fallback = fallback if fallback is not None else DlqFallback(None, settings)
+        self._fallback = fallback if fallback is not None else DlqFallback.disabled()
         self._settings = settings
+        self._database = database
+        self._pipeline = pipeline
+        self._broker = broker
         # Each one-statement step runs outside a transaction, bounded as a whole.
-        self._bounds = StatementBounds.of(settings)
+        self._bounds = StatementBounds.of(database)
         self._client = client
         self._worker = f"{socket.gethostname()}:{os.getpid()}"
         # Sends in flight per process; a send holds a pooled connection only for its two
@@ -168,7 +178,7 @@ class WebhookSender:
         if fresh is not None:
             bind_stored_trace(fresh["trace_id"])
             return fresh
-        async with self._pool.acquire() as conn, transaction(conn, self._settings):
+        async with self._pool.acquire() as conn, transaction(conn, self._database):
             payment = await conn.fetchrow(SQL["lock_payment_for_webhook"], payment_id)
             if payment is None:
                 raise NotFound(f"payment {payment_id} does not exist")
@@ -184,7 +194,7 @@ class WebhookSender:
             if not payment["webhook_url"]:
                 return None
             reason = duplicate_reason(
-                payment, message_id, attempt, self._settings.webhook_sweep_after_s
+                payment, message_id, attempt, self._pipeline.webhook_sweep_after_s
             )
             if reason is not None:
                 WEBHOOK_ATTEMPTS.labels("duplicate").inc()  # never POSTed
@@ -203,13 +213,13 @@ class WebhookSender:
     async def _release(self, payment_id: UUID, token: str) -> None:
         """End this send's lease early (no POST was made); best effort, it expires anyway."""
         with contextlib.suppress(Exception):
-            async with self._pool.acquire() as conn, transaction(conn, self._settings):
+            async with self._pool.acquire() as conn, transaction(conn, self._database):
                 await conn.execute(SQL["release_webhook_lease"], payment_id, token)
 
     def retry_after_s(self, failure: Exception | None, attempt: int) -> float | None:
         """Seconds until this chain's retry comes back from its tier (the consumer's
         policy: a retryable failure with tiers left), None when no retry follows."""
-        tiers = self._settings.retry_tiers_ms
+        tiers = self._broker.retry_tiers_ms
         if failure is None or attempt > len(tiers):
             return None
         if not isinstance(classify(failure), RetryableError):
@@ -367,14 +377,14 @@ class WebhookSender:
         text = f"{type(error).__name__}: {error}"
 
         async def write() -> None:
-            async with self._pool.acquire() as conn, transaction(conn, self._settings):
+            async with self._pool.acquire() as conn, transaction(conn, self._database):
                 await dead_letter_webhook(
                     conn,
                     payload,
                     text,
                     envelope.attempt,
                     message_id=envelope.message_id,
-                    takeover_after_s=self._settings.webhook_sweep_after_s,
+                    takeover_after_s=self._pipeline.webhook_sweep_after_s,
                 )
 
         await self._fallback.record_for(

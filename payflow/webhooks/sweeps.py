@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from payflow.broker.topology import TOPIC_WEBHOOK_DELIVER
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, PipelineSettings
 from payflow.db.queries import load_queries
 from payflow.jobs.spec import JobContext, JobResult
 from payflow.outbox.sweep import SweepReport, sweep, sweep_result
@@ -13,7 +13,9 @@ from payflow.outbox.sweep import SweepReport, sweep, sweep_result
 SQL = load_queries("payflow.webhooks")
 
 
-async def sweep_undelivered_webhooks(pool: asyncpg.Pool, settings: Settings) -> SweepReport:
+async def sweep_undelivered_webhooks(
+    pool: asyncpg.Pool, settings: PipelineSettings, *, database: DatabaseSettings
+) -> SweepReport:
     """Re-announce `webhook.deliver` for final payments with a webhook URL whose
     webhook is neither delivered nor dead-lettered and has no live retry chain: the chain
     that owns the job was expected back (its lease's end, its retry tier's end; never
@@ -28,6 +30,7 @@ async def sweep_undelivered_webhooks(pool: asyncpg.Pool, settings: Settings) -> 
     return await sweep(
         pool,
         settings,
+        database=database,
         job="sweep_undelivered_webhooks",
         select=SQL["overdue_webhooks"],
         count=SQL["count_webhook_sweep"],
@@ -39,5 +42,7 @@ async def sweep_undelivered_webhooks(pool: asyncpg.Pool, settings: Settings) -> 
 
 async def sweep_undelivered_webhooks_job(ctx: JobContext) -> JobResult:
     """The scheduler job `sweep_undelivered_webhooks`; alert `webhooks.waiting`."""
-    report = await sweep_undelivered_webhooks(ctx.pool, ctx.settings)
+    report = await sweep_undelivered_webhooks(
+        ctx.pool, ctx.slice(PipelineSettings), database=ctx.slice(DatabaseSettings)
+    )
     return await sweep_result(ctx, report, "webhooks.waiting", "webhook(s)")

@@ -324,7 +324,7 @@ async def test_a_blocked_database_fails_the_refresh_within_its_bound(
     """A refresh never hangs: with `outbox` locked it gives up after
     METRICS_REFRESH_TIMEOUT_S, counts the failure and keeps the last values."""
     bounded = settings.model_copy(update={"metrics_refresh_timeout_s": 0.5})
-    refresher = StateRefresher(pool, bounded)
+    refresher = StateRefresher(pool, bounded, database=bounded, broker=bounded)
     await refresher.refresh()
     DLQ_UNRESOLVED.set(-1)  # a marker: a failed refresh must not overwrite it
 

@@ -317,9 +317,11 @@ async def test_attempt_log_retention_runs_as_the_app_role(
     pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
 ) -> None:
     await _seed_attempts(owner_pool, [2, 24 * 29, 24 * 31, 24 * 60])
-    assert await cleanup_webhook_attempt_log(pool, settings) == 2  # default: 30 days
+    assert (
+        await cleanup_webhook_attempt_log(pool, settings, database=settings) == 2
+    )  # default: 30 days
     keep_all = settings.model_copy(update={"webhook_attempt_log_retention_days": 0})
-    assert await cleanup_webhook_attempt_log(pool, keep_all) == 0
+    assert await cleanup_webhook_attempt_log(pool, keep_all, database=keep_all) == 0
     assert await _attempt_ages(owner_pool) == [2, 24 * 29]
 
 
@@ -459,9 +461,11 @@ async def test_claim_retention_job_runs_as_the_app_role(
     await _seed_claim(owner_pool, "job-old", "success", 100, "confirmed")
     await _seed_claim(owner_pool, "job-recent", "success", 20, "confirmed")
     await _seed_claim(owner_pool, "job-pending", "pending", 100, "enqueued")
-    assert await cleanup_processed_events(pool, settings) == 1  # default: 90 days
+    assert (
+        await cleanup_processed_events(pool, settings, database=settings) == 1
+    )  # default: 90 days
     keep_all = settings.model_copy(update={"processed_events_retention_days": 0})
-    assert await cleanup_processed_events(pool, keep_all) == 0
+    assert await cleanup_processed_events(pool, keep_all, database=keep_all) == 0
     left = {r["event_id"] for r in await owner_pool.fetch("SELECT event_id FROM processed_events")}
     assert left == {"job-recent", "job-pending"}
 

@@ -39,14 +39,16 @@ async def test_one_snapshot_per_period_is_shared_by_every_process(
         await submitter.submit_payment(merchant, "5.00", "USD", uuid.uuid4().hex, None)
 
     await pending_payment()
-    first = StateRefresher(pool, settings)
+    first = StateRefresher(pool, settings, database=settings, broker=settings)
     await first.refresh()
     assert _pending() == 1
     taken = await _snapshot_time(pool)
     assert taken is not None
 
     await pending_payment()
-    second = StateRefresher(pool, settings)  # another process, within the period
+    second = StateRefresher(
+        pool, settings, database=settings, broker=settings
+    )  # another process, within the period
     await second.refresh()
     assert _pending() == 1  # the stored snapshot, not a second count
     assert await _snapshot_time(pool) == taken
@@ -81,7 +83,9 @@ async def test_two_refreshing_at_once_take_one_snapshot(
     """Many refreshers at the same moment on an empty store: one counts and stores, the
     rest find no snapshot yet or the new one; there is one row and the gauges are set."""
     settings = settings.model_copy(update={"metrics_refresh_s": PERIOD_S})
-    refreshers = [StateRefresher(pool, settings) for _ in range(8)]
+    refreshers = [
+        StateRefresher(pool, settings, database=settings, broker=settings) for _ in range(8)
+    ]
     await asyncio.gather(*(r.refresh() for r in refreshers))
     assert await pool.fetchval("SELECT count(*) FROM state_gauges") == 1
     await refreshers[0].refresh()

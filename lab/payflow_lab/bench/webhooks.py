@@ -208,7 +208,9 @@ async def run_webhooks_bench(settings: Settings, config: WebhooksBenchConfig) ->
             pool = await create_pool(bench)
             client = build_http_client(bench)
             try:
-                sender = WebhookSender(pool, bench, client)
+                sender = WebhookSender(
+                    pool, bench, client, database=bench, pipeline=bench, broker=bench
+                )
                 for delay, receiver in receivers.items():
                     tag = f"d{delay:g}"
                     seconds, failed, cpu = await _with_cpu(

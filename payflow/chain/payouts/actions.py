@@ -36,6 +36,7 @@ from payflow.chain.payouts.records import PayoutAction
 from payflow.chain.payouts.settle import enqueue_notification
 from payflow.chain.payouts.signer import SignedTx, TxFees
 from payflow.chain.payouts.signing import mined_count
+from payflow.config import ChainSettings, DatabaseSettings, PayoutSettings, RedisSettings
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound
 from payflow.money import add, format_amount
@@ -314,13 +315,16 @@ async def resign_payout(
 
 
 async def action_cli(
-    settings: Any,
+    settings: PayoutSettings,
     action: PayoutAction,
     payout_id: UUID,
     *,
     actor: str,
     reason: str,
     raise_fee_hold: str | None = None,
+    database: DatabaseSettings,
+    chains: ChainSettings,
+    redis_settings: RedisSettings,
 ) -> dict[str, Any]:
     """The CLI's run of `payflow payouts void|resign`: a tool pool, the configured hot
     wallet(s) and `PAYOUT_CHAIN`'s RPC; the `ActionResult` as a dict. `BadInput` when
@@ -331,21 +335,22 @@ async def action_cli(
     from payflow.chain.payouts.signer import wallets_from_settings
     from payflow.db.pool import tool_pool
 
-    wallets = wallets_from_settings(settings.payouts)
-    async with payout_oracle(settings, None) as oracle:
+    wallets = wallets_from_settings(settings)
+    oracle_of = payout_oracle(settings, None, chains=chains, redis_settings=redis_settings)
+    async with oracle_of as oracle:
         if not wallets or oracle is None:
             raise BadInput(
                 f"no hot wallet or no RPC is configured for PAYOUT_CHAIN {settings.payout_chain}"
             )
-        async with tool_pool(settings.database) as pool:
+        async with tool_pool(database) as pool:
             engine = PayoutEngine(
                 pool,
-                settings.payouts,
+                settings,
                 oracle.clients[settings.payout_chain],
                 wallets,
                 finality=oracle,
-                database=settings.database,
-                chains=settings.chain,
+                database=database,
+                chains=chains,
             )
             if action is PayoutAction.VOID:
                 result = await void_payout(engine, payout_id, actor=actor, reason=reason)
@@ -356,11 +361,13 @@ async def action_cli(
     return asdict(result)
 
 
-async def stalled_cli(settings: Any) -> list[dict[str, Any]]:
+async def stalled_cli(
+    settings: PayoutSettings, *, database: DatabaseSettings
+) -> list[dict[str, Any]]:
     """`payflow payouts stalled`: every open payout that does not progress (all chains)."""
     from payflow.db.pool import tool_pool
 
-    async with tool_pool(settings.database) as pool, pool.acquire() as conn:
+    async with tool_pool(database) as pool, pool.acquire() as conn:
         rows = await conn.fetch(SQL["stalled_payouts"], None, settings.payout_stuck_after_s)
     return [
         {

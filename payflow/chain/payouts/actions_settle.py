@@ -35,6 +35,7 @@ from payflow.chain.payouts.engine import PayoutEngine
 from payflow.chain.payouts.holds import SQL
 from payflow.chain.payouts.records import PayoutAction, PayoutStatus
 from payflow.chain.payouts.settle import Landed, finalize_within
+from payflow.config import ChainSettings, DatabaseSettings, PayoutSettings, RedisSettings
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound
 from payflow.money import format_amount
@@ -158,7 +159,15 @@ async def settle_mismatch(
 
 
 async def settle_cli(
-    settings: Any, payout_id: UUID, *, outcome: str, actor: str, reason: str
+    settings: PayoutSettings,
+    payout_id: UUID,
+    *,
+    outcome: str,
+    actor: str,
+    reason: str,
+    database: DatabaseSettings,
+    chains: ChainSettings,
+    redis_settings: RedisSettings,
 ) -> dict[str, Any]:
     """The CLI's run of `payflow payouts settle`: a tool pool, `PAYOUT_CHAIN`'s RPC and
     finality oracle; the `SettleResult` as a dict. `BadInput` when no hot wallet or no RPC
@@ -168,20 +177,21 @@ async def settle_cli(
     from payflow.db.pool import tool_pool
 
     wallets = wallets_from_settings(settings)
-    async with payout_oracle(settings, None) as oracle:
+    oracle_of = payout_oracle(settings, None, chains=chains, redis_settings=redis_settings)
+    async with oracle_of as oracle:
         if not wallets or oracle is None:
             raise BadInput(
                 f"no hot wallet or no RPC is configured for PAYOUT_CHAIN {settings.payout_chain}"
             )
-        async with tool_pool(settings) as pool:
+        async with tool_pool(database) as pool:
             engine = PayoutEngine(
                 pool,
-                settings.payouts,
+                settings,
                 oracle.clients[settings.payout_chain],
                 wallets,
                 finality=oracle,
-                database=settings.database,
-                chains=settings.chain,
+                database=database,
+                chains=chains,
             )
             result = await settle_mismatch(
                 engine, payout_id, outcome=outcome, actor=actor, reason=reason

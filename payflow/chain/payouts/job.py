@@ -14,27 +14,29 @@ from payflow.chain.finality import FinalityOracle
 from payflow.chain.payouts.engine import PayoutEngine
 from payflow.chain.payouts.holds import SQL
 from payflow.chain.payouts.signer import wallets_from_settings
-from payflow.config import Settings
+from payflow.config import ChainSettings, DatabaseSettings, PayoutSettings, RedisSettings
 from payflow.jobs.spec import JobContext, JobResult, Outcome
 
 
-def payout_chain_config(settings: Settings) -> ChainConfig | None:
+def payout_chain_config(settings: PayoutSettings, *, chains: ChainSettings) -> ChainConfig | None:
     """The configuration of `PAYOUT_CHAIN`; None when that chain has no RPC configured."""
-    return chain_configs(settings).get(settings.payout_chain)
+    return chain_configs(chains).get(settings.payout_chain)
 
 
 @asynccontextmanager
 async def payout_oracle(
-    settings: Settings, redis: Redis | None
+    settings: PayoutSettings,
+    redis: Redis | None,
+    *,
+    chains: ChainSettings,
+    redis_settings: RedisSettings,
 ) -> AsyncIterator[FinalityOracle | None]:
     """The finality oracle of the payout chain alone (None without an RPC), closed after."""
-    config = payout_chain_config(settings)
+    config = payout_chain_config(settings, chains=chains)
     if config is None:
         yield None
         return
-    oracle = FinalityOracle(
-        settings.chain, redis, {config.name: config}, redis_settings=settings.redis
-    )
+    oracle = FinalityOracle(chains, redis, {config.name: config}, redis_settings=redis_settings)
     try:
         yield oracle
     finally:
@@ -50,20 +52,24 @@ async def payouts_job(ctx: JobContext) -> JobResult:
     (`payouts.unconfigured`); `ok` otherwise.
     A node that cannot be asked raises the retryable `ChainUnavailable` (a failed run;
     the next tick resumes from PostgreSQL)."""
-    wallets = wallets_from_settings(ctx.settings.payouts)
-    async with payout_oracle(ctx.settings, ctx.redis) as oracle:
+    settings, chains = ctx.slice(PayoutSettings), ctx.slice(ChainSettings)
+    wallets = wallets_from_settings(settings)
+    oracle_of = payout_oracle(
+        settings, ctx.redis, chains=chains, redis_settings=ctx.slice(RedisSettings)
+    )
+    async with oracle_of as oracle:
         if not wallets or oracle is None:
             return await _unconfigured(ctx)
-        rpc = oracle.clients[ctx.settings.payout_chain]
+        rpc = oracle.clients[settings.payout_chain]
         engine = PayoutEngine(
             ctx.pool,
-            ctx.settings.payouts,
+            settings,
             rpc,
             wallets,
             finality=oracle,
             alerts=ctx.alerts,
-            database=ctx.settings.database,
-            chains=ctx.settings.chain,
+            database=ctx.slice(DatabaseSettings),
+            chains=chains,
         )
         report = await engine.tick()
     if report.errors:
@@ -83,16 +89,16 @@ async def payouts_job(ctx: JobContext) -> JobResult:
 
 async def _unconfigured(ctx: JobContext) -> JobResult:
     """Without a hot wallet or an RPC nothing can leave: fine while no payout is open."""
+    chain = ctx.slice(PayoutSettings).payout_chain
     async with ctx.pool.acquire() as conn:
-        open_count = await conn.fetchval(SQL["count_open"], ctx.settings.payout_chain)
+        open_count = await conn.fetchval(SQL["count_open"], chain)
     if not open_count:
         await ctx.alerts.resolve("payouts.unconfigured")
         return JobResult(Outcome.OK, "no open payouts (no hot wallet or RPC configured)")
     await ctx.alerts.fire(
         "payouts.unconfigured",
         Severity.CRITICAL,
-        f"{open_count} open payout(s) on {ctx.settings.payout_chain} but no hot wallet"
-        " or no RPC is configured for it",
-        details={"chain": ctx.settings.payout_chain, "open": open_count},
+        f"{open_count} open payout(s) on {chain} but no hot wallet or no RPC is configured for it",
+        details={"chain": chain, "open": open_count},
     )
     return JobResult(Outcome.ALERT, f"open={open_count} unconfigured")

@@ -11,7 +11,7 @@ from payflow.chain.payouts.holds import SQL
 from payflow.chain.payouts.job import payout_chain_config
 from payflow.chain.payouts.signer import wallets_from_settings
 from payflow.chain.rpc import RpcClient, RpcUnavailable, hex_int
-from payflow.config import PayoutSettings, Settings
+from payflow.config import ChainSettings, DatabaseSettings, PayoutSettings
 from payflow.db import Connection
 from payflow.db.pool import tool_pool
 from payflow.errors import BadInput
@@ -83,14 +83,16 @@ async def wallet_status(
     }
 
 
-async def wallet_status_cli(settings: Settings) -> dict[str, Any]:
+async def wallet_status_cli(
+    settings: PayoutSettings, *, chains: ChainSettings, database: DatabaseSettings
+) -> dict[str, Any]:
     """The CLI's run: a tool pool, the configured wallet(s) and RPC (when set).
 
     Raises `BadInput` when `PAYOUT_CHAIN` is not a chain in payflow's registry (a typo
     would otherwise print an empty, healthy-looking report)."""
-    addresses = [wallet.address for wallet in wallets_from_settings(settings.payouts)]
-    config = payout_chain_config(settings)
-    async with tool_pool(settings.database) as pool:
+    addresses = [wallet.address for wallet in wallets_from_settings(settings)]
+    config = payout_chain_config(settings, chains=chains)
+    async with tool_pool(database) as pool:
         async with pool.acquire() as conn:
             if await conn.fetchrow(CHAIN_SQL["native_asset"], settings.payout_chain) is None:
                 raise BadInput(

@@ -8,23 +8,29 @@ from rich.console import Console
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import NodeMisconfigured
 from payflow.chain.watch.scanner import Scanner
-from payflow.config import Settings
+from payflow.config import ChainSettings, DatabaseSettings, ObservabilitySettings, RedisSettings
 from payflow.db.pool import create_pool
 from payflow.observability import configure_logging
 
 
-async def scan_once(settings: Settings) -> bool:
+async def scan_once(
+    settings: ChainSettings,
+    *,
+    database: DatabaseSettings,
+    redis_settings: RedisSettings,
+    observability: ObservabilitySettings,
+) -> bool:
     """Catch every chain up once; False (exit 1) when no chain is configured or a
     chain's node failed its check (one line saying what to change)."""
-    configure_logging(settings.observability)
+    configure_logging(observability)
     out = Console(soft_wrap=True)
-    oracle = FinalityOracle(settings.chain, None, redis_settings=settings.redis)
+    oracle = FinalityOracle(settings, None, redis_settings=redis_settings)
     if not oracle.configs:
         out.print("payflow: no chain configured (ETH_RPC_URL or EVM_CHAINS)", style="red")
         return False
-    pool = await create_pool(settings.database, min_size=1, max_size=2)
+    pool = await create_pool(database, min_size=1, max_size=2)
     try:
-        scanner = Scanner(pool, settings.chain, oracle, database=settings.database)
+        scanner = Scanner(pool, settings, oracle, database=database)
         ok = True
         for chain in oracle.configs:
             try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncpg
 import structlog
 
-from payflow.config import Settings
+from payflow.config import DatabaseSettings, RetentionSettings
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.jobs.purge import PurgeReport, purge_in_batches
@@ -28,7 +28,7 @@ AttemptLogRetentionReport = PurgeReport  # deleted, batches, skipped
 
 
 async def purge_webhook_attempt_log(
-    pool: asyncpg.Pool, settings: Settings
+    pool: asyncpg.Pool, settings: RetentionSettings, *, database: DatabaseSettings
 ) -> AttemptLogRetentionReport:
     """Delete old attempt rows through `cleanup_webhook_attempt_log(days, batch)`.
 
@@ -48,7 +48,7 @@ async def purge_webhook_attempt_log(
 
     report = await purge_in_batches(
         pool,
-        settings.database,
+        database,
         job=JOB_NAME,
         delete_batch=delete_batch,
         batch_size=batch_size,
@@ -59,11 +59,16 @@ async def purge_webhook_attempt_log(
     return report
 
 
-async def cleanup_webhook_attempt_log(pool: asyncpg.Pool, settings: Settings) -> int:
+async def cleanup_webhook_attempt_log(
+    pool: asyncpg.Pool, settings: RetentionSettings, *, database: DatabaseSettings
+) -> int:
     """Attempt-log retention by hand (`purge_webhook_attempt_log`); returns rows deleted."""
-    return (await purge_webhook_attempt_log(pool, settings)).deleted
+    return (await purge_webhook_attempt_log(pool, settings, database=database)).deleted
 
 
 async def cleanup_webhook_attempt_log_job(ctx: JobContext) -> JobResult:
     """The scheduler job `cleanup_webhook_attempt_log` (`purge_webhook_attempt_log`)."""
-    return (await purge_webhook_attempt_log(ctx.pool, ctx.settings)).job_result()
+    report = await purge_webhook_attempt_log(
+        ctx.pool, ctx.slice(RetentionSettings), database=ctx.slice(DatabaseSettings)
+    )
+    return report.job_result()

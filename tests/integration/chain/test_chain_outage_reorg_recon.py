@@ -196,7 +196,10 @@ async def test_recon_chain_finds_an_injected_credit_and_a_hidden_transfer(
     assert report.uncredited == [f"{CHAIN}:{hidden}:-1"]
     assert report.credit_without_transfer == [injected]
     assert report.transfers_seen == 2 and not report.clean
-    assert await run_chain_recon(settings, from_block=0) is False  # the command exits 1
+    assert (
+        await run_chain_recon(settings, from_block=0, database=settings, redis_settings=settings)
+        is False
+    )  # the command exits 1
 
 
 async def test_recon_chain_lists_what_payflow_never_credits_without_going_dirty(

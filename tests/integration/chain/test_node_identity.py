@@ -93,8 +93,16 @@ async def test_an_rpc_of_another_network_stops_every_chain_path_in_one_line(
             await reconcile_chain(pool, settings, oracle, CHAIN, from_block=0)
     finally:
         await oracle.aclose()
-    assert await run_chain_recon(settings, from_block=0) is False
-    assert await scan_once(settings) is False
+    assert (
+        await run_chain_recon(settings, from_block=0, database=settings, redis_settings=settings)
+        is False
+    )
+    assert (
+        await scan_once(
+            settings, database=settings, redis_settings=settings, observability=settings
+        )
+        is False
+    )
     # the scanner role keeps running, and says so through its alert sink
     recording, stop = RecordingSink(), asyncio.Event()
     oracle = FinalityOracle(settings, None, redis_settings=settings)

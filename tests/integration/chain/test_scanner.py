@@ -251,9 +251,16 @@ async def test_scanner_once_catches_up_and_exits(
 ) -> None:
     world = await build_world(pool, owner_pool, settings, anvil)
     tx = await anvil.send_eth(ETH_ADDRESS, WEI_PER_ETH)
-    assert await scan_once(world.settings)
+    assert await scan_once(
+        world.settings,
+        database=world.settings,
+        redis_settings=world.settings,
+        observability=world.settings,
+    )
     assert set(await scanner_deposits(pool)) == {transfer_id(CHAIN, tx, -1)}
     head = await anvil.head()
     assert f"ETH_MAINNET: cursor={head} head={head}" in capsys.readouterr().out
-    assert not await scan_once(settings)  # no chain configured: exit 1
+    assert not await scan_once(
+        settings, database=settings, redis_settings=settings, observability=settings
+    )  # no chain configured: exit 1
     await world.oracle.aclose()

@@ -32,13 +32,13 @@ async def test_a_token_registers_only_with_its_on_chain_decimals(
 ) -> None:
     token = await anvil.deploy_token("Eighteen", "EGT", 18)
     with pytest.raises(BadInput, match="has 18 decimals on chain, not 6"):
-        await add_token_cli(settings, CHAIN, token, "USDC", 6)
+        await add_token_cli(settings, CHAIN, token, "USDC", 6, database=settings)
     assert await _registered(settings, token) == []
     # An address with no contract (an account) answers no decimals() at all.
     with pytest.raises(BadInput, match="has no ERC-20 decimals"):
-        await add_token_cli(settings, CHAIN, DEFAULT_ACCOUNTS[7], "USDC", 6)
+        await add_token_cli(settings, CHAIN, DEFAULT_ACCOUNTS[7], "USDC", 6, database=settings)
     assert await _registered(settings, DEFAULT_ACCOUNTS[7]) == []
     six = await anvil.deploy_token("Six", "SIX", 6)
-    row = await add_token_cli(settings, CHAIN, six, "USDC", 6)
+    row = await add_token_cli(settings, CHAIN, six, "USDC", 6, database=settings)
     assert (row.asset, row.decimals, row.created) == ("USDC", 6, True)
     assert await _registered(settings, six) == [("USDC", 6)]

@@ -94,7 +94,11 @@ async def test_postgres_down_parks_in_redis_and_acks(
     run_consumer: Starter,
 ) -> None:
     handler = PoisonHandler()
-    worker = LedgerWorker(dead_pool, broker_settings, DlqFallback(redis, broker_settings))
+    worker = LedgerWorker(
+        dead_pool,
+        broker_settings,
+        DlqFallback(redis, broker_settings, redis_settings=broker_settings),
+    )
 
     await run_consumer(handler, worker, "ev-poison")
 
@@ -118,7 +122,11 @@ async def test_both_stores_down_the_message_stays_in_the_broker(
     run_consumer: Starter,
 ) -> None:
     handler = PoisonHandler()
-    worker = LedgerWorker(dead_pool, broker_settings, DlqFallback(dead_redis, broker_settings))
+    worker = LedgerWorker(
+        dead_pool,
+        broker_settings,
+        DlqFallback(dead_redis, broker_settings, redis_settings=broker_settings),
+    )
 
     await run_consumer(handler, worker, "ev-stuck")
 

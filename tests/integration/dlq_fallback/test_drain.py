@@ -56,7 +56,7 @@ async def test_malformed_entries_are_set_aside_unchanged_counted_and_alerted(
     ]
     key = fallback_key(fb_settings)
     await redis.lpush(key, malformed[0], malformed[1], malformed[2])
-    await push_entry(redis, fb_settings, good)
+    await push_entry(redis, fb_settings, good, redis_settings=fb_settings)
     await redis.lpush(key, *malformed[3:])
     alerts = RecordingAlerts()
 
@@ -85,7 +85,7 @@ async def test_drain_stops_after_consecutive_failures_and_loses_nothing(
     settings = make_settings(dlq_drain_max_failures=2)
     events = [await enqueued_event(pool, settings) for _ in range(3)]
     for event_id in events:
-        await push_entry(redis, settings, _event_entry(event_id))
+        await push_entry(redis, settings, _event_entry(event_id), redis_settings=settings)
     alerts = RecordingAlerts()
 
     stopped = await drain_redis_dlq(JobContext(dead_pool, settings, alerts, redis))
@@ -118,7 +118,7 @@ async def test_drain_moves_a_bounded_batch_oldest_first(
     settings = make_settings(dlq_drain_batch=2)
     events = [await enqueued_event(pool, settings) for _ in range(3)]
     for event_id in events:
-        await push_entry(redis, settings, _event_entry(event_id))
+        await push_entry(redis, settings, _event_entry(event_id), redis_settings=settings)
     ctx = JobContext(pool, settings, RecordingAlerts(), redis)
 
     first = await drain_redis_dlq(ctx)
@@ -138,7 +138,7 @@ async def test_an_event_finished_meanwhile_is_settled_without_a_row(
     await pool.execute(
         "UPDATE payment_events SET status = 'confirmed' WHERE event_id = $1", event_id
     )
-    await push_entry(redis, fb_settings, _event_entry(event_id))
+    await push_entry(redis, fb_settings, _event_entry(event_id), redis_settings=fb_settings)
 
     result = await drain_redis_dlq(JobContext(pool, fb_settings, RecordingAlerts(), redis))
 

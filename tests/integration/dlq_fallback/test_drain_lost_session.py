@@ -11,6 +11,7 @@ import pytest
 from redis.asyncio import Redis
 
 from payflow.config import Settings
+from payflow.dlq import drain as dlq_drain
 from payflow.dlq.fallback import (
     FallbackEntry,
     fallback_key,
@@ -19,7 +20,6 @@ from payflow.dlq.fallback import (
     push_entry,
 )
 from payflow.jobs.spec import JobContext
-from payflow.ops import dlq_drain
 from payflow.ops.dlq_drain import drain_redis_dlq
 from tests.conftest import APP_ROLE
 from tests.integration.dlq_fallback.conftest import RecordingAlerts, enqueued_event
@@ -49,7 +49,7 @@ async def test_an_entry_whose_session_is_lost_stays_for_the_next_run(
 ) -> None:
     event_id = await enqueued_event(pool, fb_settings)
     entry = _entry(event_id)
-    await push_entry(redis, fb_settings, entry)
+    await push_entry(redis, fb_settings, entry, redis_settings=fb_settings)
     alerts = RecordingAlerts()
     async with owner_pool.acquire() as holder:
         # The drain's move waits on the entry's lock, in its transaction, until its
@@ -86,7 +86,7 @@ async def test_a_refusal_after_the_commit_counts_the_entry_as_a_duplicate(
     pool: asyncpg.Pool, fb_settings: Settings, redis: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     event_id = await enqueued_event(pool, fb_settings)
-    await push_entry(redis, fb_settings, _entry(event_id))
+    await push_entry(redis, fb_settings, _entry(event_id), redis_settings=fb_settings)
     real_move = dlq_drain.move_entry
 
     async def committed_then_refused(*args: object, **kwargs: object) -> str:

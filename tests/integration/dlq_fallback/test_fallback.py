@@ -46,7 +46,9 @@ async def test_ledger_dead_letter_goes_to_redis_and_drains_exactly_once(
     pool: asyncpg.Pool, dead_pool: asyncpg.Pool, fb_settings: Settings, redis: Redis
 ) -> None:
     event_id = await enqueued_event(pool, fb_settings)
-    worker = LedgerWorker(dead_pool, fb_settings, DlqFallback(redis, fb_settings))
+    worker = LedgerWorker(
+        dead_pool, fb_settings, DlqFallback(redis, fb_settings, redis_settings=fb_settings)
+    )
 
     await worker.on_dead(
         envelope({"version": 1, "event_id": event_id}, attempt=4, trace_id="t-ledger"),
@@ -103,7 +105,8 @@ async def test_crash_between_insert_and_removal_never_duplicates_the_row(
         dead_pool,
         fb_settings,
         NoGateway(),  # type: ignore[arg-type]
-        DlqFallback(redis, fb_settings),
+        DlqFallback(redis, fb_settings, redis_settings=fb_settings),
+        database=fb_settings,
     )
     await processor.on_dead(
         envelope({"version": 1, "payment_id": str(payment_id)}), RetryableError("boom")
@@ -138,7 +141,15 @@ async def test_webhook_dead_letter_is_redone_by_the_drain(
         "UPDATE payments SET status = 'failed', processed_at = now() WHERE id = $1", payment_id
     )
     async with httpx.AsyncClient() as client:
-        sender = WebhookSender(dead_pool, fb_settings, client, DlqFallback(redis, fb_settings))
+        sender = WebhookSender(
+            dead_pool,
+            fb_settings,
+            client,
+            DlqFallback(redis, fb_settings, redis_settings=fb_settings),
+            database=fb_settings,
+            pipeline=fb_settings,
+            broker=fb_settings,
+        )
         await sender.on_dead(
             envelope({"version": 1, "payment_id": str(payment_id)}, attempt=4),
             RetryableError("receiver answered HTTP 503"),
@@ -163,7 +174,9 @@ async def test_both_stores_down_the_hook_raises_so_the_message_stays_unacked(
     redis: Redis,
 ) -> None:
     event_id = await enqueued_event(pool, fb_settings)
-    worker = LedgerWorker(dead_pool, fb_settings, DlqFallback(dead_redis, fb_settings))
+    worker = LedgerWorker(
+        dead_pool, fb_settings, DlqFallback(dead_redis, fb_settings, redis_settings=fb_settings)
+    )
 
     with pytest.raises(Exception) as raised:
         await worker.on_dead(envelope({"version": 1, "event_id": event_id}), RetryableError("x"))
@@ -184,7 +197,7 @@ async def test_a_constraint_error_never_falls_back_to_redis(
         )
 
     with pytest.raises(asyncpg.CheckViolationError):
-        await DlqFallback(redis, fb_settings).record(
+        await DlqFallback(redis, fb_settings, redis_settings=fb_settings).record(
             write,
             source="payment_event",
             subject_id="x",
@@ -255,7 +268,8 @@ async def test_drained_payment_with_an_unanswered_charge_is_parked_for_review_no
         dead_pool,
         fb_settings,
         NoGateway(),  # type: ignore[arg-type]
-        DlqFallback(redis, fb_settings),
+        DlqFallback(redis, fb_settings, redis_settings=fb_settings),
+        database=fb_settings,
     )
     await processor.on_dead(
         envelope({"version": 1, "payment_id": str(payment_id)}), RetryableError("gateway down")

@@ -50,7 +50,9 @@ async def test_random_workload_with_duplicates_reconciles(
     assert await count(pool, "SELECT count(*) FROM balance_events") == successes
 
     full = await reconcile(pool, settings, full=True)
-    recent = await reconcile(pool, settings, full=False)
+    recent = await reconcile(
+        pool, settings, full=False, recent_minutes=settings.recon_recent_minutes
+    )
     assert full.clean and full.accounts_checked == 5
     assert recent.clean
 
@@ -66,7 +68,9 @@ async def test_recon_reports_a_tampered_balance(
         await conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = $1", account)
 
     full = await reconcile(pool, settings, full=True)
-    recent = await reconcile(pool, settings, full=False)
+    recent = await reconcile(
+        pool, settings, full=False, recent_minutes=settings.recon_recent_minutes
+    )
 
     assert not full.clean and not recent.clean
     assert [(m.balance, m.expected) for m in full.mismatches] == [(Decimal(3), Decimal(2))]

@@ -33,7 +33,7 @@ async def main(point: str) -> None:
     else:
         PayoutEngine.mark_sent = _die  # type: ignore[method-assign,assignment]
     pool = await create_pool(settings)
-    async with payout_oracle(settings, None) as oracle:
+    async with payout_oracle(settings, None, chains=settings, redis_settings=settings) as oracle:
         assert oracle is not None
         rpc = oracle.clients[settings.payout_chain]
         engine = PayoutEngine(

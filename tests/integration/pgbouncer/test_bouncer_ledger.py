@@ -177,7 +177,7 @@ async def test_reconciliation_hot_and_full_through_the_bouncer(
     for index, account in enumerate(accounts):
         await new_event(pool, settings, account, f"rc-{index}", "2.5", EventType.DEPOSIT)
         await post_event(pool, settings, f"rc-{index}")
-    hot = await reconcile(pool, settings, full=False)
+    hot = await reconcile(pool, settings, full=False, recent_minutes=settings.recon_recent_minutes)
     full = await reconcile(pool, settings, full=True)
     assert (hot.clean, hot.accounts_checked) == (True, 3)
     assert (full.clean, full.accounts_checked) == (True, 3)
@@ -187,7 +187,7 @@ async def test_reconciliation_hot_and_full_through_the_bouncer(
         "UPDATE accounts SET balance = balance + 0.01 WHERE id = $1", accounts[1]
     )
     for report in (
-        await reconcile(pool, settings, full=False),
+        await reconcile(pool, settings, full=False, recent_minutes=settings.recon_recent_minutes),
         await reconcile(pool, settings, full=True),
     ):
         assert not report.clean

@@ -177,8 +177,8 @@ async def test_recovery_by_hand_reannounces_a_stale_event_once(
     pool: asyncpg.Pool, pipe_settings: Settings, start_roles
 ) -> None:
     account = await _stale_enqueued_event(pool, pipe_settings, "lost-1")
-    assert (await recover_stale_events(pool, pipe_settings)).recovered == 1
-    assert (await recover_stale_events(pool, pipe_settings)).recovered == 0
+    assert (await recover_stale_events(pool, pipe_settings, database=pipe_settings)).recovered == 1
+    assert (await recover_stale_events(pool, pipe_settings, database=pipe_settings)).recovered == 0
     row = await pool.fetchrow(
         "SELECT status, retry_count FROM payment_events WHERE event_id = 'lost-1'"
     )
@@ -211,7 +211,9 @@ async def test_scheduler_recovers_and_sweeps_through_the_bouncer(
     await owner_pool.execute(
         "UPDATE outbox SET published_at = now() WHERE topic = 'payment.created'"
     )  # confirmed by the broker, then lost in it
-    assert (await sweep_pending_payments(pool, pipe_settings)).announced == 1
+    assert (
+        await sweep_pending_payments(pool, pipe_settings, database=pipe_settings)
+    ).announced == 1
     await owner_pool.execute(
         "UPDATE outbox SET published_at = now() WHERE topic = 'payment.created'"
     )  # lost once more; only the scheduler's next sweep brings it back

@@ -84,6 +84,7 @@ async def test_the_worker_posts_the_credit_and_deletes_its_job(
             pool,
             worker_settings,
             default_gateway(worker_settings, redis, redis_settings=worker_settings),
+            database=worker_settings,
         )
         await processor.handle(payment_created(payment_id))
     finally:

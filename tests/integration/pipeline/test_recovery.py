@@ -53,7 +53,7 @@ async def test_stale_enqueued_event_goes_back_to_pending_and_completes(
     pool: asyncpg.Pool, pipe_settings: Settings, start_roles
 ) -> None:
     account = await _stale_enqueued_event(pool, pipe_settings, "lost-1")
-    report = await recover_stale_events(pool, pipe_settings)
+    report = await recover_stale_events(pool, pipe_settings, database=pipe_settings)
     assert report.recovered == 1
     row = await pool.fetchrow(
         "SELECT status, retry_count FROM payment_events WHERE event_id = 'lost-1'"
@@ -102,7 +102,7 @@ async def test_deposit_waiting_through_a_long_worker_outage_is_credited_once(
             pipe_settings.sweep_max_backoff_s + 60,
         )
         with capture_logs() as logs:
-            report = await recover_stale_events(pool, pipe_settings)
+            report = await recover_stale_events(pool, pipe_settings, database=pipe_settings)
         assert report.recovered == 1
         alerts = [e for e in logs if e["event"] == "payflow.events.waiting"]
         if run >= pipe_settings.max_event_retries:
@@ -149,13 +149,13 @@ async def test_recovery_waits_longer_after_each_reannouncement(
         "WHERE event_id = 'slow-1'",
         wait - 60,
     )
-    assert (await recover_stale_events(pool, pipe_settings)).recovered == 0
+    assert (await recover_stale_events(pool, pipe_settings, database=pipe_settings)).recovered == 0
     await owner_pool.execute(
         "UPDATE payment_events SET updated_at = now() - make_interval(secs => $1) "
         "WHERE event_id = 'slow-1'",
         wait + 60,
     )
-    assert (await recover_stale_events(pool, pipe_settings)).recovered == 1
+    assert (await recover_stale_events(pool, pipe_settings, database=pipe_settings)).recovered == 1
     row = await pool.fetchrow(
         "SELECT status, retry_count FROM payment_events WHERE event_id = 'slow-1'"
     )
@@ -176,13 +176,13 @@ async def test_pending_event_whose_announcement_is_gone_is_reannounced_once(
     old = "now() - interval '1 hour'"
     await owner_pool.execute(f"UPDATE payment_events SET created_at = {old}, updated_at = {old}")
     # Its ledger.event row still waits for the relay: nothing to re-announce.
-    assert (await recover_stale_events(pool, pipe_settings)).recovered == 0
+    assert (await recover_stale_events(pool, pipe_settings, database=pipe_settings)).recovered == 0
     # The row was published but the event never moved (or retention removed it).
     await owner_pool.execute("DELETE FROM outbox")
-    assert (await recover_stale_events(pool, pipe_settings)).recovered == 1
+    assert (await recover_stale_events(pool, pipe_settings, database=pipe_settings)).recovered == 1
     await owner_pool.execute(f"UPDATE payment_events SET updated_at = {old}")
     # The fresh row is unpublished: a second tick adds nothing.
-    assert (await recover_stale_events(pool, pipe_settings)).recovered == 0
+    assert (await recover_stale_events(pool, pipe_settings, database=pipe_settings)).recovered == 0
     assert await pool.fetchval("SELECT count(*) FROM outbox") == 1
     await start_roles()
     await wait_until(
@@ -309,7 +309,7 @@ async def test_job_lock_admits_one_replica_at_a_time(
         async with pool.acquire() as second, transaction(second, pipe_settings):
             assert not await job_lock(second, "recover_stale_events")
             assert await job_lock(second, "cleanup_outbox")
-        assert (await recover_stale_events(pool, pipe_settings)).skipped
+        assert (await recover_stale_events(pool, pipe_settings, database=pipe_settings)).skipped
 
 
 async def test_outbox_retention_deletes_only_old_published_rows_and_alerts_on_stale(
@@ -321,7 +321,7 @@ async def test_outbox_retention_deletes_only_old_published_rows_and_alerts_on_st
         "('t', '{}', now() - interval '3 days', NULL),"
         "('t', '{}', now(), now())"
     )
-    assert await cleanup_outbox(pool, pipe_settings) == 1
+    assert await cleanup_outbox(pool, pipe_settings, database=pipe_settings) == 1
     assert await pool.fetchval("SELECT count(*) FROM outbox") == 2
     assert await pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 1
     assert await alert_stale_outbox(pool, pipe_settings) == 1
@@ -349,6 +349,6 @@ async def test_stale_pending_and_processing_events_are_reported_by_status(
         " updated_at = now() - interval '1 hour' WHERE event_id <> 'stale-4'"
     )
     with capture_logs() as logs:
-        await recover_stale_events(pool, pipe_settings)
+        await recover_stale_events(pool, pipe_settings, database=pipe_settings)
     stale = {e["status"]: e["count"] for e in logs if e["event"] == "payflow.events.stale"}
     assert stale == {"pending": 2, "processing": 1}

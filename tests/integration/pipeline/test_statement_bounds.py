@@ -214,7 +214,8 @@ async def test_webhook_steps(
     payment_id = await _final_payment(owner_pool, submitter, merchant[0], sink.url)
     client = build_http_client(pipe_settings)
     try:
-        sender = WebhookSender(pool, pipe_settings.model_copy(update=SHORT), client)
+        short = pipe_settings.model_copy(update=SHORT)
+        sender = WebhookSender(pool, short, client, database=short, pipeline=short, broker=short)
         async with table_locked(owner_pool, table):
             raised = await ended(sender.handle(_envelope(payment_id)))
         assert isinstance(raised, TimeoutError), repr(raised)

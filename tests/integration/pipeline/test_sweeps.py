@@ -33,16 +33,26 @@ async def test_payment_whose_announcement_was_lost_is_swept_and_processed_once(
     payment_id = await submitter.submit_payment(merchant[0], "25.50", "USD", "k-lost", sink.url)
     await owner_pool.execute(f"UPDATE payments SET created_at = {LONG_AGO}")
     # Its payment.created row still waits for the relay: nothing to re-announce.
-    assert (await sweep_pending_payments(pool, pipe_settings)).announced == 0
+    assert (
+        await sweep_pending_payments(pool, pipe_settings, database=pipe_settings)
+    ).announced == 0
     lose = "UPDATE outbox SET published_at = now() WHERE topic = 'payment.created'"
     await owner_pool.execute(lose)  # confirmed, then lost inside the broker
-    assert (await sweep_pending_payments(pool, pipe_settings)).announced == 1
-    assert (await sweep_pending_payments(pool, pipe_settings)).announced == 0  # row unpublished
+    assert (
+        await sweep_pending_payments(pool, pipe_settings, database=pipe_settings)
+    ).announced == 1
+    assert (
+        await sweep_pending_payments(pool, pipe_settings, database=pipe_settings)
+    ).announced == 0  # row unpublished
     await owner_pool.execute(lose)  # lost once more
     # Backing off: the second re-announcement waits 2 x PAYMENT_SWEEP_AFTER_S.
-    assert (await sweep_pending_payments(pool, pipe_settings)).announced == 0
+    assert (
+        await sweep_pending_payments(pool, pipe_settings, database=pipe_settings)
+    ).announced == 0
     await owner_pool.execute(f"UPDATE payments SET payment_swept_at = {LONG_AGO}")
-    assert (await sweep_pending_payments(pool, pipe_settings)).announced == 1
+    assert (
+        await sweep_pending_payments(pool, pipe_settings, database=pipe_settings)
+    ).announced == 1
     assert await pool.fetchval("SELECT payment_sweeps FROM payments") == 2
     assert await pool.fetchval("SELECT count(*) FROM outbox WHERE published_at IS NULL") == 1
 
@@ -63,7 +73,9 @@ async def test_payment_whose_announcement_was_lost_is_swept_and_processed_once(
     )
     assert await pool.fetchval("SELECT count(*) FROM balance_events") == 1
     assert len(sink.received) == 1
-    assert (await sweep_pending_payments(pool, pipe_settings)).announced == 0  # final now
+    assert (
+        await sweep_pending_payments(pool, pipe_settings, database=pipe_settings)
+    ).announced == 0  # final now
 
 
 async def test_webhook_job_lost_in_the_broker_is_swept_and_delivered_once(
@@ -87,10 +99,16 @@ async def test_webhook_job_lost_in_the_broker_is_swept_and_delivered_once(
     await running.stop()
     rabbitmqctl("purge_queue", "-p", vhost, "payflow.webhooks")  # the broker lost it
     # Not overdue yet: the job may still be on its way through the retry tiers.
-    assert (await sweep_undelivered_webhooks(pool, pipe_settings)).announced == 0
+    assert (
+        await sweep_undelivered_webhooks(pool, pipe_settings, database=pipe_settings)
+    ).announced == 0
     await owner_pool.execute(f"UPDATE payments SET processed_at = {LONG_AGO}")
-    assert (await sweep_undelivered_webhooks(pool, pipe_settings)).announced == 1
-    assert (await sweep_undelivered_webhooks(pool, pipe_settings)).announced == 0
+    assert (
+        await sweep_undelivered_webhooks(pool, pipe_settings, database=pipe_settings)
+    ).announced == 1
+    assert (
+        await sweep_undelivered_webhooks(pool, pipe_settings, database=pipe_settings)
+    ).announced == 0
 
     await start_roles()
     await wait_until(
@@ -101,7 +119,9 @@ async def test_webhook_job_lost_in_the_broker_is_swept_and_delivered_once(
     )
     assert len(sink.received) == 1
     await owner_pool.execute(f"UPDATE payments SET webhook_swept_at = {LONG_AGO}")
-    assert (await sweep_undelivered_webhooks(pool, pipe_settings)).announced == 0  # delivered
+    assert (
+        await sweep_undelivered_webhooks(pool, pipe_settings, database=pipe_settings)
+    ).announced == 0  # delivered
     assert await pool.fetchval("SELECT count(*) FROM balance_events") == 1
 
 
@@ -130,7 +150,9 @@ async def test_dead_lettered_webhook_is_never_resent_by_the_sweep(
     assert marked["webhook_dead_at"] is not None
     assert marked["webhook_delivered_at"] is None
     await owner_pool.execute(f"UPDATE payments SET processed_at = {LONG_AGO}")
-    assert (await sweep_undelivered_webhooks(pool, pipe_settings)).announced == 0
+    assert (
+        await sweep_undelivered_webhooks(pool, pipe_settings, database=pipe_settings)
+    ).announced == 0
     assert len(sink.received) == 1 + len(pipe_settings.retry_tiers_ms)
 
     # A manual replay hands it back: the marker is cleared, the delivery recorded.
@@ -157,5 +179,7 @@ async def test_sweeps_run_on_one_replica_at_a_time(
     async with pool.acquire() as other, transaction(other, pipe_settings):
         assert await job_lock(other, "sweep_pending_payments")
         assert await job_lock(other, "sweep_undelivered_webhooks")
-        assert (await sweep_pending_payments(pool, pipe_settings)).skipped
-        assert (await sweep_undelivered_webhooks(pool, pipe_settings)).skipped
+        assert (await sweep_pending_payments(pool, pipe_settings, database=pipe_settings)).skipped
+        assert (
+            await sweep_undelivered_webhooks(pool, pipe_settings, database=pipe_settings)
+        ).skipped

@@ -128,7 +128,7 @@ async def test_always_500_ends_with_one_dead_letter_despite_sweeps_and_duplicate
     await _publish_duplicates(pool, settings, payment_id)
     announced = 0
     for _ in range(20):
-        announced += (await sweep_undelivered_webhooks(pool, settings)).announced
+        announced += (await sweep_undelivered_webhooks(pool, settings, database=settings)).announced
         await asyncio.sleep(0.05)
     await _publish_duplicates(pool, settings, payment_id)
     await wait_until(
@@ -141,7 +141,7 @@ async def test_always_500_ends_with_one_dead_letter_despite_sweeps_and_duplicate
         what="duplicates published",
     )
     await asyncio.sleep(1.0)  # let every duplicate reach the worker
-    announced += (await sweep_undelivered_webhooks(pool, settings)).announced
+    announced += (await sweep_undelivered_webhooks(pool, settings, database=settings)).announced
     rows = await pool.fetch(
         "SELECT subject_id, attempt FROM dead_letter_queue WHERE source = 'webhook'"
     )
@@ -258,7 +258,7 @@ async def test_sender_killed_mid_post_is_redelivered_by_the_sweep_after_its_leas
     )
 
     async def swept() -> int:
-        return (await sweep_undelivered_webhooks(pool, settings)).announced
+        return (await sweep_undelivered_webhooks(pool, settings, database=settings)).announced
 
     await wait_until(swept, limit_s=20, what="the sweep after the lease expired")
     await wait_until(

@@ -39,13 +39,16 @@ class Worker:
 
     def __init__(self, pool: asyncpg.Pool, settings: Settings, redis: Redis) -> None:
         self.client = build_http_client(settings)
-        self.sender = WebhookSender(pool, settings, self.client)
+        self.sender = WebhookSender(
+            pool, settings, self.client, database=settings, pipeline=settings, broker=settings
+        )
         self.direct = DirectSends(pool, settings, self.sender, database=settings)
         self.processor = PaymentProcessor(
             pool,
             settings,
             default_gateway(settings, redis, redis_settings=settings),
             direct=self.direct,
+            database=settings,
         )
 
 

@@ -68,7 +68,14 @@ async def test_a_live_lease_keeps_other_sends_and_the_dead_letter_away(
     )
     client = build_http_client(pipe_settings)
     try:
-        sender = WebhookSender(pool, pipe_settings, client)
+        sender = WebhookSender(
+            pool,
+            pipe_settings,
+            client,
+            database=pipe_settings,
+            pipeline=pipe_settings,
+            broker=pipe_settings,
+        )
         # A duplicate of the in-flight job is acked and dropped: no POST, no retry, and
         # it never dead-letters the job the lease holder is delivering.
         await sender.handle(_envelope(payment_id))

@@ -76,7 +76,9 @@ async def test_concurrent_deliveries_in_separate_processes_charge_once(
     ) == Decimal("5.00")
     assert await announced_jobs(pool, payment_id) == ["ledger.event", "webhook.deliver"]
     # The retry of a delivery that met the live claim finds the payment final.
-    await PaymentProcessor(pool, charge_settings, emulator()).handle(payment_created(payment_id))
+    await PaymentProcessor(pool, charge_settings, emulator(), database=charge_settings).handle(
+        payment_created(payment_id)
+    )
     assert await emulator().charge_count(payment_id) == 1
     assert await announced_jobs(pool, payment_id) == ["ledger.event", "webhook.deliver"]
 
@@ -86,7 +88,7 @@ async def test_a_live_claim_makes_a_redelivery_retry_without_calling_the_gateway
 ) -> None:
     _, payment_id = await pending_payment(pool, charge_settings)
     await claim_as_dying_worker(pool, charge_settings, payment_id, lease_s=30.0)
-    processor = PaymentProcessor(pool, charge_settings, emulator())
+    processor = PaymentProcessor(pool, charge_settings, emulator(), database=charge_settings)
     with pytest.raises(ChargeInProgress):
         await processor.handle(payment_created(payment_id))
     assert await emulator().charge_count(payment_id) == 0
@@ -109,7 +111,9 @@ async def test_approved_charge_whose_worker_died_is_recovered_by_status_not_rech
     declining = emulator(failure_rate=1.0)
     assert not declining.decide(payment_id).approved  # a fresh charge would be declined
 
-    await PaymentProcessor(pool, charge_settings, declining).handle(payment_created(payment_id))
+    await PaymentProcessor(pool, charge_settings, declining, database=charge_settings).handle(
+        payment_created(payment_id)
+    )
 
     assert await payment_status(pool, payment_id) == SUCCEEDED
     assert await declining.charge_count(payment_id) == 1

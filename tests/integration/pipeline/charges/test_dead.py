@@ -50,7 +50,7 @@ async def test_dead_claimed_unanswered_charge_stays_pending_for_review_then_reco
     client = Redis.from_url(UNREACHABLE_REDIS, socket_connect_timeout=1)
     try:
         down = EmulatedGateway(client, "x:", 0.0, 0.0, 0.0)
-        processor = PaymentProcessor(pool, charge_settings, down)
+        processor = PaymentProcessor(pool, charge_settings, down, database=charge_settings)
         with structlog.testing.capture_logs() as logs:
             monkeypatch.setattr(processor_module, "log", structlog.get_logger("payflow.payments"))
             await processor.on_dead(
@@ -76,7 +76,9 @@ async def test_dead_claimed_unanswered_charge_stays_pending_for_review_then_reco
 
     # The operator replays (or a sweep re-announces) once the gateway is back: the new
     # attempt asks payment_status(), the gateway never saw the charge, so it charges now.
-    await PaymentProcessor(pool, charge_settings, emulator()).handle(payment_created(payment_id))
+    await PaymentProcessor(pool, charge_settings, emulator(), database=charge_settings).handle(
+        payment_created(payment_id)
+    )
     assert await payment_status(pool, payment_id) == SUCCEEDED
     assert await emulator().charge_count(payment_id) == 1
     assert await attempt_states(pool, payment_id) == [(1, "superseded"), (2, "approved")]
@@ -94,7 +96,7 @@ async def test_dead_claimed_charge_with_a_known_answer_is_finalized_by_it(
     await claim_as_dying_worker(pool, charge_settings, payment_id, lease_s=30.0)
     gateway = emulator(failure_rate)
     await gateway.charge(ChargeRequest(payment_id, Decimal("5.00"), "USD"))
-    await PaymentProcessor(pool, charge_settings, gateway).on_dead(
+    await PaymentProcessor(pool, charge_settings, gateway, database=charge_settings).on_dead(
         payment_created(payment_id, attempt=4), RetryableError("answer lost")
     )
     assert await payment_status(pool, payment_id) == final
@@ -109,7 +111,7 @@ async def test_dead_payment_never_claimed_is_failed(
     pool: asyncpg.Pool, charge_settings: Settings, emulator: Callable[..., EmulatedGateway]
 ) -> None:
     _, payment_id = await pending_payment(pool, charge_settings)
-    await PaymentProcessor(pool, charge_settings, emulator()).on_dead(
+    await PaymentProcessor(pool, charge_settings, emulator(), database=charge_settings).on_dead(
         payment_created(payment_id, attempt=4), RetryableError("database was down")
     )
     assert await payment_status(pool, payment_id) == "failed"

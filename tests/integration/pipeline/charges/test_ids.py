@@ -91,7 +91,7 @@ async def test_worker_meeting_a_taken_credit_id_parks_the_charge_for_review(
     never failed and never crediting the foreign row's account."""
     _, payment_id = await pending_payment(pool, charge_settings, "https://example.com/h")
     await _foreign_row(owner_pool, payment_id)
-    processor = PaymentProcessor(pool, charge_settings, emulator())
+    processor = PaymentProcessor(pool, charge_settings, emulator(), database=charge_settings)
     with pytest.raises(IdCollision) as raised:
         await processor.handle(payment_created(payment_id))
     await processor.on_dead(payment_created(payment_id), raised.value)

@@ -50,7 +50,10 @@ def handle_after_barrier(
         redis = Redis.from_url(settings.redis_url)
         try:
             processor = PaymentProcessor(
-                pool, settings, default_gateway(settings, redis, redis_settings=settings)
+                pool,
+                settings,
+                default_gateway(settings, redis, redis_settings=settings),
+                database=settings,
             )
             barrier.wait(timeout=60)
             with structlog.testing.capture_logs() as logs:
@@ -89,7 +92,10 @@ def handle_all_after_barrier(
         redis = Redis.from_url(settings.redis_url)
         try:
             processor = PaymentProcessor(
-                pool, settings, default_gateway(settings, redis, redis_settings=settings)
+                pool,
+                settings,
+                default_gateway(settings, redis, redis_settings=settings),
+                database=settings,
             )
             barrier.wait(timeout=60)
 
