@@ -12,10 +12,10 @@ from eth_utils import to_checksum_address
 
 from payflow.config import Settings
 from payflow.ledger.posting import post_event
+from tests.integration.ingress.alchemy import USDC_CONTRACT
+from tests.integration.ingress.ingress_support import credit_as_the_node_would
 
-from .alchemy import USDC_CONTRACT
 from .conftest import signed
-from .ingress_support import credit_as_the_node_would
 
 
 def key() -> dict[str, str]:

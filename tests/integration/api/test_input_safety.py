@@ -150,7 +150,7 @@ async def test_metadata_numbers_that_round_trip_are_stored_exactly(
         "max": 1.7976931348623157e308,
         "u64": 18446744073709551615,
         "i64": -9223372036854775808,
-        "zero": 0,  # the integer -0; a float -0.0 is refused (test_issue7_review.py)
+        "zero": 0,  # the integer -0; a float -0.0 is refused (test_body_caps_metadata_and_replay.py)
         "nested": [{"x": 2.5}],
         "flag": True,
         "none": None,

@@ -20,9 +20,9 @@ from payflow.ledger.recon import reconcile
 from payflow.payments.finalize import SUCCEEDED, credit_event_id, finalize
 from payflow.payments.records import load_payment
 from payflow.webhooks.sender import webhook_body
+from tests.integration.ingress.ingress_support import credit_as_the_node_would
 
 from .conftest import signed
-from .ingress_support import credit_as_the_node_would
 from .server import server_env
 
 # The registry's contracts (migration 0005): a token deposit must name its contract.

@@ -15,7 +15,6 @@ from redis.asyncio import Redis
 
 from payflow.config import Settings
 from payflow.jobs.spec import JobContext
-from tests.integration.pipeline.conftest import vhost  # noqa: F401 (the fixture, re-exported)
 from tests.recording_alerts import RecordingSink
 
 
@@ -46,7 +45,7 @@ def ctx(pool: asyncpg.Pool, settings: Settings, sink: RecordingSink, redis: Redi
 
 
 @pytest.fixture
-def ops_settings(settings: Settings, vhost: str) -> Settings:  # noqa: F811 (the fixture)
+def ops_settings(settings: Settings, vhost: str) -> Settings:
     """The test's database and its own RabbitMQ vhost."""
     return settings.model_copy(
         update={"rabbitmq_url": f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}"}
