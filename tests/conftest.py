@@ -239,7 +239,9 @@ SLOW_TESTS: dict[str, str] = {
     "test_sender_killed_mid_post_is_redelivered_by_the_sweep_after_its_lease": (
         "a sender killed mid-POST, then waiting out its lease"
     ),
-    "tests/integration/metrics/test_metrics_endpoints.py": "worker and scheduler processes with metrics",
+    "tests/integration/metrics/test_metrics_endpoints.py": (
+        "worker and scheduler processes with metrics"
+    ),
     # the schema walked down and up, the CLI as many subprocesses
     "tests/integration/db/test_migrations.py": "the migration history walked down and up over data",
     "tests/integration/api/test_api_cli_and_migration.py": "the API and CLI started as processes",
@@ -247,9 +249,8 @@ SLOW_TESTS: dict[str, str] = {
     "tests/integration/alerts/test_alerts_table.py::test_alerts_list_and_ack_commands": (
         "`payflow alerts` as a dozen subprocesses"
     ),
-    "tests/integration/ingress/test_token_registry.py::test_tokens_cli_adds_lists_and_refuses_clearly": (
-        "`payflow tokens` as a dozen subprocesses"
-    ),
+    "tests/integration/ingress/test_token_registry.py::"
+    "test_tokens_cli_adds_lists_and_refuses_clearly": "`payflow tokens` as a dozen subprocesses",
     "tests/integration/api/test_limits.py::test_assets_cli_lists_and_sets_limits": (
         "`payflow assets` as a dozen subprocesses"
     ),

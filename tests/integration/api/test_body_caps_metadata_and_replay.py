@@ -1,4 +1,4 @@
-"""Issue 7 review: members of the fault classes found from outside after the fixes.
+"""Provider body caps, CLI text, replay of kept deposits and metadata storage.
 
 A signed provider delivery is never refused for its size below
 `PROVIDER_MAX_BODY_BYTES`: a 413 is retried by the provider, byte for byte, until it
@@ -162,7 +162,7 @@ async def test_a_kept_deposit_is_credited_by_replaying_its_delivery(
     assert [(e["provider_event_id"], str(e["account_id"]), e["amount"]) for e in events] == [
         (f"alchemy:0x{'02' * 32}:110", account, Decimal("7"))
     ]
-    assert outbox == []  # a report for the node to verify (issue 8), not a credit
+    assert outbox == []  # a report for the node to verify, not a credit
     again = await asyncio.to_thread(_cli, api_settings, "unmatched", "replay", kept_id)
     assert again.stdout.splitlines()[1] == f"alchemy:0x{'02' * 32}:110\tduplicate\t"
     async with app.state.api.pool.acquire() as conn:

@@ -1,4 +1,4 @@
-"""Big numbers through the HTTP API (issue 7 item 6): every stored amount reads back
+"""Big numbers through the HTTP API: every stored amount reads back
 exactly, and the edges refuse amounts above the asset's limit with a 422 naming it."""
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ async def _deposit(
     response = await anon.post("/api/v1/webhooks/provider", content=body, headers=signed(body))
     assert response.status_code in (200, 202), response.text
     assert response.json()["events"][0]["result"] == "recorded"
-    [event_id] = await credit_as_the_node_would(app)  # issue 8: only the node's word credits
+    [event_id] = await credit_as_the_node_would(app)  # only the node's word credits
     return event_id
 
 
@@ -220,8 +220,8 @@ async def test_an_operator_limit_applies_at_the_edge(
 async def test_a_retry_is_answered_after_the_limit_was_lowered(
     app: Any, client: httpx.AsyncClient, owner_pool: Any
 ) -> None:
-    """Found by a tester: after `assets set-limit` lowered max_payment, the retry of a
-    payment already made got a 422 (which a client reads as "not created"), from the
+    """After `assets set-limit` lowers max_payment, the retry of a payment already made
+    still gets its payment, never a 422 (which a client reads as "not created"), from the
     stored record and from the payment row alike. The limit applies to new payments."""
     headers = {"Idempotency-Key": "limit-then-retry"}
     made = await client.post("/api/v1/payments", json=payment("10.00", "USD"), headers=headers)

@@ -94,7 +94,7 @@ async def _seeded_assets(url: str) -> dict[str, int]:
 
 # --- one linear history; downgrades that would drop data refuse unless forced ----------
 
-HEAD_OF_ISSUE_7_BASE = "0004_pipeline"  # the newest revision whose contents this test knows
+DATA_WALK_HEAD = "0004_pipeline"  # the newest revision whose contents this test knows
 
 
 def _fetch(url: str, sql: str, *args: object) -> list[asyncpg.Record]:
@@ -234,15 +234,15 @@ def test_history_is_one_linear_chain() -> None:
 
 def test_a_walk_above_0004_keeps_every_row(empty_database_url: str) -> None:
     url = empty_database_url
-    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    migrate.upgrade(url, DATA_WALK_HEAD)
     _insert_data(url)
     columns = {table: _columns(url, table) for table in DATA_TABLES}
     before = _snapshot(url, columns)
     assert all(before[table] for table in DATA_TABLES)
     migrate.upgrade(url)
     assert _snapshot(url, columns) == before
-    migrate.downgrade(url, HEAD_OF_ISSUE_7_BASE)  # nothing above 0004 holds this data
-    assert _versions(url) == [HEAD_OF_ISSUE_7_BASE]
+    migrate.downgrade(url, DATA_WALK_HEAD)  # nothing above 0004 holds this data
+    assert _versions(url) == [DATA_WALK_HEAD]
     assert _snapshot(url, columns) == before
     migrate.upgrade(url)
     assert _snapshot(url, columns) == before
@@ -250,7 +250,7 @@ def test_a_walk_above_0004_keeps_every_row(empty_database_url: str) -> None:
 
 def test_downgrades_that_drop_data_refuse_unless_forced(empty_database_url: str) -> None:
     url = empty_database_url
-    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    migrate.upgrade(url, DATA_WALK_HEAD)
     _insert_data(url)
     kept = {table: _columns(url, table) for table in ("merchants", "payment_events")}
     before = _snapshot(url, kept)
@@ -286,7 +286,7 @@ def test_cli_downgrade_refuses_in_one_line_and_forces(empty_database_url: str) -
     url = empty_database_url
     # The way `payflow migrate` sets a database up: the run's roles, the owner owns it all.
     asyncio.run(migrate.prepare_database(url, owner=OWNER_ROLE, app=APP_ROLE))
-    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE, owner_role=OWNER_ROLE)
+    migrate.upgrade(url, DATA_WALK_HEAD, owner_role=OWNER_ROLE)
     _insert_data(url)
     env = {
         **os.environ,
@@ -304,7 +304,7 @@ def test_cli_downgrade_refuses_in_one_line_and_forces(empty_database_url: str) -
     assert refused.returncode == 1
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "downgrade refused" in lines[0] and "--force" in lines[0]
-    assert _versions(url) == [HEAD_OF_ISSUE_7_BASE]
+    assert _versions(url) == [DATA_WALK_HEAD]
     unknown = cli("--downgrade", "no_such_revision")
     assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1
     # Found by a new user: "" and "@" ended in alembic's traceback, and "head", "heads"
@@ -314,14 +314,14 @@ def test_cli_downgrade_refuses_in_one_line_and_forces(empty_database_url: str) -
         assert odd.returncode == 1, (name, odd.stdout, odd.stderr)
         lines = odd.stderr.strip().splitlines()
         assert len(lines) == 1 and "is not a revision id" in lines[0], (name, lines)
-    assert _versions(url) == [HEAD_OF_ISSUE_7_BASE]
-    same = cli("--downgrade", HEAD_OF_ISSUE_7_BASE)
+    assert _versions(url) == [DATA_WALK_HEAD]
+    same = cli("--downgrade", DATA_WALK_HEAD)
     assert same.returncode == 0, same.stderr
-    assert f"nothing to downgrade: schema already at {HEAD_OF_ISSUE_7_BASE}" in same.stderr
+    assert f"nothing to downgrade: schema already at {DATA_WALK_HEAD}" in same.stderr
     assert cli("--force").returncode == 2
     forced = cli("--downgrade", "0003_api", "--force")
     assert forced.returncode == 0, forced.stderr
-    assert f"schema at 0003_api (was {HEAD_OF_ISSUE_7_BASE})" in forced.stderr
+    assert f"schema at 0003_api (was {DATA_WALK_HEAD})" in forced.stderr
     assert _versions(url) == ["0003_api"]
     assert cli().returncode == 0
     assert _versions(url) == [migrate.script_directory().get_current_head()]
@@ -330,7 +330,7 @@ def test_cli_downgrade_refuses_in_one_line_and_forces(empty_database_url: str) -
 def test_a_database_with_the_old_two_heads_upgrades_cleanly(empty_database_url: str) -> None:
     """Before 0004 was re-parented onto 0003, both were heads: alembic_version held both."""
     url = empty_database_url
-    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    migrate.upgrade(url, DATA_WALK_HEAD)
     _insert_data(url)
     columns = {table: _columns(url, table) for table in DATA_TABLES}
     before = _snapshot(url, columns)
@@ -349,7 +349,7 @@ def test_a_database_at_the_old_0004_without_0003_gets_the_0003_tables(
     """The old history let a database reach 0004 by 0001, 0002, 0004; the new one says
     0003 came first, so its tables are created before the chain goes on."""
     url = empty_database_url
-    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    migrate.upgrade(url, DATA_WALK_HEAD)
     _insert_data(url)
     for table in ("unmatched_provider_events", "deposit_addresses", "api_idempotency"):
         _fetch(url, f"DROP TABLE {table}")
@@ -363,12 +363,12 @@ def test_a_database_at_the_old_0004_without_0003_gets_the_0003_tables(
 
 
 def test_a_refused_downgrade_changes_nothing_at_all(empty_database_url: str) -> None:
-    """Issue 7 review: `--downgrade base` without --force used to run every step above
-    the first refusing one (0011 … 0008 dropped, operator limits with them), report
-    "refused", and leave a running service on a schema it cannot use. A refusal now
-    rolls back every step: the version, the columns and their data stay as they were."""
+    """`--downgrade base` without --force runs no step above the first refusing one (no
+    0011 … 0008 dropped, no operator limits with them), so a refusal never leaves a
+    running service on a schema it cannot use: it rolls back every step, and the
+    version, the columns and their data stay as they were."""
     url = empty_database_url
-    migrate.upgrade(url, HEAD_OF_ISSUE_7_BASE)
+    migrate.upgrade(url, DATA_WALK_HEAD)
     _insert_data(url)  # a settlement account: 0004's downgrade refuses
     migrate.upgrade(url)
     head = migrate.script_directory().get_current_head()
@@ -386,8 +386,8 @@ def test_a_refused_downgrade_changes_nothing_at_all(empty_database_url: str) -> 
 
 
 def test_0008_refuses_to_drop_limits_an_operator_set(empty_database_url: str) -> None:
-    """Issue 7 review: 0008's downgrade dropped the per-asset limits without asking, and
-    the next upgrade reseeded the defaults: a lowered limit came back as 10^9."""
+    """0008's downgrade does not drop the per-asset limits without asking, so the next
+    upgrade never reseeds the defaults over them (a lowered limit coming back as 10^9)."""
     url = empty_database_url
     migrate.upgrade(url, "0008_money_limits")
     migrate.downgrade(url, "0007_pipeline_sweeps")  # defaults only: nothing to lose

@@ -400,8 +400,9 @@ def _run_migrate_cli(database: str, owner: str, app: str) -> subprocess.Complete
 
 @pytest.mark.slow
 async def test_migrate_cli_creates_roles_database_and_adopts_a_legacy_schema() -> None:
-    """A database migrated before issue 7 (everything owned by the superuser) is handed to
-    the owner by `payflow migrate`, which also creates both roles and grants the app."""
+    """A legacy database (everything owned by the superuser, no owner or app role) is
+    handed to the owner by `payflow migrate`, which also creates both roles and grants
+    the app."""
     suffix = f"{RUN_ID}_{uuid.uuid4().hex[:6]}"
     database = f"payflow_test_{suffix}_legacy"
     owner, app = f"payflow_owner_cli_{suffix}", f"payflow_app_cli_{suffix}"

@@ -1,1 +1,1 @@
-"""Tests of the Redis DLQ fallback and its drain (issue 9 point 4)."""
+"""Tests of the Redis DLQ fallback and its drain (PostgreSQL unreachable while a message dies)."""

@@ -73,8 +73,8 @@ async def balance(app: Any, account_id: str) -> Decimal:
 
 
 async def incoming(app: Any, account_id: str) -> Decimal:
-    """The account's `pending_incoming`: deposits reported, waiting for the node (issue 8:
-    a provider's webhook never credits by itself, so `balance` stays as it was)."""
+    """The account's `pending_incoming`: deposits reported, waiting for the node (a
+    provider's webhook never credits by itself, so `balance` stays as it was)."""
     from payflow.chain.deposits import pending_incoming
 
     async with app.state.api.pool.acquire() as conn:

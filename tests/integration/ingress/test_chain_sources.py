@@ -1,4 +1,4 @@
-"""Issue 8's scenario on a real node: the same transfer reported by a generic webhook,
+"""On a real node, the same transfer reported by a generic webhook,
 an Alchemy activity and the scanner is one deposit and ONE credit (native value and an
 ERC-20 transfer alike)."""
 

@@ -67,7 +67,7 @@ async def test_generic_event_lands_pending_with_outbox_row(
         "trace_id": trace,
         "events": [{"event_id": "gen:evt-1", "result": "recorded"}],
     }
-    # Issue 8: a provider's word is a report for the node to verify, never a credit.
+    # A provider's word is a report for the node to verify, never a credit.
     reports = await rows(
         app,
         "SELECT provider_event_id, account_id, amount, status, trace_id, source"

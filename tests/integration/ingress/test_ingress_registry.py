@@ -1,5 +1,5 @@
-"""Provider ingress against the token registry and the provider id namespaces
-(issue 7, items 1 and 2), on the real PostgreSQL; balances are checked after
+"""Provider ingress against the token registry and the provider id namespaces,
+on the real PostgreSQL; balances are checked after
 `post_event`, the path the ledger worker runs."""
 
 # ruff: noqa: F401, F811 - pytest fixtures imported from ingress_support are used as parameters
@@ -179,7 +179,7 @@ async def test_provider_id_equal_to_a_payment_credit_id_never_takes_its_place(
     [settlement] = await rows(
         app, "SELECT id, balance FROM accounts WHERE settlement AND asset = 'RUB'"
     )
-    assert stored == {  # the provider's event is a chain report now (issue 8), not a credit
+    assert stored == {  # the provider's event is a chain report, not a credit
         f"payment:{payment_id}": (str(settlement["id"]), Decimal("10.00"), "confirmed"),
     }
     [report] = await rows(app, "SELECT provider_event_id FROM chain_deposit_reports")

@@ -1,4 +1,4 @@
-"""Provider deliveries whose activities stand alone (issue 7, item 7): what payflow
+"""Provider deliveries whose activities stand alone: what payflow
 cannot credit is kept for review with its exact bytes, the rest is credited; balances
 are checked after `post_event`, the path the ledger worker runs."""
 

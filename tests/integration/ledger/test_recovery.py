@@ -79,7 +79,7 @@ async def test_deposit_waiting_through_a_long_worker_outage_is_credited_once(
     submitter: DirectSubmitter,
     start_roles,
 ) -> None:
-    """Issue 7 item 4: workers down, a deposit recorded, recovery run more than
+    """Workers down, a deposit recorded, recovery run more than
     MAX_EVENT_RETRIES times (an hour and more at the defaults), then a worker: the
     deposit is credited exactly once, and nothing was failed or dead-lettered."""
     async with pool.acquire() as conn, transaction(conn, pipe_settings):

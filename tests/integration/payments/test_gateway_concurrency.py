@@ -1,4 +1,4 @@
-"""A slow gateway must not cap throughput (issue 10): gateway calls in flight are bounded
+"""A slow gateway must not cap throughput: gateway calls in flight are bounded
 by GATEWAY_MAX_IN_FLIGHT, not by BROKER_PREFETCH nor by the DB pool, and no transaction
 stays open while a call waits."""
 

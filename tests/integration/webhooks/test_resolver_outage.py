@@ -1,10 +1,9 @@
-"""Issue 7 review: a resolver outage is not a reason to dead-letter a webhook.
+"""A resolver outage is not a reason to dead-letter a webhook.
 
-`resolve_webhook_url` used to raise `UnsafeWebhookUrl` (BadInput, final) when a name did
-not resolve, so every webhook due during a DNS outage was dead-lettered at its first
-attempt, with no retry and no sweep (the sweep skips dead-lettered webhooks): the same
-class as issue 7 item 4, an outage of a dependency turned into failures. Now a name
-without an answer is retryable, like a refused connection."""
+A name that does not resolve is retryable, like a refused connection, never
+`UnsafeWebhookUrl` (BadInput, final): a webhook due during a DNS outage is retried and
+delivered once the name answers, not dead-lettered at its first attempt with no retry
+and no sweep (the sweep skips dead-lettered webhooks)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Webhook delivery that does not hold the database while it waits for a merchant (issue 10).
+"""Webhook delivery that does not hold the database while it waits for a merchant.
 
 A send claims a lease in one short transaction, POSTs with no transaction open and records
 the result in a second one; the lease, not a row lock, keeps two sends of one job apart.

@@ -1,4 +1,4 @@
-"""The address that was checked is the address that is connected to (issue 7, item 8).
+"""The address that was checked is the address that is connected to.
 
 Real sockets throughout: receivers listen on 127.0.0.1 and 127.0.0.2 (same port), and
 the only stub is DNS at the `socket.getaddrinfo` boundary (`tests.fake_dns`), which

@@ -1,4 +1,4 @@
-"""Payment metadata is stored exactly as sent or refused (issue 7, item 7)."""
+"""Payment metadata is stored exactly as sent or refused."""
 
 from __future__ import annotations
 

@@ -151,7 +151,7 @@ def test_to_base_units_refuses_precision_loss() -> None:
         to_base_units(Decimal("0.123"), 2)
 
 
-# --- issue 7 item 6, class A: no stored amount can make a read fail -------------------
+# --- no stored amount can make a read fail --------------------------------------------
 
 
 def _at_scale_18(units: int) -> Decimal:

@@ -157,8 +157,8 @@ def test_fiat_currencies_name_iso_codes(value: str, monkeypatch: pytest.MonkeyPa
 def test_settings_a_tester_found_unchecked_are_one_line(
     name: str, value: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Found by a tester: BROKER_PREFIX='a b/#*' crashed `payflow status` and `worker` in
-    the broker client; the others were taken silently or failed later, unclearly."""
+    """A bad value (BROKER_PREFIX='a b/#*' among them) is one clear settings error at
+    load, never a crash in the broker client or a value taken silently to fail later."""
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match=f"setting {name} is invalid"):
         load_settings()

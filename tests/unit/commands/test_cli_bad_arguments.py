@@ -120,9 +120,9 @@ def test_chaos_without_anvil_is_one_line_before_any_service_starts(tmp_path: Pat
 def test_every_command_refuses_arguments_that_are_not_printable_text(
     args: list[str], reason: str
 ) -> None:
-    """Found by a tester: bytes that are not UTF-8 reached asyncpg and its refusal was
-    printed; labels with escape sequences were stored and echoed to the terminal. The
-    entry point refuses them for every command, before anything runs."""
+    """Bytes that are not UTF-8 never reach asyncpg, and labels with escape sequences are
+    never stored or echoed to the terminal: the entry point refuses them for every
+    command, before anything runs."""
     done = subprocess.run(
         [sys.executable, "-c", "from payflow.cli import main; main()", *args],
         capture_output=True,
@@ -171,8 +171,8 @@ def test_every_command_refuses_arguments_that_are_not_printable_text(
     ],
 )
 def test_operator_labels_are_bounded_before_anything_runs(args: list[str], line: str) -> None:
-    """Found by a tester: a 300-character `--reference` came back as the table's CHECK
-    constraint text; operator labels are now bounded by the command, in one line."""
+    """A 300-character `--reference` is refused by the command in one line, never by the
+    table's CHECK constraint text: operator labels are bounded before anything runs."""
     code, output = invoke(*args)
     assert code == 2, output
     assert output.strip() == line

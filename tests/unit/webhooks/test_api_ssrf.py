@@ -82,7 +82,7 @@ async def test_resolving_variant_checks_every_address() -> None:
     assert not isinstance(unresolved.value, BadInput)
 
 
-# --- IPv6 forms that embed an IPv4 address (issue 7, item 8) ---------------------------
+# --- IPv6 forms that embed an IPv4 address --------------------------------------------
 
 FORBIDDEN_IPV4 = ("127.0.0.1", "10.1.2.3", "169.254.169.254")
 PUBLIC_IPV4 = "8.8.8.8"

@@ -1,8 +1,6 @@
-"""Issue 7 review, unit level: members of the fault classes found from outside.
-
-The SSRF guard judged a non-ASCII host as typed, while the resolver is asked for its
-IDNA form (NFKC-folded): fullwidth digits or letters passed the accept-time check as
-"a DNS name" although they name a loopback literal or `localhost`."""
+"""The SSRF guard judges a non-ASCII host as the IDNA form (NFKC-folded) the resolver is
+asked for, not as typed: fullwidth digits or letters that name a loopback literal or
+`localhost` do not pass the accept-time check as "a DNS name"."""
 
 from __future__ import annotations
 

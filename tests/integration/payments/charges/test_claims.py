@@ -1,5 +1,5 @@
 """Claim before charging: concurrent deliveries, a worker that dies after the gateway
-charged, and the emulator's determinism (issue 7, item 3)."""
+charged, and the emulator's determinism."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Dead-lettering a payment never fails it without knowing what the gateway did
-(issue 7, item 3)."""
+"""Dead-lettering a payment never fails it without knowing what the gateway did."""
 
 from __future__ import annotations
 
@@ -164,8 +163,8 @@ async def test_operator_lists_and_resolves_a_parked_charge(
 async def test_resolving_a_payment_resolves_its_dead_letters(
     pool: asyncpg.Pool, charge_settings: Settings
 ) -> None:
-    """Found by a tester: a parked payment's dead letters stayed open after `payments
-    resolve`, so `payflow status` failed until each was replayed to no effect."""
+    """`payments resolve` closes a parked payment's dead letters, so `payflow status`
+    does not fail on them until each is replayed to no effect."""
     payment_id = await _parked(pool, charge_settings)
     other = await _parked(pool, charge_settings)
     for subject in (payment_id, payment_id, other):

@@ -1,5 +1,4 @@
-"""An id payflow derives (`payment:<uuid>`) that is already taken stops the transaction
-(issue 7, the `payment:` half of item 2)."""
+"""An id payflow derives (`payment:<uuid>`) that is already taken stops the transaction."""
 
 from __future__ import annotations
 
