@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 
@@ -21,6 +20,7 @@ from payflow.config import Settings
 from payflow.db import migrate
 from payflow.db.migrations.statements import DataLossRefused
 from tests.conftest import SERVER_URL
+from tests.processes import run_payflow
 
 OPEN_ROWS = (
     "SELECT key, count, message, severity FROM alerts WHERE resolved_at IS NULL ORDER BY key"
@@ -196,14 +196,7 @@ async def test_the_table_enforces_its_invariants(
 
 def _cli(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DATABASE_URL": database_url, "COLUMNS": "250"}
-    return subprocess.run(
-        [sys.executable, "-m", "payflow", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    return run_payflow(args, env, timeout=60)
 
 
 async def test_alerts_list_and_ack_commands(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 
 import asyncpg
 import httpx
@@ -15,10 +14,11 @@ from fastapi import FastAPI
 from payflow.config import Settings
 from payflow.db import migrate
 from tests.conftest import OWNER_ROLE
+from tests.processes import PAYFLOW_MAIN
 
 from .server import server_env
 
-CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
+CLI = PAYFLOW_MAIN
 
 
 def test_api_refuses_to_start_without_a_long_secret() -> None:

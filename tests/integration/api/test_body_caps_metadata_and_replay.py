@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 from decimal import Decimal
 from typing import Any
 
@@ -19,12 +18,13 @@ import pytest
 
 from payflow.config import Settings
 from tests.integration.ingress.alchemy import token_activity, webhook
+from tests.processes import PAYFLOW_MAIN, run_payflow
 
 from .conftest import signed
 from .server import server_env
 
 URL = "/api/v1/webhooks/provider"
-CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
+CLI = PAYFLOW_MAIN
 ADDRESS = "0x" + "ab" * 20
 
 
@@ -96,9 +96,7 @@ async def test_a_delivery_over_the_provider_cap_is_413(app: Any, anon: httpx.Asy
 
 
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *args], env=server_env(settings), capture_output=True, text=True, timeout=60
-    )
+    return run_payflow(args, server_env(settings), command=CLI)
 
 
 async def test_cli_errors_print_brackets_as_is_in_one_line(

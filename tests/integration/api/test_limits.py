@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 import uuid
 from typing import Any
 
@@ -21,6 +20,7 @@ from payflow.payments.finalize import SUCCEEDED, credit_event_id, finalize
 from payflow.payments.records import load_payment
 from payflow.webhooks.sender import webhook_body
 from tests.integration.ingress.ingress_support import credit_as_the_node_would
+from tests.processes import PAYFLOW_MAIN, run_payflow
 
 from .conftest import signed
 from .server import server_env
@@ -30,7 +30,7 @@ TOKEN_CONTRACTS = {
     "DAI": "0x6b175474e89094c44da98b954eedeac495271d0f",
     "USDC": "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48",
 }
-CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
+CLI = PAYFLOW_MAIN
 
 
 def key() -> dict[str, str]:
@@ -243,14 +243,7 @@ async def test_a_retry_is_answered_after_the_limit_was_lowered(
 
 
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, "assets", *args],
-        env=server_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_payflow(["assets", *args], server_env(settings), command=CLI)
 
 
 async def test_assets_cli_lists_and_sets_limits(app: Any, api_settings: Settings) -> None:

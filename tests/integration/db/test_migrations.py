@@ -8,7 +8,6 @@ import asyncio
 import itertools
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from importlib import resources
@@ -18,8 +17,9 @@ import pytest
 
 from payflow.db import migrate
 from tests.conftest import APP_ROLE, OWNER_ROLE, SERVER_URL
+from tests.processes import PAYFLOW_MAIN, run_payflow
 
-CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
+CLI = PAYFLOW_MAIN
 
 EXPECTED_TABLES = {
     "accounts",
@@ -296,9 +296,7 @@ def test_cli_downgrade_refuses_in_one_line_and_forces(empty_database_url: str) -
     }
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*CLI, "migrate", *args], env=env, capture_output=True, text=True, timeout=120
-        )
+        return run_payflow(["migrate", *args], env, timeout=120, command=CLI)
 
     refused = cli("--downgrade", "0003_api")
     assert refused.returncode == 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -27,6 +26,7 @@ from payflow.ledger.retention import cleanup_processed_events
 from payflow.webhooks.attempts.retention import cleanup_webhook_attempt_log
 from tests.conftest import APP_ROLE, OWNER_ROLE, RUN_ID, SERVER_URL, _url
 from tests.integration.ledger.helpers import balance, new_account, new_event
+from tests.processes import run_payflow
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -387,15 +387,7 @@ def _run_migrate_cli(database: str, owner: str, app: str) -> subprocess.Complete
         "MIGRATION_DATABASE_URL": _url(database),
         "DB_OWNER_ROLE": owner,
     }
-    return subprocess.run(
-        [sys.executable, "-m", "payflow", "migrate"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    return run_payflow(["migrate"], env, timeout=180, cwd=ROOT)
 
 
 @pytest.mark.slow

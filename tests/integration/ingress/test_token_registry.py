@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 
 import asyncpg
 import pytest
@@ -18,8 +17,9 @@ from payflow.db.tx import transaction
 from payflow.errors import BadInput, Conflict
 from payflow.ingress.registry import add_chain, add_token, list_tokens
 from tests.conftest import OWNER_ROLE
+from tests.processes import PAYFLOW_MAIN, run_payflow
 
-CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
+CLI = PAYFLOW_MAIN
 SEEDED = [
     ("ETH_MAINNET", None, "ETH", 18),
     ("ETH_MAINNET", "0x2260fac5e5542a773aa44fbcfedf7c193bc2c599", "WBTC", 8),
@@ -102,9 +102,7 @@ def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
         "MIGRATION_DATABASE_URL": settings.migration_url(),
         "LOG_LEVEL": "WARNING",
     }
-    return subprocess.run(
-        [*CLI, "tokens", *args], env=env, capture_output=True, text=True, timeout=60
-    )
+    return run_payflow(["tokens", *args], env, command=CLI)
 
 
 async def test_tokens_cli_adds_lists_and_refuses_clearly(settings: Settings) -> None:

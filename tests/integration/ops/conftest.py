@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from urllib.parse import quote
@@ -15,6 +14,7 @@ from redis.asyncio import Redis
 
 from payflow.config import Settings
 from payflow.jobs.spec import JobContext
+from tests.processes import run_payflow
 from tests.recording_alerts import RecordingSink
 
 
@@ -67,11 +67,4 @@ def cli_env(settings: Settings) -> dict[str, str]:
 
 def payflow_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     """Run `payflow ARGS` against the test's services."""
-    return subprocess.run(
-        [sys.executable, "-m", "payflow", *args],
-        env=cli_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_payflow(args, cli_env(settings), timeout=120)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable
 from decimal import Decimal
@@ -33,6 +32,7 @@ from tests.integration.payments.charges.support import (
     pending_payment,
 )
 from tests.integration.payments.charges.workers import payment_created
+from tests.processes import run_payflow
 
 
 async def test_dead_claimed_unanswered_charge_stays_pending_for_review_then_recovers(
@@ -208,14 +208,7 @@ async def test_resolve_refuses_a_live_claim_and_a_payment_never_claimed(
 
 def _cli(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DATABASE_URL": database_url, "COLUMNS": "250"}
-    return subprocess.run(
-        [sys.executable, "-m", "payflow", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    return run_payflow(args, env, timeout=60)
 
 
 async def test_payments_review_and_resolve_commands(
