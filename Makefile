@@ -65,7 +65,7 @@ bench: install
 	uv run payflow bench e2e --payments 2000 --rate 200 --split
 	uv run payflow bench console
 
-# The PgBouncer tests (tests/integration/pgbouncer) start their own private pgbouncer;
+# The PgBouncer tests (tests/integration/db/pgbouncer) start their own private pgbouncer;
 # this only installs the binary (Debian's package; it lands in /usr/sbin) when missing.
 # payflow never uses the package's own pgbouncer service. Idempotent: a no-op once installed.
 .PHONY: pgbouncer

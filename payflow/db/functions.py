@@ -15,7 +15,7 @@ entries, each
 where the statement is exactly PostgreSQL's `pg_get_functiondef` of the function at the
 head revision, so running it recreates that function unchanged. `python -m
 payflow.db.schema` rewrites the statements from a database migrated to head (the
-comments stay), and tests/integration/test_schema.py checks that they match.
+comments stay), and tests/integration/db/test_schema.py checks that they match.
 
 A new migration may take a new function body from here (`function_definition`): see
 docs/architecture.md, "Schema and functions".

@@ -16,7 +16,7 @@ database to head by `payflow migrate`'s own path, then
    functions.sql of its owning package and run again);
 
 and drops the database and the roles. `--check` writes nothing and exits 1 when either
-would change. tests/integration/test_schema.py checks the same on every test run.
+would change. tests/integration/db/test_schema.py checks the same on every test run.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """End-to-end tests share the pipeline fixtures (vhost, sink, running roles)."""
 
-from tests.integration.pipeline.conftest import (  # noqa: F401 - fixtures by name
+from tests.integration.conftest import (  # noqa: F401 - fixtures by name
     merchant,
     pipe_settings,
     sink,

@@ -40,7 +40,7 @@ from payflow_lab.ports import free_port
 from payflow_lab.supervisor import spawn_payflow
 from tests.conftest import redis_prefix
 from tests.integration.console.chain_world import SCRIPT, ChainWorld, seed_chain
-from tests.integration.pipeline.conftest import wait_until
+from tests.integration.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDER_SECRET = "console-provider-secret-0123456789abcdef"

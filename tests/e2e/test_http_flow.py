@@ -40,7 +40,7 @@ from payflow_lab.bench.sink import WebhookSink
 from payflow_lab.ports import free_port
 from payflow_lab.supervisor import spawn_payflow
 from tests.conftest import redis_prefix
-from tests.integration.pipeline.conftest import wait_until
+from tests.integration.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDER_SECRET = "e2e-provider-secret-0123456789abcdef"
@@ -262,7 +262,7 @@ async def test_signed_deposit_delivered_twice_waits_for_the_node(
     returncode = await _stop(up)
     assert returncode == 0, up.log()
 
-    # Issue 8: without a node (ETH_RPC_URL unset) a provider's deposit is a report that
+    # Without a node (ETH_RPC_URL unset) a provider's deposit is a report that
     # waits for the chain: shown as pending_incoming, never credited unverified.
     assert (account["balance"], account["pending_incoming"]) == ("0.000000", "25.000001")
     assert await pool.fetchval("SELECT count(*) FROM chain_deposit_reports") == 1
@@ -315,5 +315,5 @@ async def test_the_bench_http_submitter_lands_payments_and_deposits_once(
     assert await pool.fetchval("SELECT count(*) FROM payments") == 1
     assert await pool.fetchval("SELECT count(*) FROM balance_events") == 1
     balance = await pool.fetchval("SELECT balance FROM accounts WHERE id = $1", account.id)
-    assert balance == 0  # issue 8: the deposit waits for the node (no ETH_RPC_URL here)
+    assert balance == 0  # the deposit waits for the node (no ETH_RPC_URL here)
     assert len(sink.received) == 1

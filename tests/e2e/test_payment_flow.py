@@ -17,7 +17,7 @@ from payflow.webhooks.sender import webhook_id
 from payflow.webhooks.signing import verify
 from payflow_lab.bench.sink import WebhookSink
 from payflow_lab.bench.submit import DirectSubmitter
-from tests.integration.pipeline.conftest import wait_until
+from tests.integration.support import wait_until
 
 
 async def test_payment_reaches_terminal_and_one_signed_webhook_verifies(

@@ -29,7 +29,7 @@ from payflow_lab.bench.sink import WebhookSink
 from payflow_lab.ports import free_port
 from payflow_lab.supervisor import spawn_payflow
 from tests.e2e.test_http_flow import LIMIT_S, ROOT, _env
-from tests.integration.pipeline.conftest import wait_until
+from tests.integration.support import wait_until
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 CALLER_SPAN = "b7ad6b7169203331"

@@ -12,10 +12,10 @@ from eth_utils import to_checksum_address
 
 from payflow.config import Settings
 from payflow.ledger.posting import post_event
+from tests.integration.ingress.alchemy import USDC_CONTRACT
+from tests.integration.ingress.ingress_support import credit_as_the_node_would
 
-from .alchemy import USDC_CONTRACT
 from .conftest import signed
-from .ingress_support import credit_as_the_node_would
 
 
 def key() -> dict[str, str]:
@@ -61,7 +61,7 @@ async def _deposit(
     app: Any, anon: httpx.AsyncClient, admin: httpx.AsyncClient, account_id: str, amount: str
 ) -> None:
     await _report_deposit(anon, admin, account_id, amount)
-    await credit_as_the_node_would(app)  # issue 8: only the node's word credits
+    await credit_as_the_node_would(app)  # only the node's word credits
 
 
 async def test_create_and_read_account(client: httpx.AsyncClient) -> None:
@@ -338,10 +338,10 @@ async def test_an_imported_deposit_address_is_an_evm_address(
 async def test_one_key_makes_one_withdrawal_of_one_kind_even_after_its_record_expired(
     app: Any, client: httpx.AsyncClient, anon: httpx.AsyncClient, admin: httpx.AsyncClient
 ) -> None:
-    """Found by a tester: once a key's idempotency record had expired (retention), the
-    same key made a ledger withdrawal and then an on-chain payout (or the reverse), and
-    money left twice. The domain rows are the last word: the second kind is a 409 and
-    nothing is recorded or held."""
+    """Once a key's idempotency record has expired (retention), the same key for a ledger
+    withdrawal and then an on-chain payout (or the reverse) never moves money twice. The
+    domain rows are the last word: the second kind is a 409 and nothing is recorded or
+    held."""
     account_id = await _account(client)
     await _deposit(app, anon, admin, account_id, "10")
     url = f"/api/v1/accounts/{account_id}/withdrawals"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 
 import asyncpg
 import httpx
@@ -15,10 +14,11 @@ from fastapi import FastAPI
 from payflow.config import Settings
 from payflow.db import migrate
 from tests.conftest import OWNER_ROLE
+from tests.processes import PAYFLOW_MAIN
 
 from .server import server_env
 
-CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
+CLI = PAYFLOW_MAIN
 
 
 def test_api_refuses_to_start_without_a_long_secret() -> None:
@@ -92,9 +92,9 @@ async def test_migration_0003_downgrades_and_upgrades(migration_url: str) -> Non
 async def test_a_fiat_currency_without_an_asset_stops_the_api_in_one_line(
     api_settings: Settings, command: str
 ) -> None:
-    """Found by a tester: `FIAT_CURRENCIES=USD,GBP,JPY` started, and every GBP payment
-    was a 422 blaming `body.amount`. The API role now refuses to start, naming the
-    setting and the currencies without an asset, before it serves anything."""
+    """`FIAT_CURRENCIES=USD,GBP,JPY` with no GBP or JPY asset: the API role refuses to
+    start, naming the setting and the currencies without an asset, before it serves
+    anything (it never serves a GBP payment as a 422 blaming `body.amount`)."""
     env = {**server_env(api_settings), "FIAT_CURRENCIES": "USD,GBP,JPY"}
     args = [*CLI, command, *(["--port", "1"] if command == "api" else [])]
     result = await asyncio.to_thread(

@@ -235,8 +235,9 @@ async def test_a_body_labelled_as_not_json_is_a_415(
 async def test_headers_that_must_come_once_are_never_judged_by_their_first_copy(
     client: httpx.AsyncClient,
 ) -> None:
-    """Found by a tester: two Content-Type headers were judged by the first (201 in one
-    order, 422 in the other), and of two X-Request-ID headers the first was echoed."""
+    """Two Content-Type headers are refused in either order, never judged by the first
+    (201 in one order, 422 in the other), and of two X-Request-ID headers neither is
+    echoed as the request's id."""
     for labels in (
         ["application/json", "application/xml"],
         ["application/xml", "application/json"],

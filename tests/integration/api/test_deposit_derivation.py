@@ -1,4 +1,4 @@
-"""Deposit addresses derived from a watch-only xpub (issue 8, point 5): the addresses
+"""Deposit addresses derived from a watch-only xpub: the addresses
 equal anvil's own accounts for its mnemonic and path, each request takes the next index
 (distinct under concurrent processes), Idempotency-Key replays, tenancy, and a clear
 problem when no xpub is configured."""
@@ -117,9 +117,9 @@ async def test_owner_derives_the_next_address_idempotently(
 async def test_a_retry_after_the_keys_record_expired_gets_the_same_address(
     xpub_client: httpx.AsyncClient, api_settings: Settings
 ) -> None:
-    """Found by a tester: once the key's idempotency record was gone (retention), the same
-    key derived a second address. The address row keeps the key: a retry gets the same
-    address, and the key on another account is a 409; no index is spent."""
+    """Once the key's idempotency record is gone (retention), the same key derives no
+    second address. The address row keeps the key: a retry gets the same address, and the
+    key on another account is a 409; no index is spent."""
     account, other = await _account(xpub_client), await _account(xpub_client)
     first = await _derive(xpub_client, account, "derive-once")
     assert first.status_code == 201, first.text

@@ -1,4 +1,4 @@
-"""Issue 7 item 5: after its `api_idempotency` record is gone, a retried request is judged
+"""After its `api_idempotency` record is gone, a retried request is judged
 against the domain row it made (the `wd:` event or the payment), and the retention job
 that removes those records."""
 

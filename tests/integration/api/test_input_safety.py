@@ -1,6 +1,5 @@
-"""Issue 7: no driver text in any problem (item 5), metadata stored exactly or refused
-(item 7), withdrawal amounts at the asset's scale and deposit-address ownership first
-(item 11)."""
+"""No driver text in any problem, metadata stored exactly or refused, withdrawal amounts
+at the asset's scale and deposit-address ownership checked first."""
 
 from __future__ import annotations
 
@@ -150,7 +149,8 @@ async def test_metadata_numbers_that_round_trip_are_stored_exactly(
         "max": 1.7976931348623157e308,
         "u64": 18446744073709551615,
         "i64": -9223372036854775808,
-        "zero": 0,  # the integer -0; a float -0.0 is refused (test_issue7_review.py)
+        # the integer -0; a float -0.0 is refused (test_body_caps_metadata_and_replay.py)
+        "zero": 0,
         "nested": [{"x": 2.5}],
         "flag": True,
         "none": None,

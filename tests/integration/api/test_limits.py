@@ -1,11 +1,10 @@
-"""Big numbers through the HTTP API (issue 7 item 6): every stored amount reads back
+"""Big numbers through the HTTP API: every stored amount reads back
 exactly, and the edges refuse amounts above the asset's limit with a 422 naming it."""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 import uuid
 from typing import Any
 
@@ -20,9 +19,10 @@ from payflow.ledger.recon import reconcile
 from payflow.payments.finalize import SUCCEEDED, credit_event_id, finalize
 from payflow.payments.records import load_payment
 from payflow.webhooks.sender import webhook_body
+from tests.integration.ingress.ingress_support import credit_as_the_node_would
+from tests.processes import PAYFLOW_MAIN, run_payflow
 
 from .conftest import signed
-from .ingress_support import credit_as_the_node_would
 from .server import server_env
 
 # The registry's contracts (migration 0005): a token deposit must name its contract.
@@ -30,7 +30,7 @@ TOKEN_CONTRACTS = {
     "DAI": "0x6b175474e89094c44da98b954eedeac495271d0f",
     "USDC": "0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48",
 }
-CLI = [sys.executable, "-c", "from payflow.cli import main; main()"]
+CLI = PAYFLOW_MAIN
 
 
 def key() -> dict[str, str]:
@@ -76,7 +76,7 @@ async def _deposit(
     response = await anon.post("/api/v1/webhooks/provider", content=body, headers=signed(body))
     assert response.status_code in (200, 202), response.text
     assert response.json()["events"][0]["result"] == "recorded"
-    [event_id] = await credit_as_the_node_would(app)  # issue 8: only the node's word credits
+    [event_id] = await credit_as_the_node_would(app)  # only the node's word credits
     return event_id
 
 
@@ -220,8 +220,8 @@ async def test_an_operator_limit_applies_at_the_edge(
 async def test_a_retry_is_answered_after_the_limit_was_lowered(
     app: Any, client: httpx.AsyncClient, owner_pool: Any
 ) -> None:
-    """Found by a tester: after `assets set-limit` lowered max_payment, the retry of a
-    payment already made got a 422 (which a client reads as "not created"), from the
+    """After `assets set-limit` lowers max_payment, the retry of a payment already made
+    still gets its payment, never a 422 (which a client reads as "not created"), from the
     stored record and from the payment row alike. The limit applies to new payments."""
     headers = {"Idempotency-Key": "limit-then-retry"}
     made = await client.post("/api/v1/payments", json=payment("10.00", "USD"), headers=headers)
@@ -243,14 +243,7 @@ async def test_a_retry_is_answered_after_the_limit_was_lowered(
 
 
 def _cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, "assets", *args],
-        env=server_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_payflow(["assets", *args], server_env(settings), command=CLI)
 
 
 async def test_assets_cli_lists_and_sets_limits(app: Any, api_settings: Settings) -> None:

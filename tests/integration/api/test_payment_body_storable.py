@@ -1,5 +1,5 @@
 """A payment body whose values PostgreSQL cannot store faithfully is a clear 422
-(issue 7: `1e999` in metadata was stored as null; NUL characters reached the driver)."""
+(`1e999` in metadata is never stored as null; NUL characters never reach the driver)."""
 
 from __future__ import annotations
 

@@ -170,7 +170,7 @@ async def test_invalid_bodies_name_the_field(client: httpx.AsyncClient) -> None:
         ({**BODY, "webhook_url": "ftp://example.com/x"}, "body.webhook_url"),
         ({**BODY, "webhook_url": "http://[64:ff9b::7f00:1]/hook"}, "body.webhook_url"),
         ({**BODY, "webhook_url": "http://[2002:a9fe:a9fe::1]/hook"}, "body.webhook_url"),
-        # A public address spelled so that no delivery could reach it (issue 10 review).
+        # A public address spelled so that no delivery could reach it.
         ({**BODY, "webhook_url": "http://134744072/hook"}, "body.webhook_url"),
         ({**BODY, "webhook_url": "http://8.8.8.8./hook"}, "body.webhook_url"),
         ({**BODY, "webhook_url": "http://8.8.2056/hook"}, "body.webhook_url"),

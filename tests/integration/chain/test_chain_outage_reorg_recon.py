@@ -209,11 +209,11 @@ async def test_recon_chain_lists_what_payflow_never_credits_without_going_dirty(
     settings: Settings,
     oracle: FinalityOracle,
 ) -> None:
-    """Found by a tester: 1 wei of ETH to a USDC account's address, or a registered token
-    to an ETH account's, made every recon run DIRTY with a critical alert nothing could
-    clear, though the scanner rightly never credits them (asset_mismatch). They are now
-    listed as not creditable, with the reason; a transfer that should have been credited
-    still makes the report dirty."""
+    """1 wei of ETH to a USDC account's address, or a registered token to an ETH
+    account's, which the scanner never credits (asset_mismatch), does not make every recon
+    run DIRTY with a critical alert nothing can clear: such transfers are listed as not
+    creditable, with the reason; a transfer that should have been credited still makes
+    the report dirty."""
     token = await anvil.deploy_token(decimals=6)
     await register_token(owner_pool, token)
     usdc_account, usdc_address = await open_account(pool, settings, "USDC")

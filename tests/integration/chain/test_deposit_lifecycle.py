@@ -18,7 +18,7 @@ from payflow.config import Settings
 from payflow.db.tx import transaction
 from payflow.ingress.service import IngressResult
 from payflow_lab.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
-from tests.integration.api.alchemy import token_activity, webhook
+from tests.integration.ingress.alchemy import token_activity, webhook
 
 from .deposit_support import (  # noqa: F401 (fixtures)
     CHAIN,

@@ -1,6 +1,6 @@
 """`payflow tokens add` asks the node: with an RPC for the chain, a contract registers only
-with the decimals its own `decimals()` answers (found by a tester: an 18-decimal token
-registered as USDC with 6 credited a deposit of 0.0001 token as 100,000,000 USDC)."""
+with the decimals its own `decimals()` answers (an 18-decimal token registered as USDC
+with 6 would credit a deposit of 0.0001 token as 100,000,000 USDC)."""
 
 # ruff: noqa: F811 - the fixtures imported from deposit_support are parameters here
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Big numbers on the real PostgreSQL (issue 7 item 6, class B): a credit payflow
+"""Big numbers on the real PostgreSQL : a credit payflow
 accepted can always post, an overflow that still happens is terminal and visible,
 and debits of 38-digit amounts are exact."""
 

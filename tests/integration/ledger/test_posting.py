@@ -146,7 +146,7 @@ async def test_ledger_refuses_update_and_delete(
     pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
 ) -> None:
     """The triggers hold even for the owner (the app role lacks the privileges at all,
-    see tests/integration/test_roles.py)."""
+    see tests/integration/db/test_roles.py)."""
     account = await new_account(pool, settings)
     await new_event(pool, settings, account, "dep-x", "1", EventType.DEPOSIT)
     await post_event(pool, settings, "dep-x")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from urllib.parse import quote
@@ -15,7 +14,7 @@ from redis.asyncio import Redis
 
 from payflow.config import Settings
 from payflow.jobs.spec import JobContext
-from tests.integration.pipeline.conftest import vhost  # noqa: F401 (the fixture, re-exported)
+from tests.processes import run_payflow
 from tests.recording_alerts import RecordingSink
 
 
@@ -46,7 +45,7 @@ def ctx(pool: asyncpg.Pool, settings: Settings, sink: RecordingSink, redis: Redi
 
 
 @pytest.fixture
-def ops_settings(settings: Settings, vhost: str) -> Settings:  # noqa: F811 (the fixture)
+def ops_settings(settings: Settings, vhost: str) -> Settings:
     """The test's database and its own RabbitMQ vhost."""
     return settings.model_copy(
         update={"rabbitmq_url": f"amqp://guest:guest@127.0.0.1:5672/{quote(vhost, safe='')}"}
@@ -68,11 +67,4 @@ def cli_env(settings: Settings) -> dict[str, str]:
 
 def payflow_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
     """Run `payflow ARGS` against the test's services."""
-    return subprocess.run(
-        [sys.executable, "-m", "payflow", *args],
-        env=cli_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_payflow(args, cli_env(settings), timeout=120)

@@ -116,9 +116,9 @@ async def test_the_scheduler_role_runs_due_jobs_and_finishes_them_on_stop(
 async def test_the_scheduler_role_records_alerts_through_its_real_sink(
     pool: asyncpg.Pool, settings: Settings, redis: Redis
 ) -> None:
-    """Found by a tester: `alerts or LogAlertSink()` swapped the role's real sink for the
-    log sink, because a sink that remembers no key yet has len() 0 and is falsy; the
-    alerts table stayed empty and no delivery, cooldown or acknowledgement ever applied."""
+    """A sink that remembers no key yet has len() 0 and is falsy, and the role still uses
+    it, not the log sink in its place: the alerts table is written, and delivery, cooldown
+    and acknowledgement apply."""
     sink = build_alert_sink(settings, pool, database=settings)
     assert len(sink) == 0  # the case that was taken for "no sink"
     await pool.execute(

@@ -109,9 +109,9 @@ async def test_a_native_payout_that_reverts_charges_the_gas_it_spent(
     payout_settings: Settings,
     engine: PayoutEngine,
 ) -> None:
-    """Found by a tester: ETH sent to a contract that refuses value reverts, and the hot
-    wallet's gas went unledgered, so a merchant could drain it for free, payout after
-    payout. The amount comes back; the gas the reverted transaction paid is charged."""
+    """ETH sent to a contract that refuses value reverts: the amount comes back and the
+    gas the reverted transaction paid is charged, so the hot wallet's gas is never left
+    unledgered for a merchant to drain, payout after payout."""
     refuses_value = await anvil.deploy_token("No Receive", "NOR", 6)  # no payable fallback
     (hot,) = engine.wallets
     await anvil.set_balance(hot, 10 * WEI)
