@@ -79,8 +79,8 @@ class LogAlertSink:
         )
 
     async def resolve(self, key: str) -> None:
-        """Log the resolution of `key` if this sink fired it (found by a new user:
-        `payflow.alert.resolved` was logged every few seconds for keys that never fired)."""
+        """Log the resolution of `key` if this sink fired it: a key that never fired
+        resolves quietly, so `payflow.alert.resolved` is not logged every few seconds."""
         if key in self._open:
             del self._open[key]
             log.info("payflow.alert.resolved", key=key)

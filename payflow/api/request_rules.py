@@ -14,8 +14,8 @@ from payflow.api.errors import ApiProblem, FieldError
 def refuse_repeated_query_parameters(request: Request) -> None:
     """Raise `FieldError` (422 on `query.<name>`) when a query parameter comes more than
     once: every API parameter takes one value, and which copy a framework keeps is not
-    the client's choice to leave open (found by a new user: `limit=1&limit=2` used one of
-    them silently). The same rule as for headers that must come once."""
+    the client's choice to leave open: a repeated parameter such as `limit=1&limit=2` is
+    refused, never silently resolved. The same rule as for headers that must come once."""
     seen: set[str] = set()
     for name, _value in request.query_params.multi_items():
         if name in seen:
@@ -32,8 +32,8 @@ def refuse_a_body_that_is_not_json(request: Request) -> None:
     """Raise the 415 problem when a request's body is labelled as something other than JSON
     in UTF-8 (`application/json` or `application/*+json`, charset absent or utf-8):
     FastAPI would hand such a body to the model as bytes and answer a puzzling 422
-    "Input should be a valid dictionary" (found by a new user). A request without
-    Content-Type is read as JSON, as before."""
+    "Input should be a valid dictionary". A request without Content-Type is read as
+    JSON."""
     labels = request.headers.getlist("content-type")
     if not labels or request.url.path in ANY_CONTENT_TYPE:
         return

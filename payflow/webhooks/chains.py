@@ -136,8 +136,8 @@ async def dead_letter_webhook(
         if not await mark_webhook_dead(conn, payment["id"]):
             return None  # delivered: a chain gave up, but the webhook arrived
         # The POSTs counted on the payment, or the deliveries of the job when more: tries
-        # that sent nothing (a name that did not resolve) count too (found by a new user:
-        # a never-resolving host's dead letter said attempt 1 after four tries).
+        # that sent nothing (a name that did not resolve) count too: a never-resolving
+        # host's dead letter counts every try made, not attempt 1.
         attempts = max(int(payment["webhook_attempts"]), attempt, 1)
     return await record_dead_letter(
         conn,

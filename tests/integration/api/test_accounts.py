@@ -322,7 +322,7 @@ async def test_an_imported_deposit_address_is_an_evm_address(
     client: httpx.AsyncClient, admin: httpx.AsyncClient
 ) -> None:
     """Every registered chain is EVM: a base58-looking or overlong string is refused on
-    `body.address` and nothing is assigned (found by a new user: both answered 201)."""
+    `body.address` and nothing is assigned: each must answer 422, not 201."""
     account_id = await _account(client)
     url = f"/api/v1/accounts/{account_id}/deposit-addresses"
     for address in ("12345678", "x" * 128, "0x" + "a" * 39, "T" + "9" * 33):

@@ -139,9 +139,9 @@ async def test_exhausted_pool_answers_503_not_500(
 
 
 async def test_unknown_keys_are_counted_per_address(api_settings: Any) -> None:
-    """Found by a new user: keys that resolve to nobody were never limited, so each cost
-    a database lookup without end. Past AUTH_FAILURES_PER_MINUTE an address's unresolved
-    keys are 429 with Retry-After; a key it already resolved still works."""
+    """Keys that resolve to nobody are limited, so they cannot cost a database lookup
+    without end: past AUTH_FAILURES_PER_MINUTE an address's unresolved keys are 429 with
+    Retry-After; a key it already resolved still works."""
     settings = api_settings.model_copy(update={"auth_failures_per_minute": 3})
     app = create_app(settings)
     async with app.router.lifespan_context(app):
@@ -166,8 +166,8 @@ async def test_unknown_keys_are_counted_per_address(api_settings: Any) -> None:
 async def test_a_trailing_slash_is_not_redirected_to_the_callers_host(
     client: httpx.AsyncClient, method: str, path: str
 ) -> None:
-    """Starlette's slash redirect built its Location from the Host header, before auth
-    (found by a new user: `Host: evil.example` got a 307 to http://evil.example/...)."""
+    """Starlette's slash redirect builds its Location from the Host header, before auth:
+    `Host: evil.example` must get a 404, never a 307 to http://evil.example/...."""
     answer = await client.request(method, path, headers={"Host": "evil.example"}, json={})
     assert answer.status_code == 404
     assert "location" not in answer.headers
@@ -175,8 +175,8 @@ async def test_a_trailing_slash_is_not_redirected_to_the_callers_host(
 
 
 async def test_whitespace_around_the_key_is_not_part_of_it(anon: httpx.AsyncClient) -> None:
-    """RFC 9110 §5.5, as for Idempotency-Key (found by a new user: a leading space passed,
-    a trailing space or tab answered 401)."""
+    """RFC 9110 §5.5, as for Idempotency-Key: leading and trailing spaces and tabs are
+    stripped alike, so a trailing space or tab must not answer 401."""
     for raw in (f" {API_KEY}", f"{API_KEY} ", f"{API_KEY}\t", f"\t {API_KEY} \t"):
         answer = await anon.get("/health", headers=[(b"X-API-Key", raw.encode())])
         assert answer.status_code == 200, (raw, answer.text)
@@ -192,8 +192,8 @@ async def test_whitespace_around_the_key_is_not_part_of_it(anon: httpx.AsyncClie
 async def test_a_query_parameter_given_twice_is_a_422_naming_it(
     client: httpx.AsyncClient, query: str
 ) -> None:
-    """Found by a new user: `limit=1&limit=2` and `status=pending&status=failed` used one
-    of the copies silently."""
+    """`limit=1&limit=2` and `status=pending&status=failed` are refused, never resolved
+    by silently using one of the copies."""
     answer = await client.get(f"/api/v1/payments?{query}")
     assert answer.status_code == 422, answer.text
     name = query.split("=")[0]
@@ -215,8 +215,8 @@ async def test_a_query_parameter_given_twice_is_a_422_naming_it(
 async def test_a_body_labelled_as_not_json_is_a_415(
     client: httpx.AsyncClient, label: str, status: int
 ) -> None:
-    """Found by a new user: `text/plain` with a JSON body answered a puzzling 422 "Input
-    should be a valid dictionary", and `charset=utf-16` was taken as UTF-8. Nothing is
+    """`text/plain` with a JSON body must answer 415, not a puzzling 422 "Input should be
+    a valid dictionary", and `charset=utf-16` must not be taken as UTF-8. Nothing is
     written for a refused body; JSON labels are read."""
     body = b'{"amount": "1.00", "currency": "USD"}'
     answer = await client.post(

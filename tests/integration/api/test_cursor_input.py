@@ -1,9 +1,9 @@
 """Cursors and time filters are the client's text: what they decode to is checked before
-it reaches SQL (found by a new user's probing: a cursor holding
-`0001-01-01T00:00:00+14:00`, or NUL in an unmatched event's id, reached PostgreSQL and
-came back as the generic 422 "a value payflow cannot store", naming no field, with
-`payflow.api.driver_error` logged). Each is now a 422 naming `query.cursor` or the
-filter, and `created_from=0` is not read as seconds since the epoch."""
+it reaches SQL: a cursor holding `0001-01-01T00:00:00+14:00`, or NUL in an unmatched
+event's id, must not reach PostgreSQL and come back as the generic 422 "a value payflow
+cannot store", naming no field, with `payflow.api.driver_error` logged. Each is a 422
+naming `query.cursor` or the filter, and `created_from=0` is not read as seconds since
+the epoch."""
 
 from __future__ import annotations
 

@@ -204,8 +204,8 @@ async def _account_direct(database_url: str) -> str:
 
 
 async def test_the_answer_names_the_path_of_the_keys_own_account(api_settings: Settings) -> None:
-    """An account-level key of account 1 derives m/44'/60'/1'/0/i, and says so (the path
-    used to read m/44'/60'/0'/… whatever the key)."""
+    """An account-level key of account 1 derives m/44'/60'/1'/0/i, and says so: the path
+    follows the key's account, never m/44'/60'/0'/… whatever the key."""
     root = BIP32.from_seed(seed_from_mnemonic(DEFAULT_MNEMONIC, ""))
     account_one = root.get_xpub_from_path("m/44'/60'/1'")
     app: FastAPI = create_app(api_settings.model_copy(update={"eth_deposit_xpub": account_one}))

@@ -1,6 +1,6 @@
 """An integer literal longer than Python's int-conversion limit (4,300 digits) in a JSON
 body is a 422 naming `body`, like any body that is not JSON, never a 400 `about:blank`
-"There was an error parsing the body" (found by a new user's probing). So is every other
+"There was an error parsing the body". So is every other
 body that is not a JSON document: malformed, not UTF-8, too deep."""
 
 from __future__ import annotations

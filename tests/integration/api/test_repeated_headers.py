@@ -1,9 +1,9 @@
 """A header that names one thing, sent twice, is refused, never judged by its first copy.
 
-Found by a new user's probing: `Idempotency-Key: A` + `Idempotency-Key: B` created a
-payment under A (a later retry with B alone created a second payment), `X-API-Key:
-<admin>` + `X-API-Key: <merchant>` authenticated as the admin, and two signature
-headers were judged by the first one.
+`Idempotency-Key: A` + `Idempotency-Key: B` must create no payment under A (a later
+retry with B alone would create a second payment), `X-API-Key: <admin>` + `X-API-Key:
+<merchant>` must not authenticate as the admin, and two signature headers must not be
+judged by the first one.
 """
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ def _closed_after(sock: socket.socket, trickle: bytes, limit_s: float) -> tuple[
 
 def test_every_incomplete_request_meets_a_deadline(api_settings: Settings, tmp_path: Path) -> None:
     """The head from the connection's start (nothing sent, or a trickle), the next head on
-    a keep-alive connection (its keep-alive timer no longer disarmed by each byte), and
+    a keep-alive connection (its keep-alive timer not disarmed by each byte), and
     the body from the end of its head."""
     key = (api_settings.api_key or "").encode()
     slow_head = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 400

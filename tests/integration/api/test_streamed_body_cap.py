@@ -1,8 +1,8 @@
 """A body sent without Content-Length (chunked) that goes past the cap is the same 413
 problem as one refused by its Content-Length (docs/api.md: "by Content-Length or while
-streaming"). Found by a new user: a chunked 70 KB payment answered 400 about:blank
-"There was an error parsing the body", because FastAPI turns any exception raised
-while it reads a JSON body into that 400."""
+streaming"): a chunked 70 KB payment must answer 413, not the 400 about:blank
+"There was an error parsing the body" that FastAPI makes of any exception raised while
+it reads a JSON body."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A deposit a deep reorg reversed is watched and credited again, exactly once, when the
-same transaction is mined again (and reconciliation no longer counts `reversed` as
+same transaction is mined again (and reconciliation does not count `reversed` as
 credited); value that reached an address before it was assigned is "not creditable:
 before assignment" for the scanner, the webhook verification and recon alike."""
 

@@ -1,8 +1,8 @@
 """A console page link is the client's text: a cursor or a time filter that decodes but
 holds what PostgreSQL cannot take (a time outside the stored range, NUL in a key, an id
-that is not one) is refused with the console's 400 page before it reaches SQL (found by
-a new user's probing: `created_from=0001-01-01T00:00:00+14:00` and cursors with such
-times or keys each logged `payflow.api.driver_error`)."""
+that is not one) is refused with the console's 400 page before it reaches SQL:
+`created_from=0001-01-01T00:00:00+14:00` and cursors with such times or keys must not
+log `payflow.api.driver_error`."""
 
 from __future__ import annotations
 

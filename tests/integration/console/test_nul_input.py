@@ -1,8 +1,8 @@
-"""NUL in a console URL or form never reaches PostgreSQL (found by a new user's probing:
-`/console/events/%00`, `/console/deposits/%00`, `/console/unmatched/%00` and the
-alert-acknowledge and DLQ-replay forms with a NUL field each logged
-`payflow.api.driver_error` SQLSTATE 22021, meaning validation had missed them).
-A path id is the unknown-id 404 page; a form field is a 422 page; nothing changes."""
+"""NUL in a console URL or form never reaches PostgreSQL: `/console/events/%00`,
+`/console/deposits/%00`, `/console/unmatched/%00` and the alert-acknowledge and
+DLQ-replay forms with a NUL field must not log `payflow.api.driver_error` SQLSTATE 22021
+(which would mean validation missed them). A path id is the unknown-id 404 page; a form
+field is a 422 page; nothing changes."""
 
 from __future__ import annotations
 

@@ -305,8 +305,8 @@ def test_cli_downgrade_refuses_in_one_line_and_forces(empty_database_url: str) -
     assert _versions(url) == [DATA_WALK_HEAD]
     unknown = cli("--downgrade", "no_such_revision")
     assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1
-    # Found by a new user: "" and "@" ended in alembic's traceback, and "head", "heads"
-    # and "x@head" answered "migrations downgraded" having done nothing.
+    # "" and "@" must not end in alembic's traceback, and "head", "heads" and "x@head"
+    # must not answer "migrations downgraded" having done nothing: each is refused.
     for name in ("", "@", "head", "heads", "x@head", "+1", "0003_api@head", "0003_api+1"):
         odd = cli("--downgrade", name)
         assert odd.returncode == 1, (name, odd.stdout, odd.stderr)

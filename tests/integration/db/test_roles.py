@@ -79,7 +79,7 @@ async def test_pool_is_the_app_role_with_no_special_attributes(pool: asyncpg.Poo
         "DELETE FROM accounts",
         "DELETE FROM alembic_version",
         "SELECT version_num FROM alembic_version",
-        # What an event or a payment moves is written once (found by the outside review).
+        # What an event or a payment moves is written once.
         "UPDATE payment_events SET amount = amount * 1000",
         "UPDATE payment_events SET account_id = account_id",
         "UPDATE payment_events SET event_type = 'deposit'",

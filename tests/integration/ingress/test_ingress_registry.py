@@ -293,7 +293,7 @@ async def test_deposits_above_the_limit_are_kept_for_review_and_credit_nothing(
         del event["contract_address"]
         return event
 
-    big = "60000000000000000000"  # the input: two of these used to overflow balances
+    big = "60000000000000000000"  # two of these together would overflow a balance
     results = [(await deliver(anon, eth(f"big-{n}", big)))[0] for n in (1, 2)]
     assert [(r["result"], r["reason"]) for r in results] == [("unmatched", "over_limit")] * 2
     at_limit = await deliver(anon, eth("at-limit", "1000000"))  # ETH max_deposit 1,000,000

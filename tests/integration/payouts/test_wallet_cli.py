@@ -1,5 +1,5 @@
 """`payflow wallet status` names a PAYOUT_CHAIN that is not in the registry instead of
-printing an empty, healthy-looking report (found by the outside review)."""
+printing an empty, healthy-looking report."""
 
 from __future__ import annotations
 

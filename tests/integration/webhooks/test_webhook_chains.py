@@ -177,7 +177,8 @@ async def test_duplicate_during_a_slow_send_is_dropped_and_delivered_once(
     start_roles,
 ) -> None:
     """Tiers (240 ms in all) far shorter than the lease: a duplicate that arrives while
-    the slow receiver holds the POST used to go through them and dead-letter."""
+    the slow receiver holds the POST is dropped, never run through the tiers to a dead
+    letter; the webhook is delivered once."""
     settings = pipe_settings.model_copy(update={"webhook_timeout_s": 5.0, "webhook_lease_s": 6.0})
     sink.delay_s = 3.0
     dropped_before = _duplicates_dropped()

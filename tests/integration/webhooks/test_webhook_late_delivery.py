@@ -8,8 +8,8 @@ it over against a real HTTP receiver (a thread of its own, so it answers during 
 freeze). When the frozen send wakes, its answer is recorded:
 
 * a 2xx after the chain dead-lettered the webhook makes it delivered, and the open dead
-  letter is resolved "delivered late" (it used to stay undelivered with the dead letter
-  open, though the merchant had it);
+  letter is resolved "delivered late" (never left undelivered with the dead letter open
+  when the merchant has it);
 * a failure after the chain delivered changes nothing the chain recorded.
 """
 

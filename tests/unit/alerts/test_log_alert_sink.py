@@ -1,5 +1,5 @@
-"""The log sink resolves quietly what it never fired (found by a new user: in `payflow
-up`, `payflow.alert.resolved` was logged every few seconds for 13 keys that never fired)."""
+"""The log sink resolves quietly what it never fired: in `payflow up`,
+`payflow.alert.resolved` must not be logged every few seconds for keys that never fired."""
 
 from __future__ import annotations
 

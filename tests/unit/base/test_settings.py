@@ -96,10 +96,10 @@ def test_a_direct_webhook_hold_must_stay_below_the_stale_outbox_alert() -> None:
 def test_a_malformed_service_url_stops_every_role_with_one_line(
     name: str, value: str, reason: str
 ) -> None:
-    """Found by a new user: RABBITMQ_URL=garbage made `payflow relay` and `worker` retry
-    forever and ignore SIGTERM, and `status` print a traceback; REDIS_URL=garbage made
-    `payflow api` print one. Every service URL is now checked whole at start-up, and the
-    line names the setting, never the URL (it may hold a password)."""
+    """RABBITMQ_URL=garbage must not make `payflow relay` and `worker` retry forever and
+    ignore SIGTERM, nor `status` print a traceback; REDIS_URL=garbage must not make
+    `payflow api` print one. Every service URL is checked whole at start-up, and the line
+    names the setting, never the URL (it may hold a password)."""
     with pytest.raises(SettingsError, match=name) as refused:
         load_settings(**{name.lower(): orjson_loads_if_json(value)})
     assert reason in str(refused.value)
@@ -135,7 +135,8 @@ def test_well_formed_service_urls_pass() -> None:
 
 @pytest.mark.parametrize("value", ["", " , ", "usd", "USD,EURO", "US1"])
 def test_fiat_currencies_name_iso_codes(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Found by a new user: FIAT_CURRENCIES= (empty) was accepted at start-up."""
+    """FIAT_CURRENCIES names upper-case three-letter ISO codes: an empty list, a blank
+    entry, lower case or a code of another length is refused at start-up."""
     monkeypatch.setenv("FIAT_CURRENCIES", value)
     with pytest.raises(SettingsError, match="FIAT_CURRENCIES"):
         load_settings()

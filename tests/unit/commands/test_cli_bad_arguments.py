@@ -1,9 +1,9 @@
 """Bad arguments to `payflow` commands are one clear line, never a traceback.
 
-Found by trying the CLI as a new operator: `payflow dlq show 99999999999999999999` and
-`payflow merchants create ""` printed asyncpg tracebacks; `payflow alerts ack` and
-`payflow jobs run` printed `[red]…[/red]` literally; `payflow payments resolve ID
---approved --declined` recorded whichever flag came last. None of these needs a service:
+`payflow dlq show 99999999999999999999` and `payflow merchants create ""` must print no
+asyncpg traceback; `payflow alerts ack` and `payflow jobs run` must not print
+`[red]…[/red]` literally; `payflow payments resolve ID --approved --declined` must be
+refused, not record whichever flag came last. None of these needs a service:
 each is refused before any connection, or `_run` turns the driver's refusal into a line.
 """
 
@@ -47,8 +47,8 @@ def test_dlq_ids_outside_bigint_are_usage_errors(command: str, value: str) -> No
 
 @pytest.mark.parametrize(
     "name",
-    # Control characters and line breaks found by a new user: an escape sequence in a
-    # name rewrote the operator's terminal when a table printed it.
+    # Control characters and line breaks are refused: an escape sequence in a name
+    # would rewrite the operator's terminal when a table printed it.
     ["", "a" * 201, "a\x00b", "evil\x1b[2J\x1b[31mRED", "line1\nline2", "tab\there", "a\u2028b"],
 )
 def test_merchant_names_the_table_refuses_are_one_line(name: str) -> None:

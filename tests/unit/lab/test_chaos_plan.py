@@ -48,8 +48,8 @@ def test_growth_is_measured_after_warm_up() -> None:
 
 
 def test_the_deposit_senders_are_funded_for_the_largest_runs() -> None:
-    # Found by the 100k run: with anvil's default 10,000 ETH per dev account the senders
-    # ran dry after ~4 minutes and every later deposit failed (silently, as a retry).
+    # With anvil's default 10,000 ETH per dev account the 100k run's senders would run
+    # dry after ~4 minutes and every later deposit would fail (silently, as a retry).
     long_run = sender_spend_eth(make_plan(7, 100_000, 50))
     assert long_run > 10_000
     soak = sender_spend_eth(make_plan(4, 1_000_000, 50))  # the soak's plan size

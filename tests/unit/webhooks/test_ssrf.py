@@ -111,7 +111,7 @@ async def test_a_deployments_own_nat64_prefix_is_judged_by_the_embedded_ipv4(
     ],
 )
 def test_a_url_the_sender_could_never_reach_is_refused_when_the_payment_is_made(url: str) -> None:
-    # Found by a new user: these were accepted (202) and dead-lettered at send time
+    # Each is refused when the payment is made, not accepted (202) and dead-lettered at send time
     # ("is not a valid name: encoding with 'idna' codec failed").
     with pytest.raises(BadInput):
         check_webhook_url(url, ())
