@@ -278,27 +278,34 @@ CREATE FUNCTION public.ledger_posting_balanced() RETURNS trigger
         IF TG_TABLE_NAME = 'ledger_legs' THEN
             v_transfer := NEW.transfer_id;
         END IF;
+        -- Each leg's asset by a key lookup (a subquery per leg, never a join the planner
+        -- could hash over the whole accounts table while its statistics are empty).
         IF v_transfer IS NULL THEN
             SELECT g.asset, g.total INTO v_asset, v_total FROM (
                 SELECT j.asset, sum(j.amount) AS total FROM (
-                    SELECT a.asset, b.amount FROM balance_events b
-                    JOIN accounts a ON a.id = b.account_id
-                    WHERE b.source_event_id = v_event
+                    SELECT (SELECT a.asset FROM accounts a WHERE a.id = b.account_id) AS asset,
+                           b.amount
+                    FROM balance_events b WHERE b.source_event_id = v_event
                     UNION ALL
-                    SELECT coalesce(s.asset, c.asset), l.amount FROM ledger_legs l
-                    LEFT JOIN ledger_accounts s ON s.code = l.ledger_account
-                    LEFT JOIN accounts c ON c.id = l.account_id
-                    WHERE l.source_event_id = v_event
+                    SELECT coalesce(
+                               (SELECT s.asset FROM ledger_accounts s
+                                WHERE s.code = l.ledger_account),
+                               (SELECT c.asset FROM accounts c WHERE c.id = l.account_id)),
+                           l.amount
+                    FROM ledger_legs l WHERE l.source_event_id = v_event
                 ) j GROUP BY j.asset
             ) g WHERE g.asset IS NULL OR g.total <> 0 LIMIT 1;
         ELSE
             SELECT g.asset, g.total INTO v_asset, v_total FROM (
-                SELECT coalesce(s.asset, c.asset) AS asset, sum(l.amount) AS total
-                FROM ledger_legs l
-                LEFT JOIN ledger_accounts s ON s.code = l.ledger_account
-                LEFT JOIN accounts c ON c.id = l.account_id
-                WHERE l.transfer_id = v_transfer
-                GROUP BY 1
+                SELECT j.asset, sum(j.amount) AS total FROM (
+                    SELECT coalesce(
+                               (SELECT s.asset FROM ledger_accounts s
+                                WHERE s.code = l.ledger_account),
+                               (SELECT c.asset FROM accounts c WHERE c.id = l.account_id))
+                               AS asset,
+                           l.amount
+                    FROM ledger_legs l WHERE l.transfer_id = v_transfer
+                ) j GROUP BY j.asset
             ) g WHERE g.asset IS NULL OR g.total <> 0 LIMIT 1;
         END IF;
         IF FOUND THEN
@@ -1131,7 +1138,7 @@ CREATE TABLE public.ledger_legs (
     transfer_id bigint,
     account_id uuid,
     ledger_account text,
-    amount numeric(38,18) NOT NULL,
+    amount numeric(78,18) NOT NULL,
     kind text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT ledger_legs_amount_non_zero CHECK ((amount <> (0)::numeric)),
