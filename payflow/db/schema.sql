@@ -159,7 +159,8 @@ CREATE FUNCTION public.ledger_counterparty(p_event_id text, p_type text, p_asset
             END IF;
         WHEN 'withdrawal' THEN
             IF p_event_id ~ '^po:[0-9a-f-]{36}$' THEN
-                SELECT p.chain INTO v_chain FROM payouts p WHERE p.id = substr(p_event_id, 4)::uuid;
+                SELECT p.chain INTO v_chain FROM payouts p
+                WHERE p.id = substr(p_event_id, 4)::uuid;
             END IF;
         ELSE
             RAISE EXCEPTION 'event type % has no counterparty account', p_type
@@ -183,7 +184,8 @@ CREATE FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) RET
         v_balance numeric;
     BEGIN
         IF p_amount IS NULL OR p_amount <= 0 THEN
-            RAISE EXCEPTION 'an opening balance must be positive' USING ERRCODE = 'check_violation';
+            RAISE EXCEPTION 'an opening balance must be positive'
+                USING ERRCODE = 'check_violation';
         END IF;
         INSERT INTO ledger_transfers (kind, reference) VALUES ('opening', p_account::text)
         RETURNING id INTO v_transfer;
@@ -294,7 +296,7 @@ CREATE FUNCTION public.ledger_posting_balanced() RETURNS trigger
                            l.amount
                     FROM ledger_legs l WHERE l.source_event_id = v_event
                 ) j GROUP BY j.asset
-            ) g WHERE g.asset IS NULL OR g.total <> 0 LIMIT 1;
+            ) g WHERE g.asset IS NULL OR g.total <> 0 ORDER BY g.asset NULLS FIRST LIMIT 1;
         ELSE
             SELECT g.asset, g.total INTO v_asset, v_total FROM (
                 SELECT j.asset, sum(j.amount) AS total FROM (
@@ -306,7 +308,7 @@ CREATE FUNCTION public.ledger_posting_balanced() RETURNS trigger
                            l.amount
                     FROM ledger_legs l WHERE l.transfer_id = v_transfer
                 ) j GROUP BY j.asset
-            ) g WHERE g.asset IS NULL OR g.total <> 0 LIMIT 1;
+            ) g WHERE g.asset IS NULL OR g.total <> 0 ORDER BY g.asset NULLS FIRST LIMIT 1;
         END IF;
         IF FOUND THEN
             RAISE EXCEPTION 'unbalanced posting %: %',

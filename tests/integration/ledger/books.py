@@ -33,7 +33,9 @@ async def system_balance(conn: asyncpg.Connection | asyncpg.Pool, code: str) -> 
     return value
 
 
-async def legs_of(conn: asyncpg.Connection | asyncpg.Pool, event_id: str) -> list[tuple[str, Decimal]]:
+async def legs_of(
+    conn: asyncpg.Connection | asyncpg.Pool, event_id: str
+) -> list[tuple[str, Decimal]]:
     """(account, amount) of every leg of a payment event's posting, customer leg first."""
     rows = await conn.fetch(
         "SELECT coalesce(account_id::text, ledger_account) AS account, amount FROM ledger_journal"

@@ -193,7 +193,8 @@ ACCOUNT_FUNCTIONS: list[str] = [
             END IF;
         WHEN 'withdrawal' THEN
             IF p_event_id ~ '^po:[0-9a-f-]{36}$' THEN
-                SELECT p.chain INTO v_chain FROM payouts p WHERE p.id = substr(p_event_id, 4)::uuid;
+                SELECT p.chain INTO v_chain FROM payouts p
+                WHERE p.id = substr(p_event_id, 4)::uuid;
             END IF;
         ELSE
             RAISE EXCEPTION 'event type % has no counterparty account', p_type
@@ -235,7 +236,7 @@ ACCOUNT_FUNCTIONS: list[str] = [
                            l.amount
                     FROM ledger_legs l WHERE l.source_event_id = v_event
                 ) j GROUP BY j.asset
-            ) g WHERE g.asset IS NULL OR g.total <> 0 LIMIT 1;
+            ) g WHERE g.asset IS NULL OR g.total <> 0 ORDER BY g.asset NULLS FIRST LIMIT 1;
         ELSE
             SELECT g.asset, g.total INTO v_asset, v_total FROM (
                 SELECT j.asset, sum(j.amount) AS total FROM (
@@ -247,7 +248,7 @@ ACCOUNT_FUNCTIONS: list[str] = [
                            l.amount
                     FROM ledger_legs l WHERE l.transfer_id = v_transfer
                 ) j GROUP BY j.asset
-            ) g WHERE g.asset IS NULL OR g.total <> 0 LIMIT 1;
+            ) g WHERE g.asset IS NULL OR g.total <> 0 ORDER BY g.asset NULLS FIRST LIMIT 1;
         END IF;
         IF FOUND THEN
             RAISE EXCEPTION 'unbalanced posting %: %',
@@ -273,7 +274,8 @@ ACCOUNT_FUNCTIONS: list[str] = [
         v_balance numeric;
     BEGIN
         IF p_amount IS NULL OR p_amount <= 0 THEN
-            RAISE EXCEPTION 'an opening balance must be positive' USING ERRCODE = 'check_violation';
+            RAISE EXCEPTION 'an opening balance must be positive'
+                USING ERRCODE = 'check_violation';
         END IF;
         INSERT INTO ledger_transfers (kind, reference) VALUES ('opening', p_account::text)
         RETURNING id INTO v_transfer;
