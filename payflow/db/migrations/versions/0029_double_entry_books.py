@@ -553,7 +553,5 @@ SELECT EXISTS (
 
 
 def downgrade() -> None:
-    refuse_data_loss(
-        LOSES_DATA, "ledger legs the older single-entry journal cannot express"
-    )
+    refuse_data_loss(LOSES_DATA, "ledger legs the older single-entry journal cannot express")
     execute_all([_post_success_0020(), *DOWNGRADE])
