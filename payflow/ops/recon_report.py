@@ -23,7 +23,7 @@ def render(report: ReconReport, console: Console) -> None:
         + (
             f"unbalanced_assets={len(report.unbalanced_assets)} "
             f"unbalanced_postings={len(report.unbalanced_postings)} "
-            if report.trial_balance
+            if report.scope == "full"
             else ""
         )
         + f"result={verdict}"
