@@ -19,6 +19,7 @@ from payflow.commands import (
     chaos,
     dlq,
     jobs,
+    ledger,
     merchants,
     payments,
     payouts,
@@ -98,7 +99,10 @@ def migrate(
 @app.command()
 def recon(
     full: Annotated[
-        bool, typer.Option("--full", help="Check every account and duplicates")
+        bool,
+        typer.Option(
+            "--full", help="Check every account, the trial balance per asset and duplicates"
+        ),
     ] = False,
     chain: Annotated[
         bool, typer.Option("--chain", help="Compare final blocks with the chain credits")
@@ -108,8 +112,9 @@ def recon(
         typer.Option("--from-block", min=0, help="With --chain: first block to re-read"),
     ] = None,
 ) -> None:
-    """Reconcile balances with the ledger (or, with --chain, credits with the chain's
-    final blocks); exit 1 on any mismatch."""
+    """Reconcile balances with the journal (with --full also the trial balance: per asset
+    debits equal credits over the whole journal), or, with --chain, credits with the
+    chain's final blocks; exit 1 on any mismatch."""
     if chain:
         from payflow.chain.recon_cli import run_chain_recon
 
@@ -254,6 +259,7 @@ app.add_typer(jobs.jobs_app, name="jobs")
 app.add_typer(alerts.alerts_app, name="alerts")
 app.add_typer(merchants.merchants_app, name="merchants")
 app.add_typer(assets.assets_app, name="assets")
+app.add_typer(ledger.ledger_app, name="ledger")
 app.add_typer(payments.payments_app, name="payments")
 app.add_typer(unmatched.unmatched_app, name="unmatched")
 app.add_typer(tokens.tokens_app, name="tokens")

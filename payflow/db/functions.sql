@@ -222,3 +222,19 @@ AS $function$
         EXECUTE format('REVOKE UPDATE, DELETE, TRUNCATE ON public.payout_actions FROM %I', app);
     END
     $function$;
+
+-- name: payflow_grant_extra_0029_double_entry_books
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0029_double_entry_books(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        -- Append-only books; a system account is created, never changed.
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.ledger_legs, public.ledger_transfers,'
+                       ' public.ledger_accounts FROM %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.ledger_account(text, text, text),'
+                       ' public.ledger_counterparty(text, text, text),'
+                       ' public.ledger_post_opening(uuid, numeric) TO %I', app);
+    END
+    $function$;

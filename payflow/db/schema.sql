@@ -101,6 +101,109 @@ CREATE FUNCTION public.cleanup_webhook_attempt_log(min_age_days integer, batch_s
     $$;
 
 --
+-- Name: ledger_account(text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_account(p_kind text, p_chain text, p_asset text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        v_code text := p_kind || ':' || coalesce(p_chain || ':', '') || p_asset;
+    BEGIN
+        PERFORM 1 FROM ledger_accounts WHERE code = v_code;
+        IF NOT FOUND THEN
+            INSERT INTO ledger_accounts (code, kind, chain, asset, normal_side)
+            VALUES (v_code, p_kind, p_chain, p_asset,
+                    CASE WHEN p_kind = 'fees' THEN 'credit' ELSE 'debit' END)
+            ON CONFLICT (code) DO NOTHING;
+        END IF;
+        RETURN v_code;
+    END
+    $$;
+
+--
+-- Name: ledger_append_only(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_append_only() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP
+            USING ERRCODE = 'insufficient_privilege';
+    END
+    $$;
+
+--
+-- Name: ledger_counterparty(text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_counterparty(p_event_id text, p_type text, p_asset text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $_$
+    DECLARE
+        v_chain text;
+    BEGIN
+        CASE p_type
+        WHEN 'payment_credit' THEN
+            RETURN ledger_account('gateway', NULL, p_asset);
+        WHEN 'withdrawal_fee' THEN
+            RETURN ledger_account('fees', NULL, p_asset);
+        WHEN 'deposit', 'airdrop', 'deposit_reversal' THEN
+            IF p_event_id LIKE 'chain:%' OR p_event_id LIKE 'reorg:%' THEN
+                SELECT d.chain INTO v_chain FROM chain_deposits d
+                WHERE d.transfer_id = split_part(substr(p_event_id, 7), '~', 1);
+            END IF;
+        WHEN 'withdrawal' THEN
+            IF p_event_id ~ '^po:[0-9a-f-]{36}$' THEN
+                SELECT p.chain INTO v_chain FROM payouts p
+                WHERE p.id = substr(p_event_id, 4)::uuid;
+            END IF;
+        ELSE
+            RAISE EXCEPTION 'event type % has no counterparty account', p_type
+                USING ERRCODE = 'check_violation';
+        END CASE;
+        RETURN ledger_account('custody', coalesce(v_chain, 'external'), p_asset);
+    END
+    $_$;
+
+--
+-- Name: ledger_post_opening(uuid, numeric); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) RETURNS numeric
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        v_transfer bigint;
+        v_asset text;
+        v_balance numeric;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'an opening balance must be positive'
+                USING ERRCODE = 'check_violation';
+        END IF;
+        INSERT INTO ledger_transfers (kind, reference) VALUES ('opening', p_account::text)
+        RETURNING id INTO v_transfer;
+        UPDATE accounts SET balance = balance + p_amount, updated_at = now()
+        WHERE id = p_account
+        RETURNING asset, balance INTO v_asset, v_balance;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'account % does not exist', p_account USING ERRCODE = 'no_data_found';
+        END IF;
+        INSERT INTO ledger_legs (transfer_id, account_id, amount, kind)
+        VALUES (v_transfer, p_account, p_amount, 'opening');
+        INSERT INTO ledger_legs (transfer_id, ledger_account, amount, kind)
+        VALUES (v_transfer, ledger_account('opening', NULL, v_asset), -p_amount, 'opening');
+        RETURN v_balance;
+    END
+    $$;
+
+--
 -- Name: ledger_post_success(text, text, text[], text[], text[], integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -114,6 +217,7 @@ CREATE FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_source
         v_type text;
         v_delta numeric;
         v_balance numeric;
+        v_counterparty text;
     BEGIN
         -- Local to the statement's own transaction: waits on the claim, the event and the
         -- account are bounded like any payflow transaction's.
@@ -134,6 +238,10 @@ CREATE FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_source
                 USING ERRCODE = 'PF001';
         END IF;
 
+        -- The other side of the posting: a system account, which keeps no balance row.
+        v_counterparty := ledger_counterparty(
+            p_event_id, v_type, (SELECT a.asset FROM accounts a WHERE a.id = v_account));
+
         v_delta := CASE WHEN v_type = ANY (p_credit_types) THEN v_amount ELSE -v_amount END;
         UPDATE accounts
         SET balance = balance + v_delta, updated_at = now()
@@ -149,7 +257,68 @@ CREATE FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_source
         INSERT INTO balance_events (account_id, amount, event_type, source_event_id,
                                     balance_after)
         VALUES (v_account, v_delta, v_type, p_event_id, v_balance);
+        INSERT INTO ledger_legs (source_event_id, ledger_account, amount, kind)
+        VALUES (p_event_id, v_counterparty, -v_delta, v_type);
         RETURN v_balance;
+    END
+    $$;
+
+--
+-- Name: ledger_posting_balanced(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_posting_balanced() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        v_event text := NEW.source_event_id;
+        v_transfer bigint;
+        v_asset text;
+        v_total numeric;
+    BEGIN
+        IF TG_TABLE_NAME = 'ledger_legs' THEN
+            v_transfer := NEW.transfer_id;
+        END IF;
+        -- Each leg's asset by a key lookup (a subquery per leg, never a join the planner
+        -- could hash over the whole accounts table while its statistics are empty).
+        IF v_transfer IS NULL THEN
+            SELECT g.asset, g.total INTO v_asset, v_total FROM (
+                SELECT j.asset, sum(j.amount) AS total FROM (
+                    SELECT (SELECT a.asset FROM accounts a WHERE a.id = b.account_id) AS asset,
+                           b.amount
+                    FROM balance_events b WHERE b.source_event_id = v_event
+                    UNION ALL
+                    SELECT coalesce(
+                               (SELECT s.asset FROM ledger_accounts s
+                                WHERE s.code = l.ledger_account),
+                               (SELECT c.asset FROM accounts c WHERE c.id = l.account_id)),
+                           l.amount
+                    FROM ledger_legs l WHERE l.source_event_id = v_event
+                ) j GROUP BY j.asset
+            ) g WHERE g.asset IS NULL OR g.total <> 0 ORDER BY g.asset NULLS FIRST LIMIT 1;
+        ELSE
+            SELECT g.asset, g.total INTO v_asset, v_total FROM (
+                SELECT j.asset, sum(j.amount) AS total FROM (
+                    SELECT coalesce(
+                               (SELECT s.asset FROM ledger_accounts s
+                                WHERE s.code = l.ledger_account),
+                               (SELECT c.asset FROM accounts c WHERE c.id = l.account_id))
+                               AS asset,
+                           l.amount
+                    FROM ledger_legs l WHERE l.transfer_id = v_transfer
+                ) j GROUP BY j.asset
+            ) g WHERE g.asset IS NULL OR g.total <> 0 ORDER BY g.asset NULLS FIRST LIMIT 1;
+        END IF;
+        IF FOUND THEN
+            RAISE EXCEPTION 'unbalanced posting %: %',
+                coalesce('event ' || v_event, 'transfer ' || v_transfer),
+                CASE WHEN v_asset IS NULL THEN 'a leg names an unknown account'
+                     ELSE format('its %s legs sum to %s, not 0', v_asset, v_total) END
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'ledger_posting_balanced',
+                      TABLE = TG_TABLE_NAME;
+        END IF;
+        RETURN NULL;
     END
     $$;
 
@@ -300,6 +469,24 @@ CREATE FUNCTION public.payflow_grant_extra_0026_payout_stalls(app name) RETURNS 
     AS $$
     BEGIN
         EXECUTE format('REVOKE UPDATE, DELETE, TRUNCATE ON public.payout_actions FROM %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0029_double_entry_books(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0029_double_entry_books(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        -- Append-only books; a system account is created, never changed.
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.ledger_legs, public.ledger_transfers,'
+                       ' public.ledger_accounts FROM %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.ledger_account(text, text, text),'
+                       ' public.ledger_counterparty(text, text, text),'
+                       ' public.ledger_post_opening(uuid, numeric) TO %I', app);
     END
     $$;
 
@@ -922,6 +1109,113 @@ CREATE SEQUENCE public.job_runs_id_seq
 ALTER SEQUENCE public.job_runs_id_seq OWNED BY public.job_runs.id;
 
 --
+-- Name: ledger_accounts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.ledger_accounts (
+    code text NOT NULL,
+    kind text NOT NULL,
+    chain text,
+    asset text NOT NULL,
+    normal_side text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT ledger_accounts_chain_format CHECK ((chain ~ '^([A-Z0-9_]{2,40}|external)$'::text)),
+    CONSTRAINT ledger_accounts_chain_where_needed CHECK (((kind = ANY (ARRAY['custody'::text, 'network_fees'::text])) = (chain IS NOT NULL))),
+    CONSTRAINT ledger_accounts_code_format CHECK ((code = (((kind || ':'::text) || COALESCE((chain || ':'::text), ''::text)) || asset))),
+    CONSTRAINT ledger_accounts_kind_valid CHECK ((kind = ANY (ARRAY['custody'::text, 'gateway'::text, 'fees'::text, 'network_fees'::text, 'reorg_loss'::text, 'opening'::text, 'adjustments'::text]))),
+    CONSTRAINT ledger_accounts_normal_side_valid CHECK ((normal_side =
+CASE
+    WHEN (kind = 'fees'::text) THEN 'credit'::text
+    ELSE 'debit'::text
+END))
+);
+
+--
+-- Name: ledger_legs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.ledger_legs (
+    id bigint NOT NULL,
+    source_event_id text,
+    transfer_id bigint,
+    account_id uuid,
+    ledger_account text,
+    amount numeric(78,18) NOT NULL,
+    kind text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT ledger_legs_amount_non_zero CHECK ((amount <> (0)::numeric)),
+    CONSTRAINT ledger_legs_one_account CHECK ((num_nonnulls(account_id, ledger_account) = 1)),
+    CONSTRAINT ledger_legs_one_posting CHECK ((num_nonnulls(source_event_id, transfer_id) = 1))
+);
+
+--
+-- Name: ledger_journal; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.ledger_journal AS
+ SELECT b.source_event_id,
+    NULL::bigint AS transfer_id,
+    b.account_id,
+    NULL::text AS ledger_account,
+    a.asset,
+    b.amount,
+    b.event_type AS kind,
+    b.created_at
+   FROM (public.balance_events b
+     JOIN public.accounts a ON ((a.id = b.account_id)))
+UNION ALL
+ SELECT l.source_event_id,
+    l.transfer_id,
+    l.account_id,
+    l.ledger_account,
+    COALESCE(s.asset, c.asset) AS asset,
+    l.amount,
+    l.kind,
+    l.created_at
+   FROM ((public.ledger_legs l
+     LEFT JOIN public.ledger_accounts s ON ((s.code = l.ledger_account)))
+     LEFT JOIN public.accounts c ON ((c.id = l.account_id)));
+
+--
+-- Name: ledger_legs_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.ledger_legs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.ledger_legs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: ledger_transfers; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.ledger_transfers (
+    id bigint NOT NULL,
+    kind text NOT NULL,
+    reference text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT ledger_transfers_kind_valid CHECK ((kind = 'opening'::text)),
+    CONSTRAINT ledger_transfers_reference_length CHECK (((length(reference) >= 1) AND (length(reference) <= 200)))
+);
+
+--
+-- Name: ledger_transfers_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.ledger_transfers ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.ledger_transfers_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: merchants; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1442,6 +1736,34 @@ ALTER TABLE ONLY public.job_runs
     ADD CONSTRAINT job_runs_pkey PRIMARY KEY (id);
 
 --
+-- Name: ledger_accounts ledger_accounts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_accounts
+    ADD CONSTRAINT ledger_accounts_pkey PRIMARY KEY (code);
+
+--
+-- Name: ledger_legs ledger_legs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_legs
+    ADD CONSTRAINT ledger_legs_pkey PRIMARY KEY (id);
+
+--
+-- Name: ledger_transfers ledger_transfers_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_transfers
+    ADD CONSTRAINT ledger_transfers_pkey PRIMARY KEY (id);
+
+--
+-- Name: ledger_transfers ledger_transfers_reference_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_transfers
+    ADD CONSTRAINT ledger_transfers_reference_unique UNIQUE (kind, reference);
+
+--
 -- Name: merchants merchants_api_key_hash_unique; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1699,6 +2021,30 @@ CREATE INDEX job_runs_job_started_idx ON public.job_runs USING btree (job, start
 CREATE INDEX job_runs_started_idx ON public.job_runs USING btree (started_at);
 
 --
+-- Name: ledger_legs_account_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX ledger_legs_account_idx ON public.ledger_legs USING btree (account_id, id) WHERE (account_id IS NOT NULL);
+
+--
+-- Name: ledger_legs_event_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX ledger_legs_event_idx ON public.ledger_legs USING btree (source_event_id) WHERE (source_event_id IS NOT NULL);
+
+--
+-- Name: ledger_legs_ledger_account_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX ledger_legs_ledger_account_idx ON public.ledger_legs USING btree (ledger_account, id) WHERE (ledger_account IS NOT NULL);
+
+--
+-- Name: ledger_legs_transfer_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX ledger_legs_transfer_idx ON public.ledger_legs USING btree (transfer_id) WHERE (transfer_id IS NOT NULL);
+
+--
 -- Name: outbox_due_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1825,6 +2171,12 @@ CREATE INDEX webhook_attempt_log_attempted_idx ON public.webhook_attempt_log USI
 CREATE INDEX webhook_attempt_log_payment_idx ON public.webhook_attempt_log USING btree (payment_id, id);
 
 --
+-- Name: balance_events balance_events_balanced; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE CONSTRAINT TRIGGER balance_events_balanced AFTER INSERT ON public.balance_events DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.ledger_posting_balanced();
+
+--
 -- Name: balance_events balance_events_no_truncate; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1835,6 +2187,36 @@ CREATE TRIGGER balance_events_no_truncate BEFORE TRUNCATE ON public.balance_even
 --
 
 CREATE TRIGGER balance_events_no_update_delete BEFORE DELETE OR UPDATE ON public.balance_events FOR EACH ROW EXECUTE FUNCTION public.balance_events_append_only();
+
+--
+-- Name: ledger_legs ledger_legs_balanced; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE CONSTRAINT TRIGGER ledger_legs_balanced AFTER INSERT ON public.ledger_legs DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.ledger_posting_balanced();
+
+--
+-- Name: ledger_legs ledger_legs_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER ledger_legs_no_truncate BEFORE TRUNCATE ON public.ledger_legs FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_append_only();
+
+--
+-- Name: ledger_legs ledger_legs_no_update_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER ledger_legs_no_update_delete BEFORE DELETE OR UPDATE ON public.ledger_legs FOR EACH ROW EXECUTE FUNCTION public.ledger_append_only();
+
+--
+-- Name: ledger_transfers ledger_transfers_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER ledger_transfers_no_truncate BEFORE TRUNCATE ON public.ledger_transfers FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_append_only();
+
+--
+-- Name: ledger_transfers ledger_transfers_no_update_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER ledger_transfers_no_update_delete BEFORE DELETE OR UPDATE ON public.ledger_transfers FOR EACH ROW EXECUTE FUNCTION public.ledger_append_only();
 
 --
 -- Name: accounts accounts_asset_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -1963,6 +2345,34 @@ ALTER TABLE ONLY public.hot_wallets
     ADD CONSTRAINT hot_wallets_chain_fkey FOREIGN KEY (chain) REFERENCES public.chains(chain);
 
 --
+-- Name: ledger_accounts ledger_accounts_asset_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_accounts
+    ADD CONSTRAINT ledger_accounts_asset_fkey FOREIGN KEY (asset) REFERENCES public.assets(code);
+
+--
+-- Name: ledger_legs ledger_legs_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_legs
+    ADD CONSTRAINT ledger_legs_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+--
+-- Name: ledger_legs ledger_legs_source_event_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_legs
+    ADD CONSTRAINT ledger_legs_source_event_id_fkey FOREIGN KEY (source_event_id) REFERENCES public.payment_events(event_id);
+
+--
+-- Name: ledger_legs ledger_legs_transfer_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_legs
+    ADD CONSTRAINT ledger_legs_transfer_id_fkey FOREIGN KEY (transfer_id) REFERENCES public.ledger_transfers(id);
+
+--
 -- Name: payment_events payment_events_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2053,6 +2463,27 @@ REVOKE ALL ON FUNCTION public.cleanup_webhook_attempt_log(min_age_days integer, 
 GRANT ALL ON FUNCTION public.cleanup_webhook_attempt_log(min_age_days integer, batch_size integer) TO payflow_app;
 
 --
+-- Name: FUNCTION ledger_account(p_kind text, p_chain text, p_asset text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_account(p_kind text, p_chain text, p_asset text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_account(p_kind text, p_chain text, p_asset text) TO payflow_app;
+
+--
+-- Name: FUNCTION ledger_counterparty(p_event_id text, p_type text, p_asset text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_counterparty(p_event_id text, p_type text, p_asset text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_counterparty(p_event_id text, p_type text, p_asset text) TO payflow_app;
+
+--
+-- Name: FUNCTION ledger_post_opening(p_account uuid, p_amount numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) TO payflow_app;
+
+--
 -- Name: FUNCTION ledger_post_success(p_key text, p_event_id text, p_sources text[], p_credit_types text[], p_active_types text[], p_lock_timeout_ms integer); Type: ACL; Schema: public; Owner: -
 --
 
@@ -2124,6 +2555,12 @@ REVOKE ALL ON FUNCTION public.payflow_grant_extra_0023_state_gauges(app name) FR
 --
 
 REVOKE ALL ON FUNCTION public.payflow_grant_extra_0026_payout_stalls(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0029_double_entry_books(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0029_double_entry_books(app name) FROM PUBLIC;
 
 --
 -- Name: FUNCTION payflow_grant_hooks(app name); Type: ACL; Schema: public; Owner: -
@@ -2305,6 +2742,42 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.job_runs TO payflow_app;
 --
 
 GRANT SELECT,USAGE ON SEQUENCE public.job_runs_id_seq TO payflow_app;
+
+--
+-- Name: TABLE ledger_accounts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.ledger_accounts TO payflow_app;
+
+--
+-- Name: TABLE ledger_legs; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.ledger_legs TO payflow_app;
+
+--
+-- Name: TABLE ledger_journal; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.ledger_journal TO payflow_app;
+
+--
+-- Name: SEQUENCE ledger_legs_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.ledger_legs_id_seq TO payflow_app;
+
+--
+-- Name: TABLE ledger_transfers; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.ledger_transfers TO payflow_app;
+
+--
+-- Name: SEQUENCE ledger_transfers_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.ledger_transfers_id_seq TO payflow_app;
 
 --
 -- Name: TABLE merchants; Type: ACL; Schema: public; Owner: -

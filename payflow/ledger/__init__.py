@@ -13,6 +13,7 @@ from payflow.ledger.accounts import (
     store_event,
 )
 from payflow.ledger.announce import ON_PUBLISHED
+from payflow.ledger.books import SystemAccount, chart_of_accounts, customer_totals
 from payflow.ledger.jobs import JOBS
 from payflow.ledger.limits import (
     AssetLimits,
@@ -56,10 +57,13 @@ __all__ = [
     "Outcome",
     "PlacePayout",
     "ReconReport",
+    "SystemAccount",
     "WithdrawalRequest",
     "all_limits",
     "asset_scale",
+    "chart_of_accounts",
     "check_limit",
+    "customer_totals",
     "dead_letter_event",
     "ledger_entries",
     "limits_from_row",

@@ -37,12 +37,18 @@ async def asset_scale(conn: Connection, asset: str) -> int:
 async def create_account(
     conn: Connection, asset: str, initial_balance: Decimal = Decimal(0)
 ) -> Account:
-    """Open an account holding `asset`; the opening balance is also its `initial_balance`."""
+    """Open an account holding `asset`. A positive `initial_balance` arrives as an opening
+    transfer (opening:<asset> -> the account) in the caller's transaction, never as money
+    in a column; `initial_balance` keeps the amount for reading."""
     await asset_scale(conn, asset)
     if initial_balance < 0:
         raise BadInput("initial balance must not be negative")
     row = await conn.fetchrow(SQL["create_account"], asset, initial_balance)
     assert row is not None
+    if initial_balance > 0:
+        await conn.fetchval(SQL["post_opening"], row["id"], initial_balance)
+        row = await conn.fetchrow(SQL["get_account"], row["id"])
+        assert row is not None
     return _account(row)
 
 

@@ -15,6 +15,172 @@ AS $function$
     END
     $function$;
 
+-- name: ledger_account
+-- The code of payflow's own account of a kind, chain (custody and network fees only) and
+-- asset, e.g. custody:ETH_MAINNET:USDC (migration 0029); created when missing, so a new
+-- asset, chain or token has its accounts at its first posting.
+CREATE OR REPLACE FUNCTION public.ledger_account(p_kind text, p_chain text, p_asset text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_code text := p_kind || ':' || coalesce(p_chain || ':', '') || p_asset;
+    BEGIN
+        PERFORM 1 FROM ledger_accounts WHERE code = v_code;
+        IF NOT FOUND THEN
+            INSERT INTO ledger_accounts (code, kind, chain, asset, normal_side)
+            VALUES (v_code, p_kind, p_chain, p_asset,
+                    CASE WHEN p_kind = 'fees' THEN 'credit' ELSE 'debit' END)
+            ON CONFLICT (code) DO NOTHING;
+        END IF;
+        RETURN v_code;
+    END
+    $function$;
+
+-- name: ledger_append_only
+-- Trigger function of ledger_legs and ledger_transfers (migration 0029): UPDATE, DELETE
+-- and TRUNCATE of the append-only books raise insufficient_privilege, whoever runs them.
+CREATE OR REPLACE FUNCTION public.ledger_append_only()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP
+            USING ERRCODE = 'insufficient_privilege';
+    END
+    $function$;
+
+-- name: ledger_counterparty
+-- The system account on the other side of a payment event's customer leg (migration
+-- 0029): gateway:<asset> for payment_credit, fees:<asset> for withdrawal_fee, and for
+-- deposits, airdrops, reversals and withdrawals custody:<chain>:<asset> with the chain of
+-- the chain_deposits or payouts row the event id names, else custody:external:<asset>.
+CREATE OR REPLACE FUNCTION public.ledger_counterparty(p_event_id text, p_type text, p_asset text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_chain text;
+    BEGIN
+        CASE p_type
+        WHEN 'payment_credit' THEN
+            RETURN ledger_account('gateway', NULL, p_asset);
+        WHEN 'withdrawal_fee' THEN
+            RETURN ledger_account('fees', NULL, p_asset);
+        WHEN 'deposit', 'airdrop', 'deposit_reversal' THEN
+            IF p_event_id LIKE 'chain:%' OR p_event_id LIKE 'reorg:%' THEN
+                SELECT d.chain INTO v_chain FROM chain_deposits d
+                WHERE d.transfer_id = split_part(substr(p_event_id, 7), '~', 1);
+            END IF;
+        WHEN 'withdrawal' THEN
+            IF p_event_id ~ '^po:[0-9a-f-]{36}$' THEN
+                SELECT p.chain INTO v_chain FROM payouts p
+                WHERE p.id = substr(p_event_id, 4)::uuid;
+            END IF;
+        ELSE
+            RAISE EXCEPTION 'event type % has no counterparty account', p_type
+                USING ERRCODE = 'check_violation';
+        END CASE;
+        RETURN ledger_account('custody', coalesce(v_chain, 'external'), p_asset);
+    END
+    $function$;
+
+-- name: ledger_post_opening
+-- An opening balance as the transfer opening:<asset> -> account, once per account
+-- (migration 0029): the transfer, both legs and the balance change; returns the balance.
+CREATE OR REPLACE FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric)
+ RETURNS numeric
+ LANGUAGE plpgsql
+ SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_transfer bigint;
+        v_asset text;
+        v_balance numeric;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'an opening balance must be positive'
+                USING ERRCODE = 'check_violation';
+        END IF;
+        INSERT INTO ledger_transfers (kind, reference) VALUES ('opening', p_account::text)
+        RETURNING id INTO v_transfer;
+        UPDATE accounts SET balance = balance + p_amount, updated_at = now()
+        WHERE id = p_account
+        RETURNING asset, balance INTO v_asset, v_balance;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'account % does not exist', p_account USING ERRCODE = 'no_data_found';
+        END IF;
+        INSERT INTO ledger_legs (transfer_id, account_id, amount, kind)
+        VALUES (v_transfer, p_account, p_amount, 'opening');
+        INSERT INTO ledger_legs (transfer_id, ledger_account, amount, kind)
+        VALUES (v_transfer, ledger_account('opening', NULL, v_asset), -p_amount, 'opening');
+        RETURN v_balance;
+    END
+    $function$;
+
+-- name: ledger_posting_balanced
+-- Deferred constraint trigger function of balance_events and ledger_legs (migration 0029):
+-- at commit the posting of each inserted leg (a payment event or a transfer) must sum to
+-- zero per asset and name known accounts, or check_violation (ledger_posting_balanced).
+CREATE OR REPLACE FUNCTION public.ledger_posting_balanced()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_event text := NEW.source_event_id;
+        v_transfer bigint;
+        v_asset text;
+        v_total numeric;
+    BEGIN
+        IF TG_TABLE_NAME = 'ledger_legs' THEN
+            v_transfer := NEW.transfer_id;
+        END IF;
+        -- Each leg's asset by a key lookup (a subquery per leg, never a join the planner
+        -- could hash over the whole accounts table while its statistics are empty).
+        IF v_transfer IS NULL THEN
+            SELECT g.asset, g.total INTO v_asset, v_total FROM (
+                SELECT j.asset, sum(j.amount) AS total FROM (
+                    SELECT (SELECT a.asset FROM accounts a WHERE a.id = b.account_id) AS asset,
+                           b.amount
+                    FROM balance_events b WHERE b.source_event_id = v_event
+                    UNION ALL
+                    SELECT coalesce(
+                               (SELECT s.asset FROM ledger_accounts s
+                                WHERE s.code = l.ledger_account),
+                               (SELECT c.asset FROM accounts c WHERE c.id = l.account_id)),
+                           l.amount
+                    FROM ledger_legs l WHERE l.source_event_id = v_event
+                ) j GROUP BY j.asset
+            ) g WHERE g.asset IS NULL OR g.total <> 0 ORDER BY g.asset NULLS FIRST LIMIT 1;
+        ELSE
+            SELECT g.asset, g.total INTO v_asset, v_total FROM (
+                SELECT j.asset, sum(j.amount) AS total FROM (
+                    SELECT coalesce(
+                               (SELECT s.asset FROM ledger_accounts s
+                                WHERE s.code = l.ledger_account),
+                               (SELECT c.asset FROM accounts c WHERE c.id = l.account_id))
+                               AS asset,
+                           l.amount
+                    FROM ledger_legs l WHERE l.transfer_id = v_transfer
+                ) j GROUP BY j.asset
+            ) g WHERE g.asset IS NULL OR g.total <> 0 ORDER BY g.asset NULLS FIRST LIMIT 1;
+        END IF;
+        IF FOUND THEN
+            RAISE EXCEPTION 'unbalanced posting %: %',
+                coalesce('event ' || v_event, 'transfer ' || v_transfer),
+                CASE WHEN v_asset IS NULL THEN 'a leg names an unknown account'
+                     ELSE format('its %s legs sum to %s, not 0', v_asset, v_total) END
+                USING ERRCODE = 'check_violation', CONSTRAINT = 'ledger_posting_balanced',
+                      TABLE = TG_TABLE_NAME;
+        END IF;
+        RETURN NULL;
+    END
+    $function$;
+
 -- name: cleanup_processed_events
 -- Deletes posting claims (processed_events) older than min_age_days (clamped up to 14),
 -- oldest first, at most batch_size (clamped to [1, 10000]) rows; returns how many. The
@@ -70,6 +236,7 @@ AS $function$
         v_type text;
         v_delta numeric;
         v_balance numeric;
+        v_counterparty text;
     BEGIN
         -- Local to the statement's own transaction: waits on the claim, the event and the
         -- account are bounded like any payflow transaction's.
@@ -90,6 +257,10 @@ AS $function$
                 USING ERRCODE = 'PF001';
         END IF;
 
+        -- The other side of the posting: a system account, which keeps no balance row.
+        v_counterparty := ledger_counterparty(
+            p_event_id, v_type, (SELECT a.asset FROM accounts a WHERE a.id = v_account));
+
         v_delta := CASE WHEN v_type = ANY (p_credit_types) THEN v_amount ELSE -v_amount END;
         UPDATE accounts
         SET balance = balance + v_delta, updated_at = now()
@@ -105,6 +276,8 @@ AS $function$
         INSERT INTO balance_events (account_id, amount, event_type, source_event_id,
                                     balance_after)
         VALUES (v_account, v_delta, v_type, p_event_id, v_balance);
+        INSERT INTO ledger_legs (source_event_id, ledger_account, amount, kind)
+        VALUES (p_event_id, v_counterparty, -v_delta, v_type);
         RETURN v_balance;
     END
     $function$;

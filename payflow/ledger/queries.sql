@@ -1,8 +1,14 @@
 -- name: create_account
--- $1 asset, $2 initial balance (also the opening balance)
+-- $1 asset, $2 initial balance: recorded for reading only; the money arrives by the
+-- opening transfer (post_opening), so the account starts at a zero balance
 INSERT INTO accounts (asset, balance, initial_balance)
-VALUES ($1, $2, $2)
+VALUES ($1, 0, $2)
 RETURNING id, asset, balance, initial_balance, status, created_at, updated_at;
+
+-- name: post_opening
+-- $1 account id, $2 amount (> 0): the opening transfer opening:<asset> -> account, once per
+-- account (ledger_transfers_reference_unique); returns the balance after
+SELECT ledger_post_opening($1, $2);
 
 -- name: get_account
 -- $1 account id
@@ -102,17 +108,25 @@ SELECT balance_after FROM posted, (SELECT count(*) FROM settled) AS done;
 -- One statement: the guarded balance change and its ledger row, so no read-then-write race.
 -- The guard keeps open payout holds whole: a debit never takes the balance below `held`.
 -- The row lock taken here is held until commit; callers issue it last.
+-- The counterparty leg on a system account (ledger_counterparty, migration 0029) is written
+-- by the same statement: the posting is balanced when it commits.
 WITH changed AS (
     UPDATE accounts
     SET balance = balance + $2, updated_at = now()
     WHERE id = $1
       AND balance + $2 >= held
       AND (NOT $5::boolean OR status = 'active')
-    RETURNING id, balance
+    RETURNING id, balance, asset
+), entry AS (
+    INSERT INTO balance_events (account_id, amount, event_type, source_event_id, balance_after)
+    SELECT id, $2, $3, $4, balance FROM changed
+    RETURNING balance_after
+), counterparty AS (
+    INSERT INTO ledger_legs (source_event_id, ledger_account, amount, kind)
+    SELECT $4, ledger_counterparty($4, $3, asset), -$2::numeric, $3 FROM changed
+    RETURNING id
 )
-INSERT INTO balance_events (account_id, amount, event_type, source_event_id, balance_after)
-SELECT id, $2, $3, $4, balance FROM changed
-RETURNING balance_after;
+SELECT balance_after FROM entry, (SELECT count(*) FROM counterparty) AS legs;
 
 -- name: account_debit_refusal
 -- $1 account id; why a debit was refused: the status and balance as of now
@@ -127,18 +141,22 @@ ORDER BY id DESC
 LIMIT $3;
 
 -- name: recon_recent
--- $1 minutes: accounts with ledger rows that recent, checked against their ledger sum
+-- $1 minutes: accounts with ledger rows that recent, checked against their journal: their
+-- payment events' legs (balance_events) and their transfers' legs (an opening, ledger_legs)
 WITH touched AS (
     SELECT DISTINCT account_id FROM balance_events
     WHERE created_at > now() - make_interval(mins => $1)
 )
-SELECT a.id, a.balance, a.initial_balance, COALESCE(s.total, 0) AS ledger_total
+SELECT a.id, a.balance, COALESCE(s.total, 0) + COALESCE(o.total, 0) AS ledger_total
 FROM accounts a
 JOIN touched t ON t.account_id = a.id
 LEFT JOIN LATERAL (
     SELECT sum(amount) AS total FROM balance_events b WHERE b.account_id = a.id
 ) s ON true
-WHERE a.balance <> a.initial_balance + COALESCE(s.total, 0);
+LEFT JOIN LATERAL (
+    SELECT sum(amount) AS total FROM ledger_legs l WHERE l.account_id = a.id
+) o ON true
+WHERE a.balance <> COALESCE(s.total, 0) + COALESCE(o.total, 0);
 
 -- name: recon_recent_count
 -- $1 minutes
@@ -146,13 +164,55 @@ SELECT count(DISTINCT account_id) FROM balance_events
 WHERE created_at > now() - make_interval(mins => $1);
 
 -- name: recon_full
--- every account whose balance differs from initial balance plus its ledger sum
-SELECT a.id, a.balance, a.initial_balance, COALESCE(s.total, 0) AS ledger_total
+-- every customer account whose balance differs from its journal (its balance_events and
+-- its transfers' legs: initial_balance is no source of money)
+SELECT a.id, a.balance, COALESCE(s.total, 0) AS ledger_total
 FROM accounts a
 LEFT JOIN (
-    SELECT account_id, sum(amount) AS total FROM balance_events GROUP BY account_id
+    SELECT j.account_id, sum(j.amount) AS total FROM (
+        SELECT account_id, amount FROM balance_events
+        UNION ALL
+        SELECT account_id, amount FROM ledger_legs WHERE account_id IS NOT NULL
+    ) j GROUP BY j.account_id
 ) s ON s.account_id = a.id
-WHERE a.balance <> a.initial_balance + COALESCE(s.total, 0);
+WHERE a.balance <> COALESCE(s.total, 0);
+
+-- name: recon_trial_balance
+-- per asset over the whole journal: debits (legs < 0) and credits (legs > 0), which must be
+-- equal; `asset` NULL gathers legs naming an unknown account
+SELECT asset, COALESCE(-sum(amount) FILTER (WHERE amount < 0), 0) AS debits,
+       COALESCE(sum(amount) FILTER (WHERE amount > 0), 0) AS credits
+FROM ledger_journal
+GROUP BY asset
+ORDER BY asset NULLS FIRST;
+
+-- name: recon_unbalanced_postings
+-- $1 limit: postings (a payment event or a transfer) whose legs do not sum to zero per asset
+SELECT COALESCE(source_event_id, 'transfer:' || transfer_id) AS posting, asset,
+       sum(amount) AS total
+FROM ledger_journal
+GROUP BY source_event_id, transfer_id, asset
+HAVING asset IS NULL OR sum(amount) <> 0
+ORDER BY 1
+LIMIT $1;
+
+-- name: chart_of_accounts
+-- payflow's own accounts with their balances on their normal side (summed from the
+-- journal: they keep no running balance), and the legs behind each
+SELECT s.code, s.kind, s.chain, s.asset, s.normal_side,
+       COALESCE(CASE WHEN s.normal_side = 'credit' THEN t.total ELSE -t.total END, 0) AS balance,
+       COALESCE(t.legs, 0) AS legs
+FROM ledger_accounts s
+LEFT JOIN (
+    SELECT ledger_account, sum(amount) AS total, count(*) AS legs FROM ledger_legs
+    WHERE ledger_account IS NOT NULL GROUP BY ledger_account
+) t ON t.ledger_account = s.code
+ORDER BY s.asset, s.code;
+
+-- name: customer_totals
+-- per asset: what payflow owes its customers and merchants (their balances, credit side)
+SELECT asset, sum(balance) AS balance, count(*) AS accounts FROM accounts
+GROUP BY asset ORDER BY asset;
 
 -- name: account_count
 SELECT count(*) FROM accounts;

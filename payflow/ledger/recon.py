@@ -1,4 +1,10 @@
-"""Reconciliation: balance = initial_balance + sum(ledger), and no duplicate effects.
+"""Reconciliation: every account's balance equals its journal, the books balance, and no
+duplicate effects.
+
+The journal is double-entry (migration 0029): each posting's legs sum to zero per asset, so
+over the whole journal debits equal credits per asset (the trial balance), and a customer
+account's balance is the sum of its legs (its payment events' rows and its opening
+transfer; `initial_balance` is no source of money). The full check proves both.
 
 Both checks are read-only and run in one REPEATABLE READ snapshot, so concurrent
 postings cannot make a consistent ledger look dirty. The snapshot is opened by
@@ -17,7 +23,6 @@ import asyncpg
 from payflow.config import DatabaseSettings
 from payflow.db.tx import transaction
 from payflow.ledger.states import SQL
-from payflow.money import add
 
 RECON_TIMEOUT_MS = 15 * 60 * 1000  # a full check reads every ledger row
 
@@ -29,6 +34,30 @@ class Mismatch:
     expected: Decimal
 
 
+@dataclass(frozen=True, slots=True)
+class TrialBalanceLine:
+    """One asset's totals over the whole journal; `asset` None gathers legs naming an
+    unknown account."""
+
+    asset: str | None
+    debits: Decimal
+    credits: Decimal
+
+    @property
+    def balanced(self) -> bool:
+        return self.asset is not None and self.debits == self.credits
+
+
+@dataclass(frozen=True, slots=True)
+class UnbalancedPosting:
+    posting: str  # a payment event id, or `transfer:<id>`
+    asset: str | None
+    total: Decimal
+
+
+UNBALANCED_SHOWN = 100
+
+
 @dataclass(slots=True)
 class ReconReport:
     scope: str
@@ -37,6 +66,12 @@ class ReconReport:
     duplicate_ledger_events: list[str] = field(default_factory=list)
     confirmed_without_ledger: list[str] = field(default_factory=list)
     ledger_without_confirmation: list[str] = field(default_factory=list)
+    trial_balance: list[TrialBalanceLine] = field(default_factory=list)
+    unbalanced_postings: list[UnbalancedPosting] = field(default_factory=list)
+
+    @property
+    def unbalanced_assets(self) -> list[TrialBalanceLine]:
+        return [line for line in self.trial_balance if not line.balanced]
 
     @property
     def clean(self) -> bool:
@@ -45,14 +80,13 @@ class ReconReport:
             or self.duplicate_ledger_events
             or self.confirmed_without_ledger
             or self.ledger_without_confirmation
+            or self.unbalanced_assets
+            or self.unbalanced_postings
         )
 
 
 def _mismatches(rows: list[asyncpg.Record]) -> list[Mismatch]:
-    return [
-        Mismatch(str(r["id"]), r["balance"], add(r["initial_balance"], r["ledger_total"]))
-        for r in rows
-    ]
+    return [Mismatch(str(r["id"]), r["balance"], r["ledger_total"]) for r in rows]
 
 
 async def reconcile(
@@ -62,9 +96,10 @@ async def reconcile(
     full: bool,
     recent_minutes: int | None = None,
 ) -> ReconReport:
-    """Check balances against the ledger in one snapshot; `full` adds every account
-    and the duplicate / orphan checks, otherwise only accounts touched in the last
-    `recent_minutes` (`RECON_RECENT_MINUTES`, required then: `ValueError` without)."""
+    """Check balances against the journal in one snapshot; `full` adds every account,
+    the trial balance per asset (with any unbalanced posting) and the duplicate / orphan
+    checks, otherwise only accounts touched in the last `recent_minutes`
+    (`RECON_RECENT_MINUTES`, required then: `ValueError` without)."""
     if not full and recent_minutes is None:
         raise ValueError("a recent reconciliation needs recent_minutes")
     async with (
@@ -94,5 +129,13 @@ async def reconcile(
         ]
         report.ledger_without_confirmation = [
             r["source_event_id"] for r in await conn.fetch(SQL["recon_ledger_without_success"])
+        ]
+        report.trial_balance = [
+            TrialBalanceLine(r["asset"], r["debits"], r["credits"])
+            for r in await conn.fetch(SQL["recon_trial_balance"])
+        ]
+        report.unbalanced_postings = [
+            UnbalancedPosting(r["posting"], r["asset"], r["total"])
+            for r in await conn.fetch(SQL["recon_unbalanced_postings"], UNBALANCED_SHOWN)
         ]
         return report

@@ -46,6 +46,8 @@ def recon_problems(report: ReconReport) -> int:
         + len(report.duplicate_ledger_events)
         + len(report.confirmed_without_ledger)
         + len(report.ledger_without_confirmation)
+        + len(report.unbalanced_assets)
+        + len(report.unbalanced_postings)
     )
 
 
@@ -92,7 +94,7 @@ async def _reconcile_job(ctx: JobContext, kind: ReconKind) -> JobResult:
 
 async def recon_hot(ctx: JobContext) -> JobResult:
     """Hot-path reconciliation: accounts with ledger rows in the last
-    RECON_RECENT_MINUTES satisfy `balance = initial_balance + Σ ledger` (one snapshot).
+    RECON_RECENT_MINUTES satisfy `balance = Σ journal` (one snapshot).
 
     Sets `payflow_recon_*{kind="hot"}`; a finding fires `recon.mismatch:hot` (critical).
     """

@@ -19,8 +19,26 @@ def render(report: ReconReport, console: Console) -> None:
         f"recon scope={report.scope} accounts={report.accounts_checked} "
         f"mismatches={len(report.mismatches)} duplicates={len(report.duplicate_ledger_events)} "
         f"confirmed_without_ledger={len(report.confirmed_without_ledger)} "
-        f"ledger_without_confirmation={len(report.ledger_without_confirmation)} result={verdict}"
+        f"ledger_without_confirmation={len(report.ledger_without_confirmation)} "
+        + (
+            f"unbalanced_assets={len(report.unbalanced_assets)} "
+            f"unbalanced_postings={len(report.unbalanced_postings)} "
+            if report.scope == "full"
+            else ""
+        )
+        + f"result={verdict}"
     )
+    for line in report.trial_balance:
+        state = "balanced" if line.balanced else "UNBALANCED"
+        console.print(
+            f"  trial balance {line.asset or '(unknown account)'}: debits "
+            f"{format_amount(line.debits)} credits {format_amount(line.credits)} {state}"
+        )
+    for posting in report.unbalanced_postings[:SHOWN]:
+        console.print(
+            f"  unbalanced posting {posting.posting}: {posting.asset or '(unknown account)'}"
+            f" legs sum to {format_amount(posting.total)}"
+        )
     for mismatch in report.mismatches[:SHOWN]:
         console.print(
             f"  account {mismatch.account_id}: balance {format_amount(mismatch.balance)} "

@@ -63,6 +63,12 @@ WITH m AS (
     INSERT INTO processed_events (idempotency_key, event_id, outcome, created_at)
     SELECT 'history-credit-' || g.n || ':success', 'history-credit-' || g.n, 'success', g.at
     FROM g
+), legs AS (
+    -- The counterparty of each credit (double-entry books): gateway:USD.
+    INSERT INTO ledger_legs (source_event_id, ledger_account, amount, kind, created_at)
+    SELECT 'history-credit-' || g.n, ledger_account('gateway', NULL, 'USD'), -$2::numeric,
+           'payment_credit', g.at
+    FROM g
 ), b AS (
     INSERT INTO balance_events (account_id, amount, event_type, source_event_id,
                                 balance_after, created_at)

@@ -254,6 +254,24 @@ async def _fill(pool: asyncpg.Pool) -> list[uuid.UUID]:
                 SPREAD_ACCOUNTS,
             )
         ]
+        # Double-entry books: each opening is a transfer opening:ETH -> account.
+        await conn.execute(
+            """
+            WITH t AS (
+                INSERT INTO ledger_transfers (kind, reference)
+                SELECT 'opening', id::text FROM unnest($1::uuid[]) AS a(id)
+                RETURNING id, reference
+            )
+            INSERT INTO ledger_legs (transfer_id, account_id, ledger_account, amount, kind)
+            SELECT t.id, leg.account_id, leg.code, leg.amount, 'opening'
+            FROM t CROSS JOIN LATERAL (VALUES
+                (t.reference::uuid, NULL::text, $2::numeric),
+                (NULL::uuid, ledger_account('opening', NULL, 'ETH'), -$2::numeric)
+            ) AS leg(account_id, code, amount)
+            """,
+            ids,
+            OPENING_BALANCE,
+        )
         await conn.execute(
             """
             WITH history AS (
@@ -265,6 +283,10 @@ async def _fill(pool: asyncpg.Pool) -> list[uuid.UUID]:
             ), processed AS (
                 INSERT INTO processed_events (idempotency_key, event_id, outcome)
                 SELECT 'hist:' || event_id, event_id, 'success' FROM history
+            ), counterparty AS (
+                INSERT INTO ledger_legs (source_event_id, ledger_account, amount, kind)
+                SELECT event_id, ledger_account('custody', 'external', 'ETH'), -1, 'deposit'
+                FROM history
             )
             INSERT INTO balance_events (account_id, amount, event_type, source_event_id,
                                         balance_after)

@@ -134,10 +134,11 @@ async def run_payouts_bench(settings: Settings, config: PayoutBenchConfig) -> bo
                     CHAIN,
                 )
                 account = await admin.fetchval(
-                    "INSERT INTO accounts (asset, balance, initial_balance) VALUES ('ETH', $1, $1)"
-                    " RETURNING id",
+                    "INSERT INTO accounts (asset, initial_balance) VALUES ('ETH', $1) RETURNING id",
                     Decimal(10 * n),
                 )
+                # The opening arrives as a balanced transfer (opening:ETH -> the account).
+                await admin.execute("SELECT ledger_post_opening($1, $2)", account, Decimal(10 * n))
             finally:
                 await admin.close()
             bench = settings.model_copy(

@@ -47,10 +47,11 @@ NEAR_BALANCE_MAX = "9" * 60
 
 
 async def open_at_balance_max(owner_pool: asyncpg.Pool, account_id: UUID) -> None:
-    """Put `account_id` at the widest balance its column holds (as its opening balance,
+    """Put `account_id` at the widest balance its column holds (by its opening transfer,
     so reconciliation stays consistent): the next credit overflows."""
     await owner_pool.execute(
-        "UPDATE accounts SET balance = $2::numeric, initial_balance = $2::numeric WHERE id = $1",
+        "SELECT ledger_post_opening($1, $2::numeric - (SELECT balance FROM accounts"
+        " WHERE id = $1))",
         account_id,
         NEAR_BALANCE_MAX,
     )

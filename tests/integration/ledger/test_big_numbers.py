@@ -175,6 +175,8 @@ async def test_migration_0008_keeps_data_down_and_up(
     conn = await asyncpg.connect(database_url)
     try:
         await conn.execute("SET session_replication_role = replica")  # test set-up only
+        await conn.execute("DELETE FROM ledger_legs")
+        await conn.execute("DELETE FROM ledger_transfers")
         await conn.execute("DELETE FROM balance_events")
         await conn.execute("DELETE FROM processed_events")
         await conn.execute("UPDATE accounts SET balance = 12.5, initial_balance = 12.5")
