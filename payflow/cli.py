@@ -24,6 +24,7 @@ from payflow.commands import (
     payments,
     payouts,
     tokens,
+    treasury,
     unmatched,
     wallet,
 )
@@ -246,6 +247,7 @@ app.add_typer(alerts.alerts_app, name="alerts")
 app.add_typer(merchants.merchants_app, name="merchants")
 app.add_typer(assets.assets_app, name="assets")
 app.add_typer(ledger.ledger_app, name="ledger")
+app.add_typer(treasury.treasury_app, name="treasury")
 app.add_typer(payments.payments_app, name="payments")
 app.add_typer(unmatched.unmatched_app, name="unmatched")
 app.add_typer(tokens.tokens_app, name="tokens")
