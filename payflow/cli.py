@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import unicodedata
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
@@ -112,10 +113,29 @@ def recon(
         int | None,
         typer.Option("--from-block", min=0, help="With --chain: first block to re-read"),
     ] = None,
+    gateway: Annotated[
+        bool,
+        typer.Option("--gateway", help="Match the gateway's settled charges with the books"),
+    ] = False,
+    on_date: Annotated[
+        datetime | None,
+        typer.Option(
+            "--date", formats=["%Y-%m-%d"], help="With --gateway: the UTC day (default yesterday)"
+        ),
+    ] = None,
 ) -> None:
     """Reconcile balances with the journal (with --full also the trial balance: per asset
     debits equal credits over the whole journal), or, with --chain, credits with the
-    chain's final blocks; exit 1 on any mismatch."""
+    chain's final blocks and the custody accounts with the chain's balances, or, with
+    --gateway, the gateway's settled charges of a day with the books; exit 1 on any
+    mismatch."""
+    if gateway:
+        from payflow.payments.gateway_recon_cli import run_gateway_recon
+
+        day = on_date.date() if on_date else datetime.now(UTC).date() - timedelta(days=1)
+        if not _run(run_gateway_recon(_settings(), day)):
+            raise typer.Exit(1)
+        return
     if chain:
         from payflow.chain.recon_cli import run_chain_recon
 
