@@ -19,6 +19,7 @@ from decimal import Decimal
 
 import asyncpg
 
+from payflow.money import format_amount
 from payflow.payments.gateway import SettledCharge, SettlementRecord
 from payflow.payments.records import SQL
 
@@ -75,8 +76,8 @@ async def reconcile_gateway(
             continue
         if leg["amount"] != charge.amount or leg["currency"] != charge.currency:
             report.different.append(
-                f"{pid} gateway {charge.amount:f} {charge.currency}"
-                f" books {leg['amount']:f} {leg['currency']}"
+                f"{pid} gateway {format_amount(charge.amount)} {charge.currency}"
+                f" books {format_amount(leg['amount'])} {leg['currency']}"
             )
         elif pid not in booked:
             report.other_day.append(
@@ -95,8 +96,8 @@ async def reconcile_gateway(
                 report.extra.append(_describe(pid, leg["amount"], leg["currency"]))
             elif found.amount != leg["amount"] or found.currency != leg["currency"]:
                 report.different.append(
-                    f"{pid} gateway {found.amount:f} {found.currency}"
-                    f" books {leg['amount']:f} {leg['currency']}"
+                    f"{pid} gateway {format_amount(found.amount)} {found.currency}"
+                    f" books {format_amount(leg['amount'])} {leg['currency']}"
                 )
             else:
                 report.other_day.append(
@@ -106,4 +107,4 @@ async def reconcile_gateway(
 
 
 def _describe(pid: str, amount: Decimal, currency: str) -> str:
-    return f"{pid} {amount:f} {currency}"
+    return f"{pid} {format_amount(amount)} {currency}"
