@@ -41,7 +41,7 @@ from payflow.chain.rpc import RpcClient, hex_int, to_hex
 from payflow.chain.transfers import TRANSFER_TOPIC
 from payflow.chain.watch.blocks import address_topic
 from payflow.config import ChainSettings
-from payflow.money import from_base_units
+from payflow.money import format_amount, from_base_units
 
 BALANCE_OF = "0x70a08231"
 BATCH = 100
@@ -70,8 +70,9 @@ class CustodyLine:
 
     def summary(self) -> str:
         return (
-            f"custody {self.account} books={self.books:f} chain={self.on_chain:f} "
-            f"in_flight={self.in_flight:f} difference={self.difference:f} "
+            f"custody {self.account} books={format_amount(self.books)} "
+            f"chain={format_amount(self.on_chain)} in_flight={format_amount(self.in_flight)} "
+            f"difference={format_amount(self.difference)} "
             f"result={'clean' if self.clean else 'MISMATCH'}"
         )
 
@@ -239,7 +240,9 @@ async def reconcile_custody(
     if gas:
         native_line = lines[native["asset"]]
         native_line.in_flight -= gas
-        native_line.explanations.append(f"gas paid by hot wallets, not booked: {gas:f}")
+        native_line.explanations.append(
+            f"gas paid by hot wallets, not booked: {format_amount(gas)}"
+        )
     await _explain_reversed(oracle, chain, final, reversed_deposits, lines)
     for outflow in report.unexplained_outflows:
         for line in lines.values():
@@ -299,7 +302,7 @@ async def _explain_reversed(
             if hex_int(receipt.get("status")) == 1 and row["asset"] in lines:
                 lines[row["asset"]].explanations.append(
                     f"deposit reversed by a reorg, final on chain again: {row['transfer_id']}"
-                    f" ({row['amount']:f})"
+                    f" ({format_amount(row['amount'])})"
                 )
 
 
@@ -353,7 +356,7 @@ async def _treasury_movements(
                 continue
             else:
                 report.unexplained_outflows.append(
-                    f"{reference} from {sender} to {to} {amount:f} {token['asset']}"
+                    f"{reference} from {sender} to {to} {format_amount(amount)} {token['asset']}"
                 )
                 continue
             async with conn.transaction():
@@ -361,4 +364,6 @@ async def _treasury_movements(
                     SQL["treasury_post"], kind, reference, debit, credit, amount
                 )
             if posted is not None:
-                report.booked_movements.append(f"{kind} {reference} {amount:f} {token['asset']}")
+                report.booked_movements.append(
+                    f"{kind} {reference} {format_amount(amount)} {token['asset']}"
+                )

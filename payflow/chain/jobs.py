@@ -17,6 +17,7 @@ from payflow.chain.payouts.job import payouts_job
 from payflow.chain.recon import reconcile_chain
 from payflow.errors import ChainUnavailable
 from payflow.jobs.spec import JobContext, JobResult, JobSpec, Outcome
+from payflow.money import format_amount
 
 
 async def chain_deposits_job(ctx: JobContext) -> JobResult:
@@ -147,10 +148,10 @@ async def _custody_alerts(ctx: JobContext, report: CustodyReport) -> bool:
             Severity.CRITICAL,
             f"{line.account} differs from the chain by {line.difference:f} at block {report.block}",
             details={
-                "books": format(line.books, "f"),
-                "chain": format(line.on_chain, "f"),
-                "in_flight": format(line.in_flight, "f"),
-                "difference": format(line.difference, "f"),
+                "books": format_amount(line.books),
+                "chain": format_amount(line.on_chain),
+                "in_flight": format_amount(line.in_flight),
+                "difference": format_amount(line.difference),
                 "explanations": line.explanations[:10],
             },
         )
