@@ -248,6 +248,13 @@ async def reconcile_custody(
         for line in lines.values():
             if outflow.endswith(f" {line.asset}"):
                 line.explanations.append(f"outflow to an unregistered address: {outflow}")
+    for line in lines.values():
+        if not line.clean and not line.explanations:
+            line.explanations.append(
+                "no known transfer explains it: value reached or left our addresses without"
+                " a transfer payflow reads (a contract's internal call, a self-destruct, a"
+                " native sweep, a wallet funded outside the books)"
+            )
     report.lines = list(lines.values())
     return report
 

@@ -8,11 +8,13 @@ import uuid
 from decimal import Decimal
 
 import asyncpg
+import pytest
 from redis.asyncio import Redis
 
 from payflow.chain.custody import CustodyLine, CustodyReport, reconcile_custody
 from payflow.chain.deposits import SQL
 from payflow.chain.finality import FinalityOracle
+from payflow.chain.recon_cli import run_chain_recon
 from payflow.chain.rpc import RpcError, to_hex
 from payflow.config import Settings
 from payflow.db.tx import transaction
@@ -44,7 +46,11 @@ def _line(report: CustodyReport, asset: str) -> CustodyLine:
 
 
 async def test_eth_pushed_by_a_self_destruct_is_a_mismatch(
-    anvil: AnvilNode, pool: asyncpg.Pool, settings: Settings, oracle: FinalityOracle
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    settings: Settings,
+    oracle: FinalityOracle,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     _account, address = await open_account(pool, settings, "ETH")
     await anvil.mine(3)
@@ -67,6 +73,16 @@ async def test_eth_pushed_by_a_self_destruct_is_a_mismatch(
     assert (eth.books, eth.on_chain, eth.in_flight) == (0, Decimal("1.5"), 0)
     assert eth.difference == Decimal("1.5") and not report.clean
     assert "MISMATCH" in eth.summary()
+    assert any("no known transfer" in why for why in eth.explanations)
+    capsys.readouterr()
+    assert (
+        await run_chain_recon(settings, from_block=None) is False
+    )  # `payflow recon --chain` exits 1
+    out = capsys.readouterr().out
+    assert (
+        "custody custody:ETH_MAINNET:ETH books=0 chain=1.5 in_flight=0 difference=1.5"
+        " result=MISMATCH"
+    ) in out
 
 
 async def test_a_reversed_deposit_final_on_chain_again_is_a_mismatch_until_credited(
@@ -75,7 +91,7 @@ async def test_a_reversed_deposit_final_on_chain_again_is_a_mismatch_until_credi
     settings = chain_settings(
         database_url, migration_url, anvil.url, eth_confirmation_policy="confirmations:1"
     )
-    _account, address = await open_account(pool, settings, "ETH")
+    account, address = await open_account(pool, settings, "ETH")
     await anvil.mine(2)
     tx = await anvil.send_eth(address, WEI_PER_ETH)
     raw = await anvil.rpc.call("eth_getRawTransactionByHash", tx)
@@ -94,12 +110,27 @@ async def test_a_reversed_deposit_final_on_chain_again_is_a_mismatch_until_credi
         await anvil.mine(3)
         assert (await anvil.receipt(tx))["status"] == "0x1"
         report = await reconcile_custody(pool, settings, oracle, CHAIN)
+        eth = _line(report, "ETH")
+        assert (eth.books, eth.on_chain, eth.difference) == (0, Decimal(1), Decimal(1))
+        tid = f"{CHAIN}:{tx}:-1"
+        assert f"deposit reversed by a reorg, final on chain again: {tid} (1)" in (eth.explanations)
+        # the lifecycle re-checks the reversed deposit, sees it re-included and credits it
+        # again (`chain:<id>~1`): the mismatch lasted until then
+        for _ in range(3):
+            await run(pool, settings, oracle)
+        credits = await pool.fetch(
+            "SELECT source_event_id FROM balance_events WHERE account_id = $1 ORDER BY id",
+            account,
+        )
+        assert [r["source_event_id"] for r in credits] == [
+            f"chain:{tid}",
+            f"reorg:{tid}",
+            f"chain:{tid}~1",
+        ]
+        healed = await reconcile_custody(pool, settings, oracle, CHAIN)
     finally:
         await oracle.aclose()
-    eth = _line(report, "ETH")
-    assert (eth.books, eth.on_chain, eth.difference) == (0, Decimal(1), Decimal(1))
-    tid = f"{CHAIN}:{tx}:-1"
-    assert f"deposit reversed by a reorg, final on chain again: {tid} (1)" in (eth.explanations)
+    assert _line(healed, "ETH").clean, _line(healed, "ETH").summary()
 
 
 async def test_a_token_payout_booked_paid_whose_tokens_never_left_is_a_mismatch(
