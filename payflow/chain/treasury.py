@@ -16,9 +16,18 @@ from payflow.config import Settings
 from payflow.db.pool import tool_pool
 
 
+def _who(by: str) -> str:
+    if not 1 <= len(by) <= 200 or not by.isprintable():
+        raise ValueError("--by is 1 to 200 printable characters (who does it, audited)")
+    return by
+
+
 async def add_treasury(settings: Settings, chain: str, address: str, by: str) -> tuple[str, bool]:
-    """Register `address` on `chain`; (its lower-case form, whether it was new)."""
+    """Register `address` on `chain`; (its lower-case form, whether it was new). Raises
+    `ValueError` (one line for the operator) before any connection for a bad address or
+    `by`, and for a chain payflow does not know."""
     checked = checked_evm_address(address)
+    _who(by)
     async with tool_pool(settings.database) as pool:
         known = await pool.fetchval("SELECT 1 FROM chains WHERE chain = $1", chain)
         if known is None:
@@ -28,7 +37,10 @@ async def add_treasury(settings: Settings, chain: str, address: str, by: str) ->
 
 
 async def remove_treasury(settings: Settings, chain: str, address: str, by: str) -> bool:
+    """Unregister `address` on `chain` (the row stays, with who and when); False when it
+    was not registered."""
     checked = checked_evm_address(address)
+    _who(by)
     async with tool_pool(settings.database) as pool:
         return await pool.fetchval(SQL["treasury_remove"], chain, checked, by) is not None
 
