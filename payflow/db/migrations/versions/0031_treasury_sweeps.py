@@ -107,7 +107,19 @@ UPGRADE: list[str] = [
     "REVOKE ALL ON FUNCTION payflow_grant_extra_0031_treasury_sweeps(name) FROM PUBLIC",
 ]
 
+# A forced downgrade drops the sweeps (append-only: the guard trigger is off for it) and the
+# treasury accounts; the older schema has neither.
 DOWNGRADE: list[str] = [
+    "ALTER TABLE ledger_legs DISABLE TRIGGER ledger_legs_no_update_delete",
+    "ALTER TABLE ledger_transfers DISABLE TRIGGER ledger_transfers_no_update_delete",
+    "DELETE FROM ledger_legs l USING ledger_transfers t"
+    " WHERE l.transfer_id = t.id AND t.kind IN ('treasury_sweep', 'treasury_funding')",
+    "DELETE FROM ledger_transfers WHERE kind IN ('treasury_sweep', 'treasury_funding')",
+    "DELETE FROM ledger_legs WHERE ledger_account IN"
+    " (SELECT code FROM ledger_accounts WHERE kind = 'treasury')",
+    "ALTER TABLE ledger_transfers ENABLE TRIGGER ledger_transfers_no_update_delete",
+    "ALTER TABLE ledger_legs ENABLE TRIGGER ledger_legs_no_update_delete",
+    "DELETE FROM ledger_accounts WHERE kind = 'treasury'",
     "DROP FUNCTION payflow_grant_extra_0031_treasury_sweeps(name)",
     "DROP FUNCTION ledger_post_system_transfer(text, text, text, text, numeric)",
     """
