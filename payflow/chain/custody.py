@@ -38,8 +38,8 @@ from payflow.chain.deposits import SQL
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import check_node
 from payflow.chain.rpc import RpcClient, hex_int, to_hex
-from payflow.chain.transfers import TRANSFER_TOPIC
-from payflow.chain.watch.blocks import address_topic
+from payflow.chain.transfers import NATIVE_POSITION, TRANSFER_TOPIC
+from payflow.chain.watch.blocks import BODY_BATCH, address_topic, read_headers
 from payflow.config import ChainSettings
 from payflow.money import format_amount, from_base_units
 
@@ -161,6 +161,10 @@ async def reconcile_custody(
     ours = set(evm)
     by_contract = {r["contract"]: r for r in assets if r["contract"] is not None}
     payout_txs = {h for p in payouts for h in p["tx_hashes"]}
+    native_row = next((r for r in assets if r["contract"] is None), None)
+    if native_row is None:  # a chain payflow does not register: nothing to compare
+        return report
+    deposit_addresses = {r["address"] for r in await pool.fetch(SQL["our_addresses"], chain)}
     if final >= start:
         await _treasury_movements(
             pool,
@@ -171,6 +175,17 @@ async def reconcile_custody(
             by_contract,
             evm,
             ours,
+            treasury,
+            payout_txs,
+        )
+        await _native_movements(
+            pool,
+            oracle,
+            report,
+            (start, final),
+            native_row,
+            ours,
+            deposit_addresses,
             treasury,
             payout_txs,
         )
@@ -194,7 +209,7 @@ async def reconcile_custody(
         held[row["asset"]] = held.get(row["asset"], 0) + units
 
     receipts = await _receipts(oracle, chain, sorted(payout_txs))
-    native = next(r for r in assets if r["contract"] is None)
+    native = native_row
     async with pool.acquire() as conn:
         in_flight = {
             r["asset"]: (r["amount"], r["transfers"] or [])
@@ -214,7 +229,7 @@ async def reconcile_custody(
             line.explanations += [f"deposit in flight (not credited yet): {t}" for t in transfers]
             lines[asset] = line
         booked_gas = await conn.fetchval(
-            SQL["custody_book_balance"], f"network_fees:{chain}:{native['asset']}"
+            SQL["custody_booked_payout_gas"], f"network_fees:{chain}:{native['asset']}"
         )
     gas_wei = 0
     for payout in payouts:
@@ -374,3 +389,86 @@ async def _treasury_movements(
                 report.booked_movements.append(
                     f"{kind} {reference} {format_amount(amount)} {token['asset']}"
                 )
+
+
+async def _native_movements(
+    pool: asyncpg.Pool,
+    oracle: FinalityOracle,
+    report: CustodyReport,
+    span: tuple[int, int],
+    native: asyncpg.Record,
+    ours: set[str],
+    deposit_addresses: set[str],
+    treasury: set[str],
+    payout_txs: set[str],
+) -> None:
+    """Walk the window's block bodies for native value between our addresses and the
+    treasury (booked as sweeps and fundings), native value from ours to anywhere else
+    (an unexplained outflow) and the gas our deposit addresses paid for the owners'
+    transactions (booked `sweep_gas`: custody -> network_fees). Only transactions whose
+    receipt has status 1 move value; every mined one paid its gas."""
+    matched: list[tuple[str, str, str | None, int]] = []  # tx, from, to, value
+    numbers = list(range(span[0], span[1] + 1))
+    for i in range(0, len(numbers), BODY_BATCH):
+
+        async def ask(rpc: RpcClient, part: list[int] = numbers[i : i + BODY_BATCH]) -> Any:
+            return await read_headers(rpc_call(rpc), part, full=True)
+
+        for block in await oracle.call(report.chain, ask):
+            for tx in (block or {}).get("transactions", []):
+                if not isinstance(tx, dict):
+                    continue
+                sender = str(tx.get("from") or "").lower()
+                to = (tx.get("to") or "").lower() or None
+                if sender in ours or (sender in treasury and to in ours):
+                    matched.append(
+                        (str(tx["hash"]).lower(), sender, to, hex_int(tx.get("value")) or 0)
+                    )
+    if not matched:
+        return
+    receipts = await _receipts(oracle, report.chain, sorted({m[0] for m in matched}))
+    decimals = int(native["decimals"])
+    custody = f"custody:{report.chain}:{native['asset']}"
+    vault = f"treasury:{report.chain}:{native['asset']}"
+    fees = f"network_fees:{report.chain}:{native['asset']}"
+    async with pool.acquire() as conn:
+        for tx, sender, to, value in matched:
+            receipt = receipts.get(tx)
+            if receipt is None or tx in payout_txs:
+                continue
+            postings: list[tuple[str, str, str, str, int]] = []
+            if sender in deposit_addresses:
+                postings.append(("sweep_gas", f"{tx}:gas", fees, custody, _gas_wei(receipt)))
+            moved = value if hex_int(receipt.get("status")) == 1 else 0
+            reference = f"{tx}:{NATIVE_POSITION}"
+            if moved and sender in ours and to in treasury:
+                postings.append(("treasury_sweep", reference, vault, custody, moved))
+            elif moved and sender in treasury and to in ours:
+                postings.append(("treasury_funding", reference, custody, vault, moved))
+            elif moved and sender in ours and to not in ours:
+                amount = format_amount(from_base_units(moved, decimals))
+                report.unexplained_outflows.append(
+                    f"{reference} from {sender} to {to or 'a new contract'} {amount}"
+                    f" {native['asset']}"
+                )
+            for kind, ref, debit, credit, wei in postings:
+                if wei <= 0:
+                    continue
+                amount_d = from_base_units(wei, decimals)
+                async with conn.transaction():
+                    posted = await conn.fetchval(
+                        SQL["treasury_post"], kind, ref, debit, credit, amount_d
+                    )
+                if posted is not None:
+                    report.booked_movements.append(
+                        f"{kind} {ref} {format_amount(amount_d)} {native['asset']}"
+                    )
+
+
+def rpc_call(rpc: RpcClient) -> Any:
+    """`read_headers`' `call` on one client (the oracle already holds the breaker)."""
+
+    async def call(fn: Any) -> Any:
+        return await fn(rpc)
+
+    return call

@@ -290,6 +290,13 @@ ORDER BY address;
 -- $1 system account code: its balance on the debit side, summed from the journal
 SELECT coalesce(-sum(amount), 0) FROM ledger_legs WHERE ledger_account = $1;
 
+-- name: custody_booked_payout_gas
+-- $1 network_fees account code: the gas booked there for payouts (every leg but the
+-- sweep_gas transfers the custody recon books itself), debit side
+SELECT coalesce(-sum(l.amount), 0) FROM ledger_legs l
+LEFT JOIN ledger_transfers t ON t.id = l.transfer_id
+WHERE l.ledger_account = $1 AND (t.kind IS NULL OR t.kind <> 'sweep_gas');
+
 -- name: custody_deposits_in_flight
 -- $1 chain, $2 final height: per asset, deposits the chain holds at a final block that
 -- the books have not credited yet (verified, not credited), and credits whose block is

@@ -1245,7 +1245,7 @@ CREATE TABLE public.ledger_transfers (
     kind text NOT NULL,
     reference text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT ledger_transfers_kind_valid CHECK ((kind = ANY (ARRAY['opening'::text, 'treasury_sweep'::text, 'treasury_funding'::text]))),
+    CONSTRAINT ledger_transfers_kind_valid CHECK ((kind = ANY (ARRAY['opening'::text, 'treasury_sweep'::text, 'treasury_funding'::text, 'sweep_gas'::text]))),
     CONSTRAINT ledger_transfers_reference_length CHECK (((length(reference) >= 1) AND (length(reference) <= 200)))
 );
 

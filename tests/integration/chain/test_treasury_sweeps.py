@@ -22,7 +22,7 @@ from payflow.db.tx import transaction
 from payflow.ingress.service import assign_address
 from payflow.jobs.spec import JobContext
 from payflow.ledger.accounts import create_account
-from payflow_lab.anvil import DEFAULT_ACCOUNTS, AnvilNode
+from payflow_lab.anvil import DEFAULT_ACCOUNTS, WEI_PER_ETH, AnvilNode
 from tests.recording_alerts import RecordingSink
 
 from .deposit_support import (
@@ -99,7 +99,11 @@ async def test_a_sweep_to_treasury_is_booked_and_an_outflow_elsewhere_alerts(
     sweep = await anvil.token_transfer(token, vault, 6_000_000, sender=DEFAULT_ACCOUNTS[3])
     await anvil.mine(3)
     report = await reconcile_custody(pool, settings, oracle, CHAIN, from_block=0)
-    assert report.booked_movements == [f"treasury_sweep {sweep}:0 6 USDC"]
+    assert report.booked_movements[0] == f"treasury_sweep {sweep}:0 6 USDC"
+    # the deposit address paid the owners' transaction's gas: custody -> network_fees
+    assert [m.split(" ")[:2] for m in report.booked_movements[1:]] == [
+        ["sweep_gas", f"{sweep}:gas"]
+    ]
     usdc = _usdc(report)
     assert (usdc.books, usdc.on_chain, usdc.difference) == (Decimal(4), Decimal(4), 0)
     assert usdc.clean and report.unexplained_outflows == []
@@ -108,7 +112,7 @@ async def test_a_sweep_to_treasury_is_booked_and_an_outflow_elsewhere_alerts(
         " JOIN ledger_transfers t ON t.id = l.transfer_id WHERE t.kind = 'treasury_sweep'"
         " ORDER BY l.amount"
     )
-    assert [(r["ledger_account"], r["amount"]) for r in legs] == [
+    assert [(r["ledger_account"], r["amount"]) for r in legs] == [  # balanced
         (f"treasury:{CHAIN}:USDC", Decimal(-6)),
         (f"custody:{CHAIN}:USDC", Decimal(6)),
     ]
@@ -134,3 +138,50 @@ async def test_a_sweep_to_treasury_is_booked_and_an_outflow_elsewhere_alerts(
     severity, message = fired[f"recon.custody:{CHAIN}:USDC"]
     assert severity is Severity.CRITICAL and "differs from the chain by -1" in message
     assert await run_chain_recon(settings, from_block=0) is False  # the command exits 1
+
+
+async def test_native_funding_sweep_and_gas_are_booked_and_a_native_leak_is_a_mismatch(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    settings: Settings,
+    oracle: FinalityOracle,
+) -> None:
+    address, vault = DEFAULT_ACCOUNTS[3].lower(), DEFAULT_ACCOUNTS[2].lower()
+    async with pool.acquire() as conn, transaction(conn, settings):
+        account = await create_account(conn, "ETH")
+        await assign_address(conn, CHAIN, address, account.id)
+    await add_treasury(settings, CHAIN, vault, "ops@test")
+    await anvil.set_balance(address, 0)  # anvil prefunds it: start from nothing
+    await anvil.mine(3)
+    start = await anvil.head()
+    funding = await anvil.send_eth(address, 2 * WEI_PER_ETH, sender=DEFAULT_ACCOUNTS[2])
+    sweep = await anvil.send_eth(vault, WEI_PER_ETH, sender=DEFAULT_ACCOUNTS[3])
+    await anvil.mine(3)
+    report = await reconcile_custody(pool, settings, oracle, CHAIN, from_block=start)
+    booked = sorted(m.split(" ")[:2] for m in report.booked_movements)
+    assert booked == sorted(
+        [
+            ["treasury_funding", f"{funding}:-1"],
+            ["treasury_sweep", f"{sweep}:-1"],
+            ["sweep_gas", f"{sweep}:gas"],
+        ]
+    )
+    eth = _eth(report)
+    assert eth.clean, eth.summary()
+    assert 0 < eth.on_chain < 1  # 2 in, 1 out, the sweep's gas
+    assert report.unexplained_outflows == []
+
+    stranger = new_address()
+    leak = await anvil.send_eth(stranger, WEI_PER_ETH // 10, sender=DEFAULT_ACCOUNTS[3])
+    await anvil.mine(3)
+    dirty = await reconcile_custody(pool, settings, oracle, CHAIN, from_block=start)
+    assert dirty.unexplained_outflows == [f"{leak}:-1 from {address} to {stranger} 0.1 ETH"]
+    assert dirty.booked_movements == [
+        f"sweep_gas {leak}:gas {dirty.booked_movements[0].split(' ')[2]} ETH"
+    ]
+    assert _eth(dirty).difference == Decimal("-0.1") and not dirty.clean
+
+
+def _eth(report: CustodyReport) -> CustodyLine:
+    [line] = [line for line in report.lines if line.asset == "ETH"]
+    return line

@@ -5,8 +5,10 @@ payflow holds only a watch-only key: owners sweep deposit addresses with their o
   with who added it and when, and who removed it and when (a removed row stays: audit).
 - `ledger_accounts.kind` gains `treasury` (per chain, debit-normal: the owners' wallets).
 - `ledger_transfers.kind` gains `treasury_sweep` (custody -> treasury, an outflow from a
-  deposit address to a treasury address) and `treasury_funding` (treasury -> custody, a
-  treasury address funding one of payflow's addresses); reference `<tx hash>:<log index>`.
+  deposit address to a treasury address), `treasury_funding` (treasury -> custody, a
+  treasury address funding one of payflow's addresses), reference `<tx hash>:<log index>`
+  (`-1` for native value), and `sweep_gas` (custody -> network_fees, the gas a deposit
+  address paid for the owners' transaction), reference `<tx hash>:gas`.
 - `ledger_post_system_transfer(kind, reference, debit, credit, amount)`: one balanced
   transfer between two system accounts, once per (kind, reference).
 
@@ -54,7 +56,7 @@ UPGRADE: list[str] = [
     ALTER TABLE ledger_transfers
         DROP CONSTRAINT ledger_transfers_kind_valid,
         ADD CONSTRAINT ledger_transfers_kind_valid
-            CHECK (kind IN ('opening', 'treasury_sweep', 'treasury_funding'))
+            CHECK (kind IN ('opening', 'treasury_sweep', 'treasury_funding', 'sweep_gas'))
     """,
     # A movement between two system accounts: `p_debit` gains (debit, -A), `p_credit`
     # gives (credit, +A); once per (kind, reference): NULL when already posted.
@@ -113,8 +115,10 @@ DOWNGRADE: list[str] = [
     "ALTER TABLE ledger_legs DISABLE TRIGGER ledger_legs_no_update_delete",
     "ALTER TABLE ledger_transfers DISABLE TRIGGER ledger_transfers_no_update_delete",
     "DELETE FROM ledger_legs l USING ledger_transfers t"
-    " WHERE l.transfer_id = t.id AND t.kind IN ('treasury_sweep', 'treasury_funding')",
-    "DELETE FROM ledger_transfers WHERE kind IN ('treasury_sweep', 'treasury_funding')",
+    " WHERE l.transfer_id = t.id AND t.kind IN ('treasury_sweep', 'treasury_funding',"
+    " 'sweep_gas')",
+    "DELETE FROM ledger_transfers WHERE kind IN ('treasury_sweep', 'treasury_funding',"
+    " 'sweep_gas')",
     "DELETE FROM ledger_legs WHERE ledger_account IN"
     " (SELECT code FROM ledger_accounts WHERE kind = 'treasury')",
     "ALTER TABLE ledger_transfers ENABLE TRIGGER ledger_transfers_no_update_delete",
