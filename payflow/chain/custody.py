@@ -17,13 +17,15 @@ as paid whose tokens never left the hot wallet.
 - gas the hot wallets paid for payout transactions final on chain (native asset, minus),
   less what the books already carry in `network_fees:<chain>:<native>`.
 
-Before comparing, ERC-20 `Transfer` logs between our addresses and the registered
-treasury addresses (`treasury_addresses`) in the window are booked as movements between
-custody accounts (`treasury_sweep`: custody -> treasury, `treasury_funding`: treasury ->
-custody), once per `<tx hash>:<log index>`. A token outflow from our addresses to any
-other address that is not a payout's own transaction is listed (`unexplained_outflows`)
-and makes the report dirty. Native outflows are not attributed (that needs every block
-body of the window walked for senders): a native sweep shows as a difference only.
+Before comparing, the window's movements between our addresses and the registered
+treasury addresses (`treasury_addresses`) are booked as movements between custody and
+treasury accounts (`treasury_sweep`: custody -> treasury, `treasury_funding`: treasury ->
+custody), once per `<tx hash>:<log index>` (`-1`: native value): ERC-20 `Transfer` logs
+(`eth_getLogs`) and native value from the block bodies; the gas a deposit address paid
+for the owners' transaction is booked `sweep_gas` (custody -> network_fees). An outflow
+from our addresses to any other address that is not a payout's own transaction is listed
+(`unexplained_outflows`) and makes the report dirty. Value a contract moves by an internal
+call has no transaction of ours: it shows as a difference only.
 """
 
 from __future__ import annotations
