@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import unicodedata
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 import typer
@@ -24,6 +25,7 @@ from payflow.commands import (
     payments,
     payouts,
     tokens,
+    treasury,
     unmatched,
     wallet,
 )
@@ -111,10 +113,33 @@ def recon(
         int | None,
         typer.Option("--from-block", min=0, help="With --chain: first block to re-read"),
     ] = None,
+    gateway: Annotated[
+        bool,
+        typer.Option("--gateway", help="Match the gateway's settled charges with the books"),
+    ] = False,
+    on_date: Annotated[
+        datetime | None,
+        typer.Option(
+            "--date", formats=["%Y-%m-%d"], help="With --gateway: the UTC day (default yesterday)"
+        ),
+    ] = None,
 ) -> None:
     """Reconcile balances with the journal (with --full also the trial balance: per asset
     debits equal credits over the whole journal), or, with --chain, credits with the
-    chain's final blocks; exit 1 on any mismatch."""
+    chain's final blocks and the custody accounts with the chain's balances, or, with
+    --gateway, the gateway's settled charges of a day with the books; exit 1 on any
+    mismatch."""
+    if gateway:
+        from payflow.payments.gateway_recon_cli import run_gateway_recon
+
+        day = on_date.date() if on_date else datetime.now(UTC).date() - timedelta(days=1)
+        settings = _settings()
+        found = run_gateway_recon(
+            settings.database, day, redis_settings=settings.redis, emulator=settings.emulator
+        )
+        if not _run(found):
+            raise typer.Exit(1)
+        return
     if chain:
         from payflow.chain.recon_cli import run_chain_recon
 
@@ -260,6 +285,7 @@ app.add_typer(alerts.alerts_app, name="alerts")
 app.add_typer(merchants.merchants_app, name="merchants")
 app.add_typer(assets.assets_app, name="assets")
 app.add_typer(ledger.ledger_app, name="ledger")
+app.add_typer(treasury.treasury_app, name="treasury")
 app.add_typer(payments.payments_app, name="payments")
 app.add_typer(unmatched.unmatched_app, name="unmatched")
 app.add_typer(tokens.tokens_app, name="tokens")

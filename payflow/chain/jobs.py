@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from payflow.alerts import Severity
 from payflow.chain.config import chain_configs
+from payflow.chain.custody import CustodyReport, reconcile_custody
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import NodeMisconfigured
 from payflow.chain.identity import alert_key as node_alert_key
@@ -17,6 +18,7 @@ from payflow.chain.recon import reconcile_chain
 from payflow.config import ChainSettings, DatabaseSettings, PayoutSettings, RedisSettings
 from payflow.errors import ChainUnavailable
 from payflow.jobs.spec import JobContext, JobResult, JobSpec, Outcome
+from payflow.money import format_amount
 
 
 async def chain_deposits_job(ctx: JobContext) -> JobResult:
@@ -75,6 +77,14 @@ async def recon_chain_job(ctx: JobContext) -> JobResult:
                         "credit_without_transfer": report.credit_without_transfer[:10],
                     },
                 )
+            try:
+                custody = await reconcile_custody(ctx.pool, chains, oracle, chain)
+            except ChainUnavailable as error:
+                summaries.append(f"custody chain={chain} unavailable: {error}")
+                dirty = True
+                continue
+            summaries += [line.summary() for line in custody.lines]
+            dirty = await _custody_alerts(ctx, custody) or dirty
     finally:
         await oracle.aclose()
     return JobResult(Outcome.ALERT if dirty else Outcome.OK, "; ".join(summaries))
@@ -119,3 +129,37 @@ JOBS: tuple[JobSpec, ...] = (
         "final blocks vs credits: uncredited transfers, credits without a transfer",
     ),
 )
+
+
+async def _custody_alerts(ctx: JobContext, report: CustodyReport) -> bool:
+    """A custody account that differs from the chain fires `recon.custody:<chain>:<asset>`
+    (critical, with what explains it); a token outflow to an unregistered address fires
+    `recon.custody_outflow:<tx>:<log>` naming the transaction. True when any fired."""
+    fired = False
+    for line in report.lines:
+        key = f"recon.custody:{line.chain}:{line.asset}"
+        if line.clean:
+            await ctx.alerts.resolve(key)
+            continue
+        fired = True
+        await ctx.alerts.fire(
+            key,
+            Severity.CRITICAL,
+            f"{line.account} differs from the chain by {line.difference:f} at block {report.block}",
+            details={
+                "books": format_amount(line.books),
+                "chain": format_amount(line.on_chain),
+                "in_flight": format_amount(line.in_flight),
+                "difference": format_amount(line.difference),
+                "explanations": line.explanations[:10],
+            },
+        )
+    for outflow in report.unexplained_outflows:
+        fired = True
+        await ctx.alerts.fire(
+            f"recon.custody_outflow:{outflow.split(' ', 1)[0]}",
+            Severity.CRITICAL,
+            f"outflow from a {report.chain} address of payflow to an unregistered address:"
+            f" {outflow}",
+        )
+    return fired

@@ -268,3 +268,86 @@ WHERE starts_with(e.event_id, $1) AND e.event_type = 'deposit' AND e.status = 'c
                   WHERE d.transfer_id = split_part(substr(e.event_id, 7), '~', 1)
                     AND e.event_id = ANY (d.past_credit_events))
 ORDER BY e.event_id;
+
+-- name: custody_assets
+-- $1 chain: the assets payflow holds on it, native (contract NULL) first, then tokens
+SELECT native_asset AS asset, NULL::text AS contract, native_decimals AS decimals
+FROM chains WHERE chain = $1
+UNION ALL
+SELECT asset, contract, decimals FROM (
+    SELECT asset, contract, decimals FROM chain_tokens WHERE chain = $1 ORDER BY contract
+) t;
+
+-- name: custody_holders
+-- $1 chain: every address whose holdings the custody account books (deposit addresses
+-- and hot wallets)
+SELECT address, 'deposit' AS role FROM deposit_addresses WHERE chain = $1
+UNION
+SELECT address, 'hot_wallet' AS role FROM hot_wallets WHERE chain = $1
+ORDER BY address;
+
+-- name: custody_book_balance
+-- $1 system account code: its balance on the debit side, summed from the journal
+SELECT coalesce(-sum(amount), 0) FROM ledger_legs WHERE ledger_account = $1;
+
+-- name: custody_booked_payout_gas
+-- $1 network_fees account code: the gas booked there for payouts (every leg but the
+-- sweep_gas transfers the custody recon books itself), debit side
+SELECT coalesce(-sum(l.amount), 0) FROM ledger_legs l
+LEFT JOIN ledger_transfers t ON t.id = l.transfer_id
+WHERE l.ledger_account = $1 AND (t.kind IS NULL OR t.kind <> 'sweep_gas');
+
+-- name: custody_deposits_in_flight
+-- $1 chain, $2 final height: per asset, deposits the chain holds at a final block that
+-- the books have not credited yet (verified, not credited), and credits whose block is
+-- above the final height (booked, not yet in the chain's final state)
+SELECT asset,
+       coalesce(sum(amount) FILTER (WHERE status = 'verified' AND block_number <= $2), 0)
+           - coalesce(sum(amount) FILTER (WHERE status = 'credited' AND block_number > $2), 0)
+           AS amount,
+       array_agg(transfer_id ORDER BY transfer_id)
+           FILTER (WHERE (status = 'verified' AND block_number <= $2)
+                      OR (status = 'credited' AND block_number > $2)) AS transfers
+FROM chain_deposits WHERE chain = $1 GROUP BY asset;
+
+-- name: custody_reversed_deposits
+-- $1 chain: deposits reversed by a reorg (their tx may be final on chain again)
+SELECT transfer_id, tx_hash, asset, amount FROM chain_deposits
+WHERE chain = $1 AND status = 'reversed' ORDER BY transfer_id LIMIT 200;
+
+-- name: custody_payouts
+-- $1 chain: payouts with a transaction (their gas was paid by a hot wallet), with every
+-- transaction hash they signed
+SELECT p.id, p.asset, p.contract, p.amount, p.status, p.hot_wallet, p.landed_tx_hash,
+       array_agg(t.tx_hash ORDER BY t.attempt) AS tx_hashes
+FROM payouts p JOIN payout_txs t ON t.payout_id = p.id
+WHERE p.chain = $1 AND p.status <> 'held'
+GROUP BY p.id ORDER BY p.created_at;
+
+-- name: treasury_active
+-- $1 chain: the registered treasury addresses
+SELECT address FROM treasury_addresses WHERE chain = $1 AND removed_at IS NULL ORDER BY address;
+
+-- name: treasury_list
+SELECT id, chain, address, added_by, added_at, removed_by, removed_at
+FROM treasury_addresses ORDER BY chain, added_at, id;
+
+-- name: treasury_add
+-- $1 chain, $2 address, $3 who: NULL when the address is already registered
+INSERT INTO treasury_addresses (chain, address, added_by) VALUES ($1, $2, $3)
+ON CONFLICT (chain, address) WHERE removed_at IS NULL DO NOTHING
+RETURNING id;
+
+-- name: treasury_remove
+-- $1 chain, $2 address, $3 who
+UPDATE treasury_addresses SET removed_by = $3, removed_at = now()
+WHERE chain = $1 AND address = $2 AND removed_at IS NULL
+RETURNING id;
+
+-- name: treasury_post
+-- $1 kind, $2 reference, $3 debited account, $4 credited account, $5 amount: the
+-- balanced transfer, NULL when already posted
+SELECT ledger_post_system_transfer($1, $2,
+    ledger_account(split_part($3, ':', 1), split_part($3, ':', 2), split_part($3, ':', 3)),
+    ledger_account(split_part($4, ':', 1), split_part($4, ':', 2), split_part($4, ':', 3)),
+    $5);

@@ -6,6 +6,7 @@ from redis.asyncio import Redis
 from rich.console import Console
 
 from payflow.chain.config import chain_configs
+from payflow.chain.custody import CustodyReport, reconcile_custody
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import NodeMisconfigured
 from payflow.chain.recon import reconcile_chain
@@ -56,7 +57,33 @@ async def run_chain_recon(
                 for item in report.not_creditable[:SHOWN]:
                     console.print(f"  not creditable (listed, not a mismatch): {item}")
                 clean = clean and report.clean
+                try:
+                    custody = await reconcile_custody(
+                        pool, settings, oracle, chain, from_block=from_block
+                    )
+                except ChainUnavailable as error:
+                    console.print(f"recon custody chain={chain} unavailable: {error}")
+                    clean = False
+                    continue
+                print_custody(console, custody)
+                clean = clean and custody.clean
     finally:
         await oracle.aclose()
         await redis.aclose()
     return clean
+
+
+def print_custody(console: Console, report: CustodyReport) -> None:
+    """Per asset: books, chain, in flight, difference, and what explains it."""
+    console.print(
+        f"recon custody chain={report.chain} block={report.block} "
+        f"result={'clean' if report.clean else 'MISMATCH'}"
+    )
+    for moved in report.booked_movements[:SHOWN]:
+        console.print(f"  booked: {moved}")
+    for line in report.lines:
+        console.print(f"  {line.summary()}")
+        for why in line.explanations[:SHOWN]:
+            console.print(f"    {why}")
+    for outflow in report.unexplained_outflows[:SHOWN]:
+        console.print(f"  outflow to an unregistered address: {outflow}")

@@ -238,3 +238,19 @@ AS $function$
                        ' public.ledger_post_opening(uuid, numeric) TO %I', app);
     END
     $function$;
+
+-- name: payflow_grant_extra_0030_treasury_sweeps
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0030_treasury_sweeps(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        -- an address is removed by setting removed_at/removed_by, never deleted
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.treasury_addresses FROM %I', app);
+        EXECUTE format('GRANT UPDATE (removed_by, removed_at) ON public.treasury_addresses'
+                       ' TO %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.ledger_post_system_transfer(text,'
+                       ' text, text, text, numeric) TO %I', app);
+    END
+    $function$;

@@ -264,6 +264,35 @@ CREATE FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_source
     $$;
 
 --
+-- Name: ledger_post_system_transfer(text, text, text, text, numeric); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post_system_transfer(p_kind text, p_reference text, p_debit text, p_credit text, p_amount numeric) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        v_transfer bigint;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'a transfer amount must be positive' USING ERRCODE = 'check_violation';
+        END IF;
+        IF p_debit = p_credit THEN
+            RAISE EXCEPTION 'a transfer needs two accounts' USING ERRCODE = 'check_violation';
+        END IF;
+        INSERT INTO ledger_transfers (kind, reference) VALUES (p_kind, p_reference)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO ledger_legs (transfer_id, ledger_account, amount, kind)
+        VALUES (v_transfer, p_debit, -p_amount, p_kind), (v_transfer, p_credit, p_amount, p_kind);
+        RETURN v_transfer;
+    END
+    $$;
+
+--
 -- Name: ledger_posting_balanced(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -487,6 +516,24 @@ CREATE FUNCTION public.payflow_grant_extra_0029_double_entry_books(app name) RET
         EXECUTE format('GRANT EXECUTE ON FUNCTION public.ledger_account(text, text, text),'
                        ' public.ledger_counterparty(text, text, text),'
                        ' public.ledger_post_opening(uuid, numeric) TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0030_treasury_sweeps(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0030_treasury_sweeps(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        -- an address is removed by setting removed_at/removed_by, never deleted
+        EXECUTE format('REVOKE UPDATE, DELETE ON public.treasury_addresses FROM %I', app);
+        EXECUTE format('GRANT UPDATE (removed_by, removed_at) ON public.treasury_addresses'
+                       ' TO %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.ledger_post_system_transfer(text,'
+                       ' text, text, text, numeric) TO %I', app);
     END
     $$;
 
@@ -1120,9 +1167,9 @@ CREATE TABLE public.ledger_accounts (
     normal_side text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT ledger_accounts_chain_format CHECK ((chain ~ '^([A-Z0-9_]{2,40}|external)$'::text)),
-    CONSTRAINT ledger_accounts_chain_where_needed CHECK (((kind = ANY (ARRAY['custody'::text, 'network_fees'::text])) = (chain IS NOT NULL))),
+    CONSTRAINT ledger_accounts_chain_where_needed CHECK (((kind = ANY (ARRAY['custody'::text, 'network_fees'::text, 'treasury'::text])) = (chain IS NOT NULL))),
     CONSTRAINT ledger_accounts_code_format CHECK ((code = (((kind || ':'::text) || COALESCE((chain || ':'::text), ''::text)) || asset))),
-    CONSTRAINT ledger_accounts_kind_valid CHECK ((kind = ANY (ARRAY['custody'::text, 'gateway'::text, 'fees'::text, 'network_fees'::text, 'reorg_loss'::text, 'opening'::text, 'adjustments'::text]))),
+    CONSTRAINT ledger_accounts_kind_valid CHECK ((kind = ANY (ARRAY['custody'::text, 'gateway'::text, 'fees'::text, 'network_fees'::text, 'reorg_loss'::text, 'opening'::text, 'adjustments'::text, 'treasury'::text]))),
     CONSTRAINT ledger_accounts_normal_side_valid CHECK ((normal_side =
 CASE
     WHEN (kind = 'fees'::text) THEN 'credit'::text
@@ -1198,7 +1245,7 @@ CREATE TABLE public.ledger_transfers (
     kind text NOT NULL,
     reference text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT ledger_transfers_kind_valid CHECK ((kind = 'opening'::text)),
+    CONSTRAINT ledger_transfers_kind_valid CHECK ((kind = ANY (ARRAY['opening'::text, 'treasury_sweep'::text, 'treasury_funding'::text, 'sweep_gas'::text]))),
     CONSTRAINT ledger_transfers_reference_length CHECK (((length(reference) >= 1) AND (length(reference) <= 200)))
 );
 
@@ -1460,6 +1507,37 @@ CREATE TABLE public.state_gauges (
     computed_at timestamp with time zone NOT NULL,
     state jsonb NOT NULL,
     CONSTRAINT state_gauges_one_row CHECK ((id = 1))
+);
+
+--
+-- Name: treasury_addresses; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.treasury_addresses (
+    id bigint NOT NULL,
+    chain text NOT NULL,
+    address text NOT NULL,
+    added_by text NOT NULL,
+    added_at timestamp with time zone DEFAULT now() NOT NULL,
+    removed_by text,
+    removed_at timestamp with time zone,
+    CONSTRAINT treasury_addresses_added_by_present CHECK (((length(added_by) >= 1) AND (length(added_by) <= 200))),
+    CONSTRAINT treasury_addresses_address_format CHECK ((address ~ '^0x[0-9a-f]{40}$'::text)),
+    CONSTRAINT treasury_addresses_removed_by_present CHECK (((length(removed_by) >= 1) AND (length(removed_by) <= 200))),
+    CONSTRAINT treasury_addresses_removed_with_who CHECK (((removed_at IS NULL) = (removed_by IS NULL)))
+);
+
+--
+-- Name: treasury_addresses_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.treasury_addresses ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.treasury_addresses_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
 );
 
 --
@@ -1869,6 +1947,13 @@ ALTER TABLE ONLY public.state_gauges
     ADD CONSTRAINT state_gauges_pkey PRIMARY KEY (id);
 
 --
+-- Name: treasury_addresses treasury_addresses_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.treasury_addresses
+    ADD CONSTRAINT treasury_addresses_pkey PRIMARY KEY (id);
+
+--
 -- Name: unmatched_provider_events unmatched_provider_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2153,6 +2238,12 @@ CREATE INDEX processed_events_created_idx ON public.processed_events USING btree
 CREATE INDEX processed_events_pending_idx ON public.processed_events USING btree (created_at) WHERE (outcome = 'pending'::text);
 
 --
+-- Name: treasury_addresses_active; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE UNIQUE INDEX treasury_addresses_active ON public.treasury_addresses USING btree (chain, address) WHERE (removed_at IS NULL);
+
+--
 -- Name: unmatched_provider_events_open_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2429,6 +2520,13 @@ ALTER TABLE ONLY public.payouts
     ADD CONSTRAINT payouts_chain_fkey FOREIGN KEY (chain) REFERENCES public.chains(chain);
 
 --
+-- Name: treasury_addresses treasury_addresses_chain_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.treasury_addresses
+    ADD CONSTRAINT treasury_addresses_chain_fkey FOREIGN KEY (chain) REFERENCES public.chains(chain);
+
+--
 -- Name: unmatched_provider_events unmatched_provider_events_delivery_sha256_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2489,6 +2587,13 @@ GRANT ALL ON FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeri
 
 REVOKE ALL ON FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_sources text[], p_credit_types text[], p_active_types text[], p_lock_timeout_ms integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_sources text[], p_credit_types text[], p_active_types text[], p_lock_timeout_ms integer) TO payflow_app;
+
+--
+-- Name: FUNCTION ledger_post_system_transfer(p_kind text, p_reference text, p_debit text, p_credit text, p_amount numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_post_system_transfer(p_kind text, p_reference text, p_debit text, p_credit text, p_amount numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_post_system_transfer(p_kind text, p_reference text, p_debit text, p_credit text, p_amount numeric) TO payflow_app;
 
 --
 -- Name: FUNCTION payflow_grant_extra_0013_chain_deposits(app name); Type: ACL; Schema: public; Owner: -
@@ -2561,6 +2666,12 @@ REVOKE ALL ON FUNCTION public.payflow_grant_extra_0026_payout_stalls(app name) F
 --
 
 REVOKE ALL ON FUNCTION public.payflow_grant_extra_0029_double_entry_books(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0030_treasury_sweeps(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0030_treasury_sweeps(app name) FROM PUBLIC;
 
 --
 -- Name: FUNCTION payflow_grant_hooks(app name); Type: ACL; Schema: public; Owner: -
@@ -2964,6 +3075,30 @@ GRANT SELECT,INSERT ON TABLE public.provider_deliveries TO payflow_app;
 --
 
 GRANT SELECT,INSERT,UPDATE ON TABLE public.state_gauges TO payflow_app;
+
+--
+-- Name: TABLE treasury_addresses; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.treasury_addresses TO payflow_app;
+
+--
+-- Name: COLUMN treasury_addresses.removed_by; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(removed_by) ON TABLE public.treasury_addresses TO payflow_app;
+
+--
+-- Name: COLUMN treasury_addresses.removed_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(removed_at) ON TABLE public.treasury_addresses TO payflow_app;
+
+--
+-- Name: SEQUENCE treasury_addresses_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.treasury_addresses_id_seq TO payflow_app;
 
 --
 -- Name: TABLE unmatched_provider_events; Type: ACL; Schema: public; Owner: -

@@ -27,6 +27,7 @@ class SystemAccountKind(StrEnum):
     REORG_LOSS = "reorg_loss"  # shortfalls of reversed deposits already spent
     OPENING = "opening"  # the counterpart of opening balances
     ADJUSTMENTS = "adjustments"  # operator corrections
+    TREASURY = "treasury"  # the owners' treasury wallets, swept to (per chain; 0031)
 
 
 class NormalSide(StrEnum):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Protocol
 from uuid import UUID
@@ -62,12 +63,37 @@ class Gateway(Protocol):
         ...
 
 
-# The emulator's memory of one charge: the first answer wins, every charge call counts.
+@dataclass(frozen=True, slots=True)
+class SettledCharge:
+    """A charge the gateway settled (approved) on a day, as its own record shows it."""
+
+    payment_id: UUID
+    amount: Decimal
+    currency: str
+    reference: str
+
+
+class SettlementRecord(Protocol):
+    """A gateway that can list the charges it settled on a (UTC) day; what
+    `payflow recon --gateway --date D` matches against the books."""
+
+    async def settled(self, day: date) -> list[SettledCharge]:
+        """Every charge approved on `day`. Raises `RetryableError` when unreachable."""
+        ...
+
+
+# The emulator's memory of one charge: the first answer wins, every charge call counts; a
+# first answer that approves also lands in the day's settlement record (KEYS[2], a hash
+# payment id -> "amount currency reference", the UTC day the charge arrived).
 _CHARGE_SCRIPT = """
 local count = redis.call('HINCRBY', KEYS[1], 'charges', 1)
 if redis.call('HEXISTS', KEYS[1], 'approved') == 0 then
   redis.call('HSET', KEYS[1], 'approved', ARGV[1], 'reason', ARGV[2], 'reference', ARGV[3],
              'amount', ARGV[4], 'currency', ARGV[5])
+  if ARGV[1] == '1' then
+    redis.call('HSETNX', KEYS[2], ARGV[7], ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[3])
+    redis.call('EXPIRE', KEYS[2], ARGV[6])
+  end
 end
 redis.call('EXPIRE', KEYS[1], ARGV[6])
 local stored = redis.call('HMGET', KEYS[1], 'approved', 'reason', 'reference')
@@ -112,6 +138,7 @@ class EmulatedGateway:
         # EVALSHA with a load on NOSCRIPT: the script's text crosses the wire once.
         self._charge_script = redis.register_script(_CHARGE_SCRIPT)
         self._prefix = f"{key_prefix}gateway:charge:"
+        self._settled_prefix = f"{key_prefix}gateway:settled:"
         self._delay_min = delay_min_s
         self._delay_max = max(delay_min_s, delay_max_s)
         self._failure_rate = failure_rate
@@ -142,7 +169,10 @@ class EmulatedGateway:
         fresh = self.decide(request.payment_id)
         try:
             stored = await self._charge_script(
-                keys=[self._prefix + str(request.payment_id)],
+                keys=[
+                    self._prefix + str(request.payment_id),
+                    self._settled_prefix + datetime.now(UTC).date().isoformat(),
+                ],
                 args=[
                     "1" if fresh.approved else "0",
                     fresh.reason,
@@ -150,6 +180,7 @@ class EmulatedGateway:
                     str(request.amount),
                     request.currency,
                     EMULATOR_MEMORY_S,
+                    str(request.payment_id),
                 ],
             )
         except RedisError as exc:
@@ -189,3 +220,16 @@ class EmulatedGateway:
         except RedisError as exc:
             raise RetryableError(f"gateway emulator unreachable: {exc}") from exc
         return int(_text(count) or 0)
+
+    async def settled(self, day: date) -> list[SettledCharge]:
+        """The charges first approved on `day` (UTC), by payment id; kept as long as a
+        charge (`EMULATOR_MEMORY_S`). Raises `RetryableError` when Redis is unreachable."""
+        try:
+            found = await self._redis.hgetall(self._settled_prefix + day.isoformat())
+        except RedisError as exc:
+            raise RetryableError(f"gateway emulator unreachable: {exc}") from exc
+        charges = []
+        for key, value in found.items():
+            amount, currency, reference = _text(value).split(" ", 2)
+            charges.append(SettledCharge(UUID(_text(key)), Decimal(amount), currency, reference))
+        return sorted(charges, key=lambda c: str(c.payment_id))

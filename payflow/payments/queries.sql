@@ -313,3 +313,24 @@ FOR UPDATE OF p SKIP LOCKED;
 UPDATE payments SET payment_sweeps = payment_sweeps + 1, payment_swept_at = now()
 WHERE id = $1 AND status NOT IN ('succeeded', 'failed')
 RETURNING payment_sweeps;
+
+-- ---- gateway recon: the books' gateway legs against the gateway's settlement record
+
+-- name: gateway_legs_between
+-- $1 from, $2 to (timestamptz, half-open): the gateway:<currency> legs of merchant
+-- payment credits posted in the period, per payment (the amount the gateway owes)
+SELECT substr(l.source_event_id, length('payment:') + 1) AS payment_id,
+       s.asset AS currency, -sum(l.amount) AS amount, min(l.created_at) AS posted_at
+FROM ledger_legs l JOIN ledger_accounts s ON s.code = l.ledger_account
+WHERE s.kind = 'gateway' AND l.source_event_id LIKE 'payment:%'
+  AND l.created_at >= $1 AND l.created_at < $2
+GROUP BY l.source_event_id, s.asset;
+
+-- name: gateway_legs_of
+-- $1 payment ids (text[]): their gateway legs whenever posted
+SELECT substr(l.source_event_id, length('payment:') + 1) AS payment_id,
+       s.asset AS currency, -sum(l.amount) AS amount, min(l.created_at) AS posted_at
+FROM ledger_legs l JOIN ledger_accounts s ON s.code = l.ledger_account
+WHERE s.kind = 'gateway'
+  AND l.source_event_id = ANY (SELECT 'payment:' || unnest($1::text[]))
+GROUP BY l.source_event_id, s.asset;
