@@ -261,6 +261,29 @@ SLOW_TESTS: dict[str, str] = {
     "test_a_kept_deposit_is_credited_by_replaying_its_delivery": (
         "`payflow unmatched replay` and the pipeline as processes"
     ),
+    # the heaviest files of the fast loop (tens of seconds each on two cores): `make test`
+    # runs them, `make test-fast` and `make test-unit` leave them out
+    "tests/integration/config/test_settings.py": "`payflow` started as a subprocess for each setting",
+    "tests/integration/lab/test_lab_boundary.py": "a wheel built and a production install made",
+    "tests/integration/commands/test_cli_bad_arguments.py": "`payflow` commands as subprocesses",
+    "tests/integration/config/test_deposit_xpub.py": "role processes refusing bad keys at start-up",
+    "tests/integration/payouts/test_mismatch_settle.py": "token payouts mined and settled on anvil",
+    "tests/integration/payouts/test_proof_and_stalls.py": "payouts driven through stalls on anvil",
+    "tests/integration/payouts/test_action_races.py": "operator actions racing as processes",
+    "tests/integration/payouts/test_proof_members.py": "receipt shapes from a contract on anvil",
+    "tests/integration/chain/test_node_misbehaving.py": "anvil behind a rewriting proxy",
+    "tests/integration/ledger/test_recovery.py": "recovery waiting out stale-event windows",
+    "tests/integration/db/test_roles.py": "databases migrated and re-owned per test",
+    "tests/integration/db/test_statement_bounds.py": "statements waiting out their lock bounds",
+    "tests/integration/db/test_autocommit_lock_bound.py": "steps waiting out their lock bounds",
+    "tests/integration/db/pgbouncer/test_bouncer_pipeline.py": "the pipeline through PgBouncer",
+    "tests/integration/webhooks/test_webhook_direct.py": "first sends waiting out leases",
+    "tests/integration/webhooks/test_webhook_late_delivery.py": "sends paused past their lease",
+    "tests/integration/webhooks/test_webhook_fresh_claim.py": "first claims waiting out leases",
+    "tests/integration/api/test_slow_clients.py": "an API process against 1,100 trickling sockets",
+    "tests/integration/api/test_slow_readers.py": "an API process against clients that never read",
+    "tests/integration/api/test_api_lost_sessions.py": "the API while its sessions are terminated",
+    "tests/integration/broker/test_topology.py": "queues declared and dead-lettered on RabbitMQ",
     # generated inputs
     "tests/integration/api/test_openapi_fuzz.py": "schemathesis fuzzing every operation",
 }
