@@ -262,8 +262,8 @@ SLOW_TESTS: dict[str, str] = {
         "`payflow unmatched replay` and the pipeline as processes"
     ),
     # the heaviest files of the fast loop (tens of seconds each on two cores): `make test`
-    # runs them, `make test-fast` and `make test-unit` leave them out
-    "tests/integration/config/test_settings.py": "`payflow` started as a subprocess for each setting",
+    # runs them, `make test-fast` leaves them out
+    "tests/integration/config/test_settings.py": "`payflow` started once per setting checked",
     "tests/integration/lab/test_lab_boundary.py": "a wheel built and a production install made",
     "tests/integration/commands/test_cli_bad_arguments.py": "`payflow` commands as subprocesses",
     "tests/integration/config/test_deposit_xpub.py": "role processes refusing bad keys at start-up",
