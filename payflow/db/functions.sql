@@ -252,6 +252,7 @@ AS $function$
         EXECUTE format('GRANT EXECUTE ON FUNCTION'
                        ' public.ledger_post_network_fee(text, text, numeric),'
                        ' public.ledger_post_reorg_shortfall(text, text, numeric),'
+                       ' public.ledger_post_reorg_recovery(text, text, numeric),'
                        ' public.ledger_post_adjustment(text, text, numeric, text, text, text)'
                        ' TO %I', app);
     END

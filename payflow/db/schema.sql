@@ -352,6 +352,48 @@ CREATE FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) RET
     $$;
 
 --
+-- Name: ledger_post_reorg_recovery(text, text, numeric); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post_reorg_recovery(p_reference text, p_transfer_id text, p_amount numeric) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        v_chain text;
+        v_asset text;
+        v_transfer bigint;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'a recovery must be positive' USING ERRCODE = 'check_violation';
+        END IF;
+        IF p_reference IS NULL OR p_reference NOT LIKE 'chain:' || p_transfer_id || '~%' THEN
+            RAISE EXCEPTION 'a recovery is referenced by its re-credit, chain:%~n', p_transfer_id
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT d.chain, d.asset INTO v_chain, v_asset FROM public.chain_deposits d
+        WHERE d.transfer_id = p_transfer_id AND d.status = 'credited';
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'deposit % is not credited', p_transfer_id
+                USING ERRCODE = 'no_data_found';
+        END IF;
+        INSERT INTO public.ledger_transfers (kind, reference)
+        VALUES ('reorg_recovery', p_reference)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO public.ledger_legs (transfer_id, ledger_account, amount, kind) VALUES
+            (v_transfer, public.ledger_account('custody', v_chain, v_asset), -p_amount,
+             'reorg_recovery'),
+            (v_transfer, public.ledger_account('reorg_loss', NULL, v_asset), p_amount,
+             'reorg_recovery');
+        RETURN v_transfer;
+    END
+    $$;
+
+--
 -- Name: ledger_post_reorg_shortfall(text, text, numeric); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -695,6 +737,7 @@ CREATE FUNCTION public.payflow_grant_extra_0032_gas_shortfall_adjustments(app na
         EXECUTE format('GRANT EXECUTE ON FUNCTION'
                        ' public.ledger_post_network_fee(text, text, numeric),'
                        ' public.ledger_post_reorg_shortfall(text, text, numeric),'
+                       ' public.ledger_post_reorg_recovery(text, text, numeric),'
                        ' public.ledger_post_adjustment(text, text, numeric, text, text, text)'
                        ' TO %I', app);
     END
@@ -1443,7 +1486,7 @@ CREATE TABLE public.ledger_transfers (
     kind text NOT NULL,
     reference text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT ledger_transfers_kind_valid CHECK ((kind = ANY (ARRAY['opening'::text, 'network_fee'::text, 'reorg_shortfall'::text, 'adjustment'::text]))),
+    CONSTRAINT ledger_transfers_kind_valid CHECK ((kind = ANY (ARRAY['opening'::text, 'network_fee'::text, 'reorg_shortfall'::text, 'reorg_recovery'::text, 'adjustment'::text]))),
     CONSTRAINT ledger_transfers_reference_length CHECK (((length(reference) >= 1) AND (length(reference) <= 200)))
 );
 
@@ -2809,6 +2852,13 @@ GRANT ALL ON FUNCTION public.ledger_post_network_fee(p_chain text, p_tx_hash tex
 
 REVOKE ALL ON FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) TO payflow_app;
+
+--
+-- Name: FUNCTION ledger_post_reorg_recovery(p_reference text, p_transfer_id text, p_amount numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_post_reorg_recovery(p_reference text, p_transfer_id text, p_amount numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_post_reorg_recovery(p_reference text, p_transfer_id text, p_amount numeric) TO payflow_app;
 
 --
 -- Name: FUNCTION ledger_post_reorg_shortfall(p_reference text, p_transfer_id text, p_amount numeric); Type: ACL; Schema: public; Owner: -

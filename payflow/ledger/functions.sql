@@ -367,6 +367,50 @@ AS $function$
     END
     $function$;
 
+-- name: ledger_post_reorg_recovery
+-- A reversed deposit mined again and re-credited (migration 0032): the loss its reversal
+-- booked is taken back, custody -> reorg_loss, a transfer `reorg_recovery` referenced by
+-- the re-credit's event id; NULL when posted already.
+CREATE OR REPLACE FUNCTION public.ledger_post_reorg_recovery(p_reference text, p_transfer_id text, p_amount numeric)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_chain text;
+        v_asset text;
+        v_transfer bigint;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'a recovery must be positive' USING ERRCODE = 'check_violation';
+        END IF;
+        IF p_reference IS NULL OR p_reference NOT LIKE 'chain:' || p_transfer_id || '~%' THEN
+            RAISE EXCEPTION 'a recovery is referenced by its re-credit, chain:%~n', p_transfer_id
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT d.chain, d.asset INTO v_chain, v_asset FROM public.chain_deposits d
+        WHERE d.transfer_id = p_transfer_id AND d.status = 'credited';
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'deposit % is not credited', p_transfer_id
+                USING ERRCODE = 'no_data_found';
+        END IF;
+        INSERT INTO public.ledger_transfers (kind, reference)
+        VALUES ('reorg_recovery', p_reference)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO public.ledger_legs (transfer_id, ledger_account, amount, kind) VALUES
+            (v_transfer, public.ledger_account('custody', v_chain, v_asset), -p_amount,
+             'reorg_recovery'),
+            (v_transfer, public.ledger_account('reorg_loss', NULL, v_asset), p_amount,
+             'reorg_recovery');
+        RETURN v_transfer;
+    END
+    $function$;
+
 -- name: ledger_post_adjustment
 -- An operator adjustment (migration 0032): a transfer `adjustment` between an account (a
 -- customer's, a merchant's or a system account) and a system account of the same asset,

@@ -8,6 +8,8 @@ the caller's transaction:
   mined transaction (`<chain>:<tx hash>`);
 - `post_reorg_shortfall`: the part of a reversed deposit its customer already spent,
   reorg_loss -> custody, so the custody account is restored by the whole amount;
+- `post_reorg_recovery`: the same deposit mined again and re-credited, the loss taken
+  back (custody -> reorg_loss);
 - `adjust`: an operator's signed correction between an account and a system account of
   the same asset, with its audit row (`ledger_adjustments`).
 """
@@ -44,6 +46,17 @@ async def post_reorg_shortfall(
     if amount <= 0:
         return False
     posted = await conn.fetchval(SQL["post_reorg_shortfall"], reference, transfer_id, amount)
+    return posted is not None
+
+
+async def post_reorg_recovery(
+    conn: Connection, reference: str, transfer_id: str, amount: Decimal
+) -> bool:
+    """Take back the loss of the re-credited deposit `transfer_id` (its reversal's
+    shortfall); False when posted already."""
+    if amount <= 0:
+        return False
+    posted = await conn.fetchval(SQL["post_reorg_recovery"], reference, transfer_id, amount)
     return posted is not None
 
 

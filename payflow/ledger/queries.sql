@@ -338,6 +338,11 @@ SELECT ledger_post_network_fee($1, $2, $3);
 -- reorg_shortfall transfer's id, NULL when posted already (migration 0032)
 SELECT ledger_post_reorg_shortfall($1, $2, $3);
 
+-- name: post_reorg_recovery
+-- $1 reference (the re-credit's event id), $2 deposit transfer id, $3 the shortfall taken
+-- back: the reorg_recovery transfer's id, NULL when posted already (migration 0032)
+SELECT ledger_post_reorg_recovery($1, $2, $3);
+
 -- name: post_adjustment
 -- $1 account (uuid or system code), $2 against (system code), $3 signed amount, $4 reason,
 -- $5 by, $6 reference: (transfer_id, created) (migration 0032)

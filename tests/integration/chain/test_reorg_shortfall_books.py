@@ -104,3 +104,59 @@ async def test_a_spent_deposit_reversed_by_a_reorg_books_the_shortfall(
         (CUSTODY, shortfall),
     ]
     await assert_books_balance(pool)
+
+
+async def test_the_spent_deposit_mined_again_takes_the_loss_back(
+    anvil: AnvilNode, pool: asyncpg.Pool, database_url: str, migration_url: str, redis: Redis
+) -> None:
+    settings = chain_settings(
+        database_url, migration_url, anvil.url, eth_confirmation_policy="confirmations:1"
+    )
+    account, address = await open_account(pool, settings, "ETH")
+    await anvil.mine(2)
+    tx = await anvil.send_eth(address, WEI_PER_ETH)
+    raw = await anvil.rpc.call("eth_getRawTransactionByHash", tx)
+    await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
+    tid = f"{CHAIN}:{tx}:-1"
+    oracle = FinalityOracle(settings, redis, redis_settings=settings)
+    try:
+        await run(pool, settings, oracle, RecordingSink())
+        await anvil.mine(1)
+        assert (await run(pool, settings, oracle, RecordingSink())).credited == 1
+        custody_credited = await _balance(pool, CUSTODY)
+        async with pool.acquire() as conn, transaction(conn, settings):
+            await record_and_announce(
+                conn,
+                event_id="wd:spent",
+                account_id=account,
+                amount="0.4",
+                event_type=EventType.WITHDRAWAL,
+                scale=18,
+                trace_id="spent",
+            )
+        assert (await post_event(pool, settings, "wd:spent")).outcome is Outcome.SUCCESS
+        await anvil.reorg(3)
+        assert (await run(pool, settings, oracle, RecordingSink())).reversed == 1
+        assert await _balance(pool, "reorg_loss:ETH") == Decimal("0.4")
+        assert await _balance(pool, CUSTODY) == custody_credited - 1
+
+        if await anvil.rpc.get_receipt(tx) is None:
+            await anvil.rpc.send_raw_transaction(raw)
+        await anvil.mine(2)
+        await anvil.receipt(tx)
+        runs = [await run(pool, settings, oracle, RecordingSink()) for _ in range(4)]
+        assert sum(r.credited for r in runs) == 1
+    finally:
+        await oracle.aclose()
+    assert await balance(pool, account) == Decimal("0.6")
+    # the chain holds the whole deposit again, and so does the custody account; no loss
+    assert await _balance(pool, CUSTODY) == custody_credited
+    assert await _balance(pool, "reorg_loss:ETH") == 0
+    kinds = await pool.fetch(
+        "SELECT kind, reference FROM ledger_transfers WHERE kind LIKE 'reorg%' ORDER BY id"
+    )
+    assert [(r["kind"], r["reference"]) for r in kinds] == [
+        ("reorg_shortfall", f"reorg:{tid}"),
+        ("reorg_recovery", f"chain:{tid}~1"),
+    ]
+    await assert_books_balance(pool)

@@ -1,7 +1,8 @@
 """A property of the double-entry books on the real PostgreSQL: whatever sequence of
 openings, deposits, reversals, payments, payouts (withdrawal + fee + the gas paid,
-committed together) and operator adjustments (either sign, refused or not) is posted, after every step the trial balance is zero per asset, no posting is unbalanced
-and every account's balance equals its journal."""
+committed together) and operator adjustments (either sign, refused or not) is posted,
+after every step the trial balance is zero per asset, no posting is unbalanced and every
+account's balance equals its journal."""
 
 from __future__ import annotations
 

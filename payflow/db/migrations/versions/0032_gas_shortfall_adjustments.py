@@ -13,6 +13,9 @@ working once the service role can no longer write the journal itself.
   `ledger_post_reorg_shortfall(reference, transfer id, amount)` posts reorg_loss:<asset> -S,
   custody:<chain>:<asset> +S, so that with the customer's debit the custody account is
   restored by the whole reversed amount and the loss is visible.
+* `reorg_recovery` (reference the re-credit's event id `chain:<transfer id>~n`): the same
+  transfer mined again and re-credited (the customer gets the amount minus the shortfall)
+  takes the loss back, custody -S, reorg_loss +S (`ledger_post_reorg_recovery`).
 * `adjustment` (reference the operator's, or a fresh one): `ledger_post_adjustment(...)`
   moves a signed amount between an account (a customer's or merchant's, or a system
   account) and an existing system account of the same asset, refusing a customer balance
@@ -33,11 +36,12 @@ depends_on = None
 FUNCTIONS = (
     "ledger_post_network_fee(text, text, numeric)",
     "ledger_post_reorg_shortfall(text, text, numeric)",
+    "ledger_post_reorg_recovery(text, text, numeric)",
     "ledger_post_adjustment(text, text, numeric, text, text, text)",
 )
 
 KINDS_BEFORE = "('opening')"
-KINDS = "('opening', 'network_fee', 'reorg_shortfall', 'adjustment')"
+KINDS = "('opening', 'network_fee', 'reorg_shortfall', 'reorg_recovery', 'adjustment')"
 
 TABLES: list[str] = [
     "ALTER TABLE ledger_transfers DROP CONSTRAINT ledger_transfers_kind_valid",
@@ -153,6 +157,52 @@ POSTING_FUNCTIONS: list[str] = [
              'reorg_shortfall'),
             (v_transfer, public.ledger_account('custody', v_chain, v_asset), p_amount,
              'reorg_shortfall');
+        RETURN v_transfer;
+    END
+    $$
+    """,
+    # A reversed deposit mined again and re-credited: the shortfall its reversal booked as
+    # a loss exists on chain again (the re-credit gives the customer the amount minus it),
+    # so the loss is taken back, custody -> reorg_loss, referenced by the credit event id.
+    """
+    CREATE FUNCTION ledger_post_reorg_recovery(
+        p_reference text, p_transfer_id text, p_amount numeric
+    )
+    RETURNS bigint
+    LANGUAGE plpgsql
+    SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    DECLARE
+        v_chain text;
+        v_asset text;
+        v_transfer bigint;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'a recovery must be positive' USING ERRCODE = 'check_violation';
+        END IF;
+        IF p_reference IS NULL OR p_reference NOT LIKE 'chain:' || p_transfer_id || '~%' THEN
+            RAISE EXCEPTION 'a recovery is referenced by its re-credit, chain:%~n', p_transfer_id
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT d.chain, d.asset INTO v_chain, v_asset FROM public.chain_deposits d
+        WHERE d.transfer_id = p_transfer_id AND d.status = 'credited';
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'deposit % is not credited', p_transfer_id
+                USING ERRCODE = 'no_data_found';
+        END IF;
+        INSERT INTO public.ledger_transfers (kind, reference)
+        VALUES ('reorg_recovery', p_reference)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO public.ledger_legs (transfer_id, ledger_account, amount, kind) VALUES
+            (v_transfer, public.ledger_account('custody', v_chain, v_asset), -p_amount,
+             'reorg_recovery'),
+            (v_transfer, public.ledger_account('reorg_loss', NULL, v_asset), p_amount,
+             'reorg_recovery');
         RETURN v_transfer;
     END
     $$
@@ -290,6 +340,7 @@ GRANTS: list[str] = [
         EXECUTE format('GRANT EXECUTE ON FUNCTION'
                        ' public.ledger_post_network_fee(text, text, numeric),'
                        ' public.ledger_post_reorg_shortfall(text, text, numeric),'
+                       ' public.ledger_post_reorg_recovery(text, text, numeric),'
                        ' public.ledger_post_adjustment(text, text, numeric, text, text, text)'
                        ' TO %I', app);
     END
@@ -313,7 +364,7 @@ DOWNGRADE: list[str] = [
 LOSES_DATA = """
 SELECT EXISTS (
     SELECT 1 FROM ledger_transfers
-    WHERE kind IN ('network_fee', 'reorg_shortfall', 'adjustment')
+    WHERE kind IN ('network_fee', 'reorg_shortfall', 'reorg_recovery', 'adjustment')
 )
 """
 
