@@ -50,6 +50,7 @@ from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.errors import ChainUnavailable
 from payflow.ledger.accounts import asset_scale, record_and_announce
+from payflow.ledger.moves import post_reorg_recovery
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType
 from payflow.money import format_amount
@@ -309,6 +310,8 @@ async def credit(pool: asyncpg.Pool, settings: DatabaseSettings, row: Any) -> bo
         marked = await conn.fetchrow(SQL["mark_credited"], tid, event_id, row["block_hash"])
         if marked is None:
             return False
+        # the shortfall its reversal booked as payflow's loss is on chain again
+        await post_reorg_recovery(conn, event_id, tid, marked["recovered"])
         if marked["amount"] <= 0:  # a re-credit of a reversal that debited nothing
             log.info("payflow.chain.credited", transfer_id=tid, event_id=None)
             return True

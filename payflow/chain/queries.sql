@@ -155,7 +155,9 @@ WHERE d.transfer_id = $1 AND old.transfer_id = d.transfer_id
   AND d.status NOT IN ('orphaned', 'credited', 'reversed') AND d.block_hash = $3
 RETURNING d.account_id, d.asset, d.trace_id,
     d.amount - CASE WHEN cardinality(d.past_credit_events) > 0 THEN COALESCE(old.shortfall, 0)
-                    ELSE 0 END AS amount;
+                    ELSE 0 END AS amount,
+    CASE WHEN cardinality(d.past_credit_events) > 0 THEN COALESCE(old.shortfall, 0)
+         ELSE 0 END AS recovered;
 
 -- name: credit_generation
 -- $1 transfer id: how many earlier credits a reorg reversed (0 for a first credit)

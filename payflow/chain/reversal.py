@@ -4,12 +4,16 @@ Only chains on a `confirmations:N` policy can need it: a reorg deeper than N rem
 transfer payflow had already credited. In one transaction, under the account's row
 lock: the deposit moves credited → reversed (compare-and-set) and the debit
 `reorg:<transfer id>` (event type `deposit_reversal`) is recorded with its outbox row,
-for min(balance, amount). The remainder is the SHORTFALL: recorded on the deposit, the
-account frozen (no further withdrawals), and an alert raised. The balance never goes
-negative. The debit is posted through `post_event` like every other event (a
-`deposit_reversal` applies to a frozen account too). Should a concurrent debit have
-taken the funds before it posts (refused: insufficient funds), the whole amount becomes
-the shortfall and the account is frozen.
+for min(balance, amount). The remainder is the SHORTFALL: recorded on the deposit, posted
+in the same transaction as payflow's loss (transfer `reorg_shortfall`, reference the
+reversal's event id: reorg_loss -> custody, `moves.post_reorg_shortfall`), the account
+frozen (no further withdrawals), and an alert raised. The balance never goes negative;
+with the customer's debit (customer -> custody) the custody account is restored by the
+whole reversed amount, which is what the chain no longer holds. The debit is posted
+through `post_event` like every other event (a `deposit_reversal` applies to a frozen
+account too). Should a concurrent debit have taken the funds before it posts (refused:
+insufficient funds), the whole amount becomes the shortfall: the rest is posted as a
+second shortfall transfer (reference `<event id>:refused`) and the account is frozen.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from payflow.chain.deposits import SQL
 from payflow.config import DatabaseSettings
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import asset_scale, record_and_announce, set_account_status
+from payflow.ledger.moves import post_reorg_shortfall
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import AccountStatus, EventType, Outcome
 from payflow.money import EXACT, format_amount
@@ -74,6 +79,7 @@ async def reverse(
                 trace_id=deposit["trace_id"] or event_id,
             )
         if shortfall > 0:
+            await post_reorg_shortfall(conn, event_id, tid, shortfall)
             await set_account_status(conn, deposit["account_id"], AccountStatus.FROZEN)
     if debit > 0:
         result = await post_event(pool, settings, event_id)
@@ -81,6 +87,8 @@ async def reverse(
             shortfall = amount
             async with pool.acquire() as conn, transaction(conn, settings):
                 await conn.execute(SQL["set_shortfall"], tid, shortfall)
+                # the debit that was to restore custody did not happen: the loss is it all
+                await post_reorg_shortfall(conn, f"{event_id}:refused", tid, debit)
                 await set_account_status(conn, deposit["account_id"], AccountStatus.FROZEN)
     log.error(
         "payflow.chain.reversed",

@@ -254,3 +254,22 @@ AS $function$
                        ' text, text, text, numeric) TO %I', app);
     END
     $function$;
+
+-- name: payflow_grant_extra_0031_gas_shortfall_adjustments
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0031_gas_shortfall_adjustments(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        -- The audit is written by ledger_post_adjustment only, and never changed.
+        EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON public.ledger_adjustments'
+                       ' FROM %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION'
+                       ' public.ledger_post_network_fee(text, text, numeric),'
+                       ' public.ledger_post_reorg_shortfall(text, text, numeric),'
+                       ' public.ledger_post_reorg_recovery(text, text, numeric),'
+                       ' public.ledger_post_adjustment(text, text, numeric, text, text, text)'
+                       ' TO %I', app);
+    END
+    $function$;

@@ -171,6 +171,154 @@ CREATE FUNCTION public.ledger_counterparty(p_event_id text, p_type text, p_asset
     $_$;
 
 --
+-- Name: ledger_post_adjustment(text, text, numeric, text, text, text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post_adjustment(p_account text, p_against text, p_amount numeric, p_reason text, p_by text, p_reference text) RETURNS TABLE(transfer_id bigint, created boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    DECLARE
+        v_customer uuid;
+        v_code text;
+        v_asset text;
+        v_side text;
+        v_against_asset text;
+        v_leg numeric;
+        v_transfer bigint;
+        v_balance numeric;
+        v_held numeric;
+        v_prior record;
+    BEGIN
+        IF p_amount IS NULL OR p_amount = 0 THEN
+            RAISE EXCEPTION 'the amount must be a non-zero decimal'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF coalesce(length(btrim(p_reason)), 0) NOT BETWEEN 1 AND 500 THEN
+            RAISE EXCEPTION 'a reason is required (at most 500 characters)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF coalesce(length(btrim(p_by)), 0) NOT BETWEEN 1 AND 200 THEN
+            RAISE EXCEPTION 'who adjusts is required (at most 200 characters)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF coalesce(length(p_reference), 0) NOT BETWEEN 1 AND 200 THEN
+            RAISE EXCEPTION 'the reference must be 1 to 200 characters'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT s.asset INTO v_against_asset FROM public.ledger_accounts s
+        WHERE s.code = p_against;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION '% is not a system account', p_against
+                USING ERRCODE = 'no_data_found';
+        END IF;
+        IF p_account ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+            v_customer := p_account::uuid;
+            SELECT a.asset INTO v_asset FROM public.accounts a WHERE a.id = v_customer;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'account % does not exist', p_account
+                    USING ERRCODE = 'no_data_found';
+            END IF;
+            v_leg := p_amount;  -- a customer account is credit-normal
+        ELSE
+            SELECT s.code, s.asset, s.normal_side INTO v_code, v_asset, v_side
+            FROM public.ledger_accounts s WHERE s.code = p_account;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'account % does not exist', p_account
+                    USING ERRCODE = 'no_data_found';
+            END IF;
+            IF v_code = p_against THEN
+                RAISE EXCEPTION 'an adjustment needs two different accounts'
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            v_leg := CASE WHEN v_side = 'credit' THEN p_amount ELSE -p_amount END;
+        END IF;
+        IF v_asset <> v_against_asset THEN
+            RAISE EXCEPTION 'assets differ: % is %, % is %', p_account, v_asset, p_against,
+                v_against_asset USING ERRCODE = 'check_violation';
+        END IF;
+
+        INSERT INTO public.ledger_transfers (kind, reference)
+        VALUES ('adjustment', p_reference)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            SELECT j.transfer_id, j.account_id, j.ledger_account, j.against, j.amount
+            INTO v_prior FROM public.ledger_adjustments j WHERE j.reference = p_reference;
+            IF v_prior.transfer_id IS NULL
+               OR v_prior.account_id IS DISTINCT FROM v_customer
+               OR v_prior.ledger_account IS DISTINCT FROM v_code
+               OR v_prior.against <> p_against OR v_prior.amount <> p_amount THEN
+                RAISE EXCEPTION 'reference % was used by a different adjustment', p_reference
+                    USING ERRCODE = 'unique_violation';
+            END IF;
+            RETURN QUERY SELECT v_prior.transfer_id, false;
+            RETURN;
+        END IF;
+
+        IF v_customer IS NOT NULL THEN
+            UPDATE public.accounts SET balance = balance + v_leg, updated_at = now()
+            WHERE id = v_customer AND balance + v_leg >= held AND balance + v_leg >= 0
+            RETURNING balance INTO v_balance;
+            IF NOT FOUND THEN
+                SELECT a.balance, a.held INTO v_balance, v_held FROM public.accounts a
+                WHERE a.id = v_customer;
+                RAISE EXCEPTION 'refused: account % would hold % with % held',
+                    p_account, v_balance + v_leg, v_held USING ERRCODE = 'check_violation';
+            END IF;
+        END IF;
+        INSERT INTO public.ledger_legs (transfer_id, account_id, ledger_account, amount, kind)
+        VALUES (v_transfer, v_customer, v_code, v_leg, 'adjustment'),
+               (v_transfer, NULL, p_against, -v_leg, 'adjustment');
+        INSERT INTO public.ledger_adjustments
+            (transfer_id, reference, account_id, ledger_account, against, asset, amount,
+             reason, adjusted_by)
+        VALUES (v_transfer, p_reference, v_customer, v_code, p_against, v_asset, p_amount,
+                btrim(p_reason), btrim(p_by));
+        RETURN QUERY SELECT v_transfer, true;
+    END
+    $_$;
+
+--
+-- Name: ledger_post_network_fee(text, text, numeric); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post_network_fee(p_chain text, p_tx_hash text, p_amount numeric) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    DECLARE
+        v_asset text;
+        v_transfer bigint;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'a network fee must be positive' USING ERRCODE = 'check_violation';
+        END IF;
+        IF p_tx_hash IS NULL OR p_tx_hash !~ '^0x[0-9a-f]{64}$' THEN
+            RAISE EXCEPTION 'a network fee names its transaction (0x + 64 lower-case hex)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT c.native_asset INTO v_asset FROM public.chains c WHERE c.chain = p_chain;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'chain % is not registered', p_chain USING ERRCODE = 'no_data_found';
+        END IF;
+        INSERT INTO public.ledger_transfers (kind, reference)
+        VALUES ('network_fee', p_chain || ':' || p_tx_hash)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            RETURN NULL;  -- this transaction's gas is posted already
+        END IF;
+        INSERT INTO public.ledger_legs (transfer_id, ledger_account, amount, kind) VALUES
+            (v_transfer, public.ledger_account('network_fees', p_chain, v_asset), -p_amount,
+             'network_fee'),
+            (v_transfer, public.ledger_account('custody', p_chain, v_asset), p_amount,
+             'network_fee');
+        RETURN v_transfer;
+    END
+    $_$;
+
+--
 -- Name: ledger_post_opening(uuid, numeric); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -200,6 +348,90 @@ CREATE FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) RET
         INSERT INTO ledger_legs (transfer_id, ledger_account, amount, kind)
         VALUES (v_transfer, ledger_account('opening', NULL, v_asset), -p_amount, 'opening');
         RETURN v_balance;
+    END
+    $$;
+
+--
+-- Name: ledger_post_reorg_recovery(text, text, numeric); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post_reorg_recovery(p_reference text, p_transfer_id text, p_amount numeric) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        v_chain text;
+        v_asset text;
+        v_transfer bigint;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'a recovery must be positive' USING ERRCODE = 'check_violation';
+        END IF;
+        IF p_reference IS NULL OR p_reference NOT LIKE 'chain:' || p_transfer_id || '~%' THEN
+            RAISE EXCEPTION 'a recovery is referenced by its re-credit, chain:%~n', p_transfer_id
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT d.chain, d.asset INTO v_chain, v_asset FROM public.chain_deposits d
+        WHERE d.transfer_id = p_transfer_id AND d.status = 'credited';
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'deposit % is not credited', p_transfer_id
+                USING ERRCODE = 'no_data_found';
+        END IF;
+        INSERT INTO public.ledger_transfers (kind, reference)
+        VALUES ('reorg_recovery', p_reference)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO public.ledger_legs (transfer_id, ledger_account, amount, kind) VALUES
+            (v_transfer, public.ledger_account('custody', v_chain, v_asset), -p_amount,
+             'reorg_recovery'),
+            (v_transfer, public.ledger_account('reorg_loss', NULL, v_asset), p_amount,
+             'reorg_recovery');
+        RETURN v_transfer;
+    END
+    $$;
+
+--
+-- Name: ledger_post_reorg_shortfall(text, text, numeric); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_post_reorg_shortfall(p_reference text, p_transfer_id text, p_amount numeric) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        v_chain text;
+        v_asset text;
+        v_transfer bigint;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'a shortfall must be positive' USING ERRCODE = 'check_violation';
+        END IF;
+        IF p_reference IS NULL OR p_reference NOT LIKE 'reorg:' || p_transfer_id || '%' THEN
+            RAISE EXCEPTION 'a shortfall is referenced by its reversal, reorg:%', p_transfer_id
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT d.chain, d.asset INTO v_chain, v_asset FROM public.chain_deposits d
+        WHERE d.transfer_id = p_transfer_id AND d.status = 'reversed';
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'deposit % is not reversed', p_transfer_id
+                USING ERRCODE = 'no_data_found';
+        END IF;
+        INSERT INTO public.ledger_transfers (kind, reference)
+        VALUES ('reorg_shortfall', p_reference)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO public.ledger_legs (transfer_id, ledger_account, amount, kind) VALUES
+            (v_transfer, public.ledger_account('reorg_loss', NULL, v_asset), -p_amount,
+             'reorg_shortfall'),
+            (v_transfer, public.ledger_account('custody', v_chain, v_asset), p_amount,
+             'reorg_shortfall');
+        RETURN v_transfer;
     END
     $$;
 
@@ -534,6 +766,27 @@ CREATE FUNCTION public.payflow_grant_extra_0030_treasury_sweeps(app name) RETURN
                        ' TO %I', app);
         EXECUTE format('GRANT EXECUTE ON FUNCTION public.ledger_post_system_transfer(text,'
                        ' text, text, text, numeric) TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0031_gas_shortfall_adjustments(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0031_gas_shortfall_adjustments(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        -- The audit is written by ledger_post_adjustment only, and never changed.
+        EXECUTE format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON public.ledger_adjustments'
+                       ' FROM %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION'
+                       ' public.ledger_post_network_fee(text, text, numeric),'
+                       ' public.ledger_post_reorg_shortfall(text, text, numeric),'
+                       ' public.ledger_post_reorg_recovery(text, text, numeric),'
+                       ' public.ledger_post_adjustment(text, text, numeric, text, text, text)'
+                       ' TO %I', app);
     END
     $$;
 
@@ -1178,6 +1431,41 @@ END))
 );
 
 --
+-- Name: ledger_adjustments; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.ledger_adjustments (
+    id bigint NOT NULL,
+    transfer_id bigint NOT NULL,
+    reference text NOT NULL,
+    account_id uuid,
+    ledger_account text,
+    against text NOT NULL,
+    asset text NOT NULL,
+    amount numeric(78,18) NOT NULL,
+    reason text NOT NULL,
+    adjusted_by text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT ledger_adjustments_amount_non_zero CHECK ((amount <> (0)::numeric)),
+    CONSTRAINT ledger_adjustments_by_length CHECK (((length(btrim(adjusted_by)) >= 1) AND (length(btrim(adjusted_by)) <= 200))),
+    CONSTRAINT ledger_adjustments_one_account CHECK ((num_nonnulls(account_id, ledger_account) = 1)),
+    CONSTRAINT ledger_adjustments_reason_length CHECK (((length(btrim(reason)) >= 1) AND (length(btrim(reason)) <= 500)))
+);
+
+--
+-- Name: ledger_adjustments_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.ledger_adjustments ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.ledger_adjustments_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: ledger_legs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -1245,7 +1533,7 @@ CREATE TABLE public.ledger_transfers (
     kind text NOT NULL,
     reference text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT ledger_transfers_kind_valid CHECK ((kind = ANY (ARRAY['opening'::text, 'treasury_sweep'::text, 'treasury_funding'::text, 'sweep_gas'::text]))),
+    CONSTRAINT ledger_transfers_kind_valid CHECK ((kind = ANY (ARRAY['opening'::text, 'treasury_sweep'::text, 'treasury_funding'::text, 'sweep_gas'::text, 'network_fee'::text, 'reorg_shortfall'::text, 'reorg_recovery'::text, 'adjustment'::text]))),
     CONSTRAINT ledger_transfers_reference_length CHECK (((length(reference) >= 1) AND (length(reference) <= 200)))
 );
 
@@ -1821,6 +2109,27 @@ ALTER TABLE ONLY public.ledger_accounts
     ADD CONSTRAINT ledger_accounts_pkey PRIMARY KEY (code);
 
 --
+-- Name: ledger_adjustments ledger_adjustments_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_adjustments
+    ADD CONSTRAINT ledger_adjustments_pkey PRIMARY KEY (id);
+
+--
+-- Name: ledger_adjustments ledger_adjustments_reference_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_adjustments
+    ADD CONSTRAINT ledger_adjustments_reference_unique UNIQUE (reference);
+
+--
+-- Name: ledger_adjustments ledger_adjustments_transfer_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_adjustments
+    ADD CONSTRAINT ledger_adjustments_transfer_unique UNIQUE (transfer_id);
+
+--
 -- Name: ledger_legs ledger_legs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2280,6 +2589,18 @@ CREATE TRIGGER balance_events_no_truncate BEFORE TRUNCATE ON public.balance_even
 CREATE TRIGGER balance_events_no_update_delete BEFORE DELETE OR UPDATE ON public.balance_events FOR EACH ROW EXECUTE FUNCTION public.balance_events_append_only();
 
 --
+-- Name: ledger_adjustments ledger_adjustments_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER ledger_adjustments_no_truncate BEFORE TRUNCATE ON public.ledger_adjustments FOR EACH STATEMENT EXECUTE FUNCTION public.ledger_append_only();
+
+--
+-- Name: ledger_adjustments ledger_adjustments_no_update_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER ledger_adjustments_no_update_delete BEFORE DELETE OR UPDATE ON public.ledger_adjustments FOR EACH ROW EXECUTE FUNCTION public.ledger_append_only();
+
+--
 -- Name: ledger_legs ledger_legs_balanced; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -2443,6 +2764,41 @@ ALTER TABLE ONLY public.ledger_accounts
     ADD CONSTRAINT ledger_accounts_asset_fkey FOREIGN KEY (asset) REFERENCES public.assets(code);
 
 --
+-- Name: ledger_adjustments ledger_adjustments_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_adjustments
+    ADD CONSTRAINT ledger_adjustments_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+--
+-- Name: ledger_adjustments ledger_adjustments_against_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_adjustments
+    ADD CONSTRAINT ledger_adjustments_against_fkey FOREIGN KEY (against) REFERENCES public.ledger_accounts(code);
+
+--
+-- Name: ledger_adjustments ledger_adjustments_asset_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_adjustments
+    ADD CONSTRAINT ledger_adjustments_asset_fkey FOREIGN KEY (asset) REFERENCES public.assets(code);
+
+--
+-- Name: ledger_adjustments ledger_adjustments_ledger_account_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_adjustments
+    ADD CONSTRAINT ledger_adjustments_ledger_account_fkey FOREIGN KEY (ledger_account) REFERENCES public.ledger_accounts(code);
+
+--
+-- Name: ledger_adjustments ledger_adjustments_transfer_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.ledger_adjustments
+    ADD CONSTRAINT ledger_adjustments_transfer_id_fkey FOREIGN KEY (transfer_id) REFERENCES public.ledger_transfers(id);
+
+--
 -- Name: ledger_legs ledger_legs_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2575,11 +2931,39 @@ REVOKE ALL ON FUNCTION public.ledger_counterparty(p_event_id text, p_type text, 
 GRANT ALL ON FUNCTION public.ledger_counterparty(p_event_id text, p_type text, p_asset text) TO payflow_app;
 
 --
+-- Name: FUNCTION ledger_post_adjustment(p_account text, p_against text, p_amount numeric, p_reason text, p_by text, p_reference text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_post_adjustment(p_account text, p_against text, p_amount numeric, p_reason text, p_by text, p_reference text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_post_adjustment(p_account text, p_against text, p_amount numeric, p_reason text, p_by text, p_reference text) TO payflow_app;
+
+--
+-- Name: FUNCTION ledger_post_network_fee(p_chain text, p_tx_hash text, p_amount numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_post_network_fee(p_chain text, p_tx_hash text, p_amount numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_post_network_fee(p_chain text, p_tx_hash text, p_amount numeric) TO payflow_app;
+
+--
 -- Name: FUNCTION ledger_post_opening(p_account uuid, p_amount numeric); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) TO payflow_app;
+
+--
+-- Name: FUNCTION ledger_post_reorg_recovery(p_reference text, p_transfer_id text, p_amount numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_post_reorg_recovery(p_reference text, p_transfer_id text, p_amount numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_post_reorg_recovery(p_reference text, p_transfer_id text, p_amount numeric) TO payflow_app;
+
+--
+-- Name: FUNCTION ledger_post_reorg_shortfall(p_reference text, p_transfer_id text, p_amount numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_post_reorg_shortfall(p_reference text, p_transfer_id text, p_amount numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_post_reorg_shortfall(p_reference text, p_transfer_id text, p_amount numeric) TO payflow_app;
 
 --
 -- Name: FUNCTION ledger_post_success(p_key text, p_event_id text, p_sources text[], p_credit_types text[], p_active_types text[], p_lock_timeout_ms integer); Type: ACL; Schema: public; Owner: -
@@ -2672,6 +3056,12 @@ REVOKE ALL ON FUNCTION public.payflow_grant_extra_0029_double_entry_books(app na
 --
 
 REVOKE ALL ON FUNCTION public.payflow_grant_extra_0030_treasury_sweeps(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0031_gas_shortfall_adjustments(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0031_gas_shortfall_adjustments(app name) FROM PUBLIC;
 
 --
 -- Name: FUNCTION payflow_grant_hooks(app name); Type: ACL; Schema: public; Owner: -
@@ -2859,6 +3249,18 @@ GRANT SELECT,USAGE ON SEQUENCE public.job_runs_id_seq TO payflow_app;
 --
 
 GRANT SELECT,INSERT ON TABLE public.ledger_accounts TO payflow_app;
+
+--
+-- Name: TABLE ledger_adjustments; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.ledger_adjustments TO payflow_app;
+
+--
+-- Name: SEQUENCE ledger_adjustments_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.ledger_adjustments_id_seq TO payflow_app;
 
 --
 -- Name: TABLE ledger_legs; Type: ACL; Schema: public; Owner: -

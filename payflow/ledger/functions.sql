@@ -310,3 +310,244 @@ AS $function$
         RETURN v_transfer;
     END
     $function$;
+
+-- name: ledger_post_network_fee
+-- The gas a mined payout transaction paid (migration 0031): network_fees -> custody of the
+-- chain's native asset, a transfer `network_fee` referenced `<chain>:<tx hash>`, once per
+-- mined transaction; NULL when posted already.
+CREATE OR REPLACE FUNCTION public.ledger_post_network_fee(p_chain text, p_tx_hash text, p_amount numeric)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_asset text;
+        v_transfer bigint;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'a network fee must be positive' USING ERRCODE = 'check_violation';
+        END IF;
+        IF p_tx_hash IS NULL OR p_tx_hash !~ '^0x[0-9a-f]{64}$' THEN
+            RAISE EXCEPTION 'a network fee names its transaction (0x + 64 lower-case hex)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT c.native_asset INTO v_asset FROM public.chains c WHERE c.chain = p_chain;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'chain % is not registered', p_chain USING ERRCODE = 'no_data_found';
+        END IF;
+        INSERT INTO public.ledger_transfers (kind, reference)
+        VALUES ('network_fee', p_chain || ':' || p_tx_hash)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            RETURN NULL;  -- this transaction's gas is posted already
+        END IF;
+        INSERT INTO public.ledger_legs (transfer_id, ledger_account, amount, kind) VALUES
+            (v_transfer, public.ledger_account('network_fees', p_chain, v_asset), -p_amount,
+             'network_fee'),
+            (v_transfer, public.ledger_account('custody', p_chain, v_asset), p_amount,
+             'network_fee');
+        RETURN v_transfer;
+    END
+    $function$;
+
+-- name: ledger_post_reorg_shortfall
+-- The part of a reversed deposit its customer already spent (migration 0031):
+-- reorg_loss -> custody of the deposit's chain, a transfer `reorg_shortfall` referenced by
+-- the reversal's event id; NULL when posted already.
+CREATE OR REPLACE FUNCTION public.ledger_post_reorg_shortfall(p_reference text, p_transfer_id text, p_amount numeric)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_chain text;
+        v_asset text;
+        v_transfer bigint;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'a shortfall must be positive' USING ERRCODE = 'check_violation';
+        END IF;
+        IF p_reference IS NULL OR p_reference NOT LIKE 'reorg:' || p_transfer_id || '%' THEN
+            RAISE EXCEPTION 'a shortfall is referenced by its reversal, reorg:%', p_transfer_id
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT d.chain, d.asset INTO v_chain, v_asset FROM public.chain_deposits d
+        WHERE d.transfer_id = p_transfer_id AND d.status = 'reversed';
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'deposit % is not reversed', p_transfer_id
+                USING ERRCODE = 'no_data_found';
+        END IF;
+        INSERT INTO public.ledger_transfers (kind, reference)
+        VALUES ('reorg_shortfall', p_reference)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO public.ledger_legs (transfer_id, ledger_account, amount, kind) VALUES
+            (v_transfer, public.ledger_account('reorg_loss', NULL, v_asset), -p_amount,
+             'reorg_shortfall'),
+            (v_transfer, public.ledger_account('custody', v_chain, v_asset), p_amount,
+             'reorg_shortfall');
+        RETURN v_transfer;
+    END
+    $function$;
+
+-- name: ledger_post_reorg_recovery
+-- A reversed deposit mined again and re-credited (migration 0031): the loss its reversal
+-- booked is taken back, custody -> reorg_loss, a transfer `reorg_recovery` referenced by
+-- the re-credit's event id; NULL when posted already.
+CREATE OR REPLACE FUNCTION public.ledger_post_reorg_recovery(p_reference text, p_transfer_id text, p_amount numeric)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_chain text;
+        v_asset text;
+        v_transfer bigint;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'a recovery must be positive' USING ERRCODE = 'check_violation';
+        END IF;
+        IF p_reference IS NULL OR p_reference NOT LIKE 'chain:' || p_transfer_id || '~%' THEN
+            RAISE EXCEPTION 'a recovery is referenced by its re-credit, chain:%~n', p_transfer_id
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT d.chain, d.asset INTO v_chain, v_asset FROM public.chain_deposits d
+        WHERE d.transfer_id = p_transfer_id AND d.status = 'credited';
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'deposit % is not credited', p_transfer_id
+                USING ERRCODE = 'no_data_found';
+        END IF;
+        INSERT INTO public.ledger_transfers (kind, reference)
+        VALUES ('reorg_recovery', p_reference)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO public.ledger_legs (transfer_id, ledger_account, amount, kind) VALUES
+            (v_transfer, public.ledger_account('custody', v_chain, v_asset), -p_amount,
+             'reorg_recovery'),
+            (v_transfer, public.ledger_account('reorg_loss', NULL, v_asset), p_amount,
+             'reorg_recovery');
+        RETURN v_transfer;
+    END
+    $function$;
+
+-- name: ledger_post_adjustment
+-- An operator adjustment (migration 0031): a transfer `adjustment` between an account (a
+-- customer's, a merchant's or a system account) and a system account of the same asset,
+-- with its audit row in ledger_adjustments; refused below the held amount; a reference
+-- used before returns that adjustment (created false), or is refused for another one.
+CREATE OR REPLACE FUNCTION public.ledger_post_adjustment(p_account text, p_against text, p_amount numeric, p_reason text, p_by text, p_reference text)
+ RETURNS TABLE(transfer_id bigint, created boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_customer uuid;
+        v_code text;
+        v_asset text;
+        v_side text;
+        v_against_asset text;
+        v_leg numeric;
+        v_transfer bigint;
+        v_balance numeric;
+        v_held numeric;
+        v_prior record;
+    BEGIN
+        IF p_amount IS NULL OR p_amount = 0 THEN
+            RAISE EXCEPTION 'the amount must be a non-zero decimal'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF coalesce(length(btrim(p_reason)), 0) NOT BETWEEN 1 AND 500 THEN
+            RAISE EXCEPTION 'a reason is required (at most 500 characters)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF coalesce(length(btrim(p_by)), 0) NOT BETWEEN 1 AND 200 THEN
+            RAISE EXCEPTION 'who adjusts is required (at most 200 characters)'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF coalesce(length(p_reference), 0) NOT BETWEEN 1 AND 200 THEN
+            RAISE EXCEPTION 'the reference must be 1 to 200 characters'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT s.asset INTO v_against_asset FROM public.ledger_accounts s
+        WHERE s.code = p_against;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION '% is not a system account', p_against
+                USING ERRCODE = 'no_data_found';
+        END IF;
+        IF p_account ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+            v_customer := p_account::uuid;
+            SELECT a.asset INTO v_asset FROM public.accounts a WHERE a.id = v_customer;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'account % does not exist', p_account
+                    USING ERRCODE = 'no_data_found';
+            END IF;
+            v_leg := p_amount;  -- a customer account is credit-normal
+        ELSE
+            SELECT s.code, s.asset, s.normal_side INTO v_code, v_asset, v_side
+            FROM public.ledger_accounts s WHERE s.code = p_account;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'account % does not exist', p_account
+                    USING ERRCODE = 'no_data_found';
+            END IF;
+            IF v_code = p_against THEN
+                RAISE EXCEPTION 'an adjustment needs two different accounts'
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            v_leg := CASE WHEN v_side = 'credit' THEN p_amount ELSE -p_amount END;
+        END IF;
+        IF v_asset <> v_against_asset THEN
+            RAISE EXCEPTION 'assets differ: % is %, % is %', p_account, v_asset, p_against,
+                v_against_asset USING ERRCODE = 'check_violation';
+        END IF;
+
+        INSERT INTO public.ledger_transfers (kind, reference)
+        VALUES ('adjustment', p_reference)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            SELECT j.transfer_id, j.account_id, j.ledger_account, j.against, j.amount
+            INTO v_prior FROM public.ledger_adjustments j WHERE j.reference = p_reference;
+            IF v_prior.transfer_id IS NULL
+               OR v_prior.account_id IS DISTINCT FROM v_customer
+               OR v_prior.ledger_account IS DISTINCT FROM v_code
+               OR v_prior.against <> p_against OR v_prior.amount <> p_amount THEN
+                RAISE EXCEPTION 'reference % was used by a different adjustment', p_reference
+                    USING ERRCODE = 'unique_violation';
+            END IF;
+            RETURN QUERY SELECT v_prior.transfer_id, false;
+            RETURN;
+        END IF;
+
+        IF v_customer IS NOT NULL THEN
+            UPDATE public.accounts SET balance = balance + v_leg, updated_at = now()
+            WHERE id = v_customer AND balance + v_leg >= held AND balance + v_leg >= 0
+            RETURNING balance INTO v_balance;
+            IF NOT FOUND THEN
+                SELECT a.balance, a.held INTO v_balance, v_held FROM public.accounts a
+                WHERE a.id = v_customer;
+                RAISE EXCEPTION 'refused: account % would hold % with % held',
+                    p_account, v_balance + v_leg, v_held USING ERRCODE = 'check_violation';
+            END IF;
+        END IF;
+        INSERT INTO public.ledger_legs (transfer_id, account_id, ledger_account, amount, kind)
+        VALUES (v_transfer, v_customer, v_code, v_leg, 'adjustment'),
+               (v_transfer, NULL, p_against, -v_leg, 'adjustment');
+        INSERT INTO public.ledger_adjustments
+            (transfer_id, reference, account_id, ledger_account, against, asset, amount,
+             reason, adjusted_by)
+        VALUES (v_transfer, p_reference, v_customer, v_code, p_against, v_asset, p_amount,
+                btrim(p_reason), btrim(p_by));
+        RETURN QUERY SELECT v_transfer, true;
+    END
+    $function$;

@@ -323,3 +323,35 @@ GROUP BY status;
 UPDATE payment_events SET retry_count = retry_count + 1, last_error = $2, updated_at = now()
 WHERE event_id = $1
 RETURNING retry_count;
+
+-- name: chain_native_decimals
+-- $1 chain: its native asset and that asset's decimals (what its gas is paid in)
+SELECT native_asset, native_decimals FROM chains WHERE chain = $1;
+
+-- name: post_network_fee
+-- $1 chain, $2 tx hash, $3 amount in the native asset: the network_fee transfer's id, NULL
+-- when that transaction's gas is posted already (migration 0031)
+SELECT ledger_post_network_fee($1, $2, $3);
+
+-- name: post_reorg_shortfall
+-- $1 reference (the reversal's event id), $2 deposit transfer id, $3 shortfall: the
+-- reorg_shortfall transfer's id, NULL when posted already (migration 0031)
+SELECT ledger_post_reorg_shortfall($1, $2, $3);
+
+-- name: post_reorg_recovery
+-- $1 reference (the re-credit's event id), $2 deposit transfer id, $3 the shortfall taken
+-- back: the reorg_recovery transfer's id, NULL when posted already (migration 0031)
+SELECT ledger_post_reorg_recovery($1, $2, $3);
+
+-- name: post_adjustment
+-- $1 account (uuid or system code), $2 against (system code), $3 signed amount, $4 reason,
+-- $5 by, $6 reference: (transfer_id, created) (migration 0031)
+SELECT transfer_id, created FROM ledger_post_adjustment($1, $2, $3, $4, $5, $6);
+
+-- name: adjustment_by_transfer
+-- $1 transfer id: the adjustment's audit row
+SELECT * FROM ledger_adjustments WHERE transfer_id = $1;
+
+-- name: system_account_asset
+-- $1 code: the asset of that system account (NULL when there is none)
+SELECT asset FROM ledger_accounts WHERE code = $1;

@@ -4,10 +4,13 @@ Post only what the receipt proves (`proof.py`): status 1 AND the transfer in the
 Post: compare-and-set signed|sent -> confirmed, release the whole hold, then post the
 debit (`po:<id>`, withdrawal) and the fee (`pofee:<id>`, withdrawal_fee: the gas actually
 paid for native payouts, `PAYOUT_TOKEN_FEE` for token payouts) through the ledger's
-exactly-once path (`posting.post_within`), and write the `confirmed` notification.
+exactly-once path (`posting.post_within`), post the gas the mined transaction paid
+(network_fees -> custody in the native asset, `moves.post_network_fee`, once per mined
+transaction hash), and write the `confirmed` notification.
 Void (status 0, or status 1 without the proving transfer): compare-and-set -> failed,
 release the hold, post the fee (`pofee:<id>`: the gas the
-reverted transaction paid, or `PAYOUT_TOKEN_FEE`), `failed` notification; the nonce stays
+reverted transaction paid, or `PAYOUT_TOKEN_FEE`) and the gas paid (network_fees ->
+custody), `failed` notification; the nonce stays
 consumed (recorded on the payout and its `payout_txs`). A reverted transaction is mined and
 its gas is spent: the hot wallet paid it for the account's request, so the account pays
 it back, as for a confirmed payout (otherwise a native payout to a contract that refuses
@@ -37,6 +40,7 @@ from payflow.config import DatabaseSettings
 from payflow.db import Connection
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import store_event
+from payflow.ledger.moves import post_network_fee
 from payflow.ledger.posting import post_within
 from payflow.ledger.records import EventType
 from payflow.money import add, from_base_units
@@ -145,6 +149,9 @@ async def finalize_within(
         )
     if fee > 0:  # never above the fee held: the hold covered the gas at its ceiling
         await _record_and_post(conn, fee_event_id(row["id"]), row, fee, EventType.WITHDRAWAL_FEE)
+    # The gas the mined transaction paid is payflow's expense, whatever the customer was
+    # charged: network_fees -> custody, once per mined transaction.
+    await post_network_fee(conn, row["chain"], landed.tx_hash, landed.fee_wei)
     await enqueue_notification(conn, row)
     return row
 

@@ -1,7 +1,8 @@
 """A property of the double-entry books on the real PostgreSQL: whatever sequence of
-openings, deposits, reversals, payments and payouts (withdrawal + fee, committed together)
-is posted, after every step the trial balance is zero per asset, no posting is unbalanced
-and every account's balance equals its journal."""
+openings, deposits, reversals, payments, payouts (withdrawal + fee + the gas paid,
+committed together) and operator adjustments (either sign, refused or not) is posted,
+after every step the trial balance is zero per asset, no posting is unbalanced and every
+account's balance equals its journal."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from payflow.db.pool import create_pool
 from payflow.db.tx import transaction
 from payflow.errors import InsufficientFunds
 from payflow.ledger.accounts import create_account, store_event
+from payflow.ledger.moves import AdjustmentRefused, adjust, post_network_fee
 from payflow.ledger.posting import post_event, post_within
 from payflow.ledger.records import EventType
 from tests.integration.ledger.books import assert_books_balance
@@ -32,6 +34,7 @@ STEP = st.one_of(
     st.tuples(st.just("reversal"), ACCOUNT, AMOUNTS),
     st.tuples(st.just("payment"), ACCOUNT, AMOUNTS),
     st.tuples(st.just("payout"), ACCOUNT, st.tuples(AMOUNTS, AMOUNTS)),
+    st.tuples(st.just("adjust"), ACCOUNT, st.tuples(AMOUNTS, st.booleans())),
 )
 
 
@@ -55,6 +58,9 @@ async def _run(settings: Settings, steps: list[tuple[object, ...]]) -> None:
                 if kind == "payout":
                     assert isinstance(amount, tuple)
                     await _payout(pool, settings, account, *amount)
+                elif kind == "adjust":
+                    assert isinstance(amount, tuple)
+                    await _adjust(pool, settings, account, *amount)
                 else:
                     event_type = {
                         "deposit": EventType.DEPOSIT,
@@ -93,8 +99,30 @@ async def _payout(
                     conn, event_id=event_id, account_id=account, amount=value, event_type=kind
                 )
                 await post_within(conn, event_id)
+            # the gas the transaction paid, payflow's expense (in ETH whatever the asset)
+            await post_network_fee(conn, "ETH_MAINNET", "0x" + uuid.uuid4().hex * 2, 21_000 * 10**9)
     except InsufficientFunds:
         pass  # the whole payout rolled back: nothing of it is in the books
+
+
+async def _adjust(
+    pool: asyncpg.Pool, settings: Settings, account: uuid.UUID, amount: Decimal, credit: bool
+) -> None:
+    async with pool.acquire() as conn, transaction(conn, settings):
+        asset = await conn.fetchval("SELECT asset FROM accounts WHERE id = $1", account)
+    try:
+        async with pool.acquire() as conn, transaction(conn, settings):
+            await adjust(
+                conn,
+                str(account),
+                amount if credit else -amount,
+                against=f"adjustments:{asset}",
+                reason="property",
+                by="hypothesis",
+                reference=f"prop-adj-{uuid.uuid4().hex}",
+            )
+    except AdjustmentRefused:
+        pass  # below the held amount: nothing written
 
 
 def _check(settings: Settings) -> None:
@@ -115,3 +143,5 @@ async def test_the_books_balance_after_every_step(pool: asyncpg.Pool, settings: 
     await assert_books_balance(pool)
     kinds = await pool.fetch("SELECT DISTINCT kind FROM ledger_legs")
     assert {"opening", "deposit", "payment_credit"} <= {r["kind"] for r in kinds}
+    for account in await pool.fetch("SELECT balance, held FROM accounts"):
+        assert account["balance"] >= account["held"] >= 0
