@@ -167,6 +167,8 @@ async def counterparty_legs(
     found: dict[str, list[CounterpartyLeg]] = {}
     for r in await conn.fetch(SQL["counterparty_legs"], event_ids):
         found.setdefault(r["source_event_id"], []).append(
-            CounterpartyLeg(r["source_event_id"], r["code"], r["kind"], r["amount"], r["created_at"])
+            CounterpartyLeg(
+                r["source_event_id"], r["code"], r["kind"], r["amount"], r["created_at"]
+            )
         )
     return found
