@@ -25,6 +25,7 @@ from payflow.errors import BadInput
 from payflow.ledger.books import CustomerTotal, SystemAccount, chart_of_accounts, customer_totals
 from payflow.ledger.recon import TrialBalanceLine
 from payflow.ledger.states import SQL
+from payflow.money import add, negate
 
 STATEMENT_MAX_MOVEMENTS = 10_000  # a longer period is refused: ask for a shorter one
 
@@ -91,7 +92,7 @@ async def statement(
     movements = []
     running = opening
     for r in rows:
-        running += r["amount"]
+        running = add(running, r["amount"])
         movements.append(
             Movement(
                 at=r["created_at"],
@@ -119,7 +120,7 @@ class AssetBooks:
 
     @property
     def difference(self) -> Decimal:
-        return self.line.debits - self.line.credits
+        return add(self.line.debits, negate(self.line.credits))
 
 
 async def trial_balance(conn: Connection, settings: DatabaseSettings) -> list[AssetBooks]:
