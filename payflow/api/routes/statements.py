@@ -200,6 +200,9 @@ async def account_statement(
         return Response(
             statement_csv(st, asset),
             media_type=f"{CSV_MEDIA_TYPE}; charset=utf-8",
-            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+            headers={
+                "Content-Disposition": f'attachment; filename="{filename}"',
+                "Vary": "Accept",
+            },
         )
-    return JsonResponse(statement_json(st, asset))
+    return JsonResponse(statement_json(st, asset), headers={"Vary": "Accept"})

@@ -192,6 +192,7 @@ async def test_statement_as_csv(
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "text/csv; charset=utf-8"
     assert "attachment" in response.headers["content-disposition"]
+    assert "Accept" in response.headers["vary"]
     assert response.text.endswith("\r\n")  # RFC 4180 line ends
     rows = list(csv.DictReader(io.StringIO(response.text, newline="")))
     assert list(rows[0]) == list(statements.CSV_HEADER)
