@@ -219,6 +219,7 @@ SLOW_TESTS: dict[str, str] = {
     "tests/e2e/test_http_flow.py": "every role as a process, payments and deposits through HTTP",
     "tests/e2e/test_trace.py": "every role as a process, one trace id followed through all",
     "tests/e2e/test_console.py": "every role as a process and Chromium driving the console",
+    "tests/e2e/test_console_books.py": "every role as a process and Chromium on the books page",
     # several processes racing, or killed mid-flight
     "tests/integration/roles/test_processes.py": "workers killed -9 and stopped by SIGTERM",
     "tests/integration/roles/test_start_during_outage.py": "a private PostgreSQL down, then up",

@@ -25,7 +25,17 @@ from .errors import install_exception_handler
 from .head import HeadAsGet
 from .metrics import Metrics
 from .middleware import RequestMiddleware
-from .routes import accounts, admin, events, health, ingress, payments, payouts, withdrawals
+from .routes import (
+    accounts,
+    admin,
+    events,
+    health,
+    ingress,
+    payments,
+    payouts,
+    statements,
+    withdrawals,
+)
 from .routing import BoundedJsonRoute
 from .state import ApiState
 
@@ -77,7 +87,17 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     # request's Host header (a redirect to any host the client names), before auth.
     app.router.redirect_slashes = False
     install_exception_handler(app)
-    for module in (payments, accounts, withdrawals, events, payouts, ingress, admin, health):
+    for module in (
+        payments,
+        accounts,
+        statements,
+        withdrawals,
+        events,
+        payouts,
+        ingress,
+        admin,
+        health,
+    ):
         app.include_router(module.router)
     app.add_middleware(HeadAsGet)  # inside RequestMiddleware: logs and metrics say HEAD
     app.add_middleware(

@@ -123,6 +123,48 @@ class LedgerPage(BaseModel):
     next_cursor: str | None
 
 
+class AccountBalanceAt(BaseModel):
+    """An account's balance at an instant (`GET /api/v1/accounts/{id}?at=`), summed from
+    its journal: every leg written at or before `at`."""
+
+    account_id: str
+    asset: str
+    at: str = Field(description="The instant asked for, RFC 3339 in UTC")
+    balance: str = Field(description="Decimal string at the asset's scale")
+
+
+class StatementMovement(BaseModel):
+    at: str = Field(description="When the leg was written, RFC 3339 in UTC")
+    amount: str = Field(description="Signed decimal string: negative for debits")
+    balance_after: str
+    kind: str = Field(description="The payment event's type, or the transfer's kind (opening)")
+    counterparty: str | None = Field(
+        description="The account on the other side of the posting: a system account's code"
+        " (custody:ETH_MAINNET:ETH, gateway:USD, opening:USD) or account:<id>",
+        examples=["custody:ETH_MAINNET:ETH"],
+    )
+    counterparty_kind: str | None = Field(
+        description="custody, gateway, fees, network_fees, reorg_loss, opening, adjustments,"
+        " or account (a customer or merchant account)",
+        examples=["custody"],
+    )
+    reference: str = Field(description="The payment event id, or the transfer's reference")
+
+
+class StatementView(BaseModel):
+    """The period is half-open: movements with from < at <= to. opening_balance is the
+    balance at `from`, closing_balance the balance at `to`, and opening_balance plus the
+    sum of the movements' amounts is closing_balance."""
+
+    account_id: str
+    asset: str
+    from_: str = Field(alias="from", description="RFC 3339 in UTC, exclusive")
+    to: str = Field(description="RFC 3339 in UTC, inclusive")
+    opening_balance: str
+    closing_balance: str
+    movements: list[StatementMovement]
+
+
 class DepositAddressCreate(Strict):
     """With `address`: import that address (admin key). Without: derive the next address
     from `ETH_DEPOSIT_XPUB` (the account's owner; Idempotency-Key required)."""

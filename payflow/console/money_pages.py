@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 from payflow.api.db import connection
 from payflow.api.routing import api_router
 from payflow.db.queries import load_queries
+from payflow.ledger.history import counterparty_legs
 from payflow.ledger.posting import posting_key
 from payflow.payments.finalize import credit_event_id
 from payflow.webhooks.attempts import attempts_of
@@ -154,7 +155,8 @@ async def accounts(request: Request, session: Live, after: str | None = None) ->
 async def account_detail(
     request: Request, session: Live, account_id: str, before: str | None = None
 ) -> HTMLResponse:
-    """One account and its ledger entries with balance_after, newest first."""
+    """One account and its ledger entries with balance_after, newest first, each with the
+    other side of its posting (the system account its counterparty leg is on)."""
     st = state(request)
     size = st.settings.console_page_size
     async with connection(st.pool) as conn:
@@ -165,8 +167,9 @@ async def account_detail(
             raise ConsoleError(404, "There is no such account.")
         cursor = int(before) if before and before.isdigit() and len(before) <= 18 else None
         entries = await conn.fetch(SQL["ledger_entries"], account["id"], cursor, size + 1)
-    more = len(entries) > size
-    entries = entries[:size]
+        more = len(entries) > size
+        entries = entries[:size]
+        others = await counterparty_legs(conn, [e["source_event_id"] for e in entries])
     return page(
         request,
         "account.html",
@@ -174,6 +177,7 @@ async def account_detail(
         account=account,
         extras=_extras(account),
         entries=entries,
+        others=others,
         next_before=entries[-1]["id"] if more else None,
     )
 
@@ -209,7 +213,8 @@ async def events(
 
 @router.get("/events/{event_id:path}", response_class=HTMLResponse)
 async def event_detail(request: Request, session: Live, event_id: str) -> HTMLResponse:
-    """One event: status, retries, last error, its posting record and ledger entries."""
+    """One event: status, retries, last error, its posting record and both sides of its
+    posting (the customer's ledger entry and the counterparty leg)."""
     st = state(request)
     async with connection(st.pool) as conn:
         event = await conn.fetchrow(SQL["get_event"], event_id, scope(session))
@@ -217,6 +222,7 @@ async def event_detail(request: Request, session: Live, event_id: str) -> HTMLRe
             raise ConsoleError(404, "There is no such event.")
         records = await conn.fetch(SQL["posting_records"], [posting_key(event_id)])
         entries = await conn.fetch(SQL["ledger_entries_of_event"], event_id)
+        others = (await counterparty_legs(conn, [event_id])).get(event_id, [])
     return page(
         request,
         "event.html",
@@ -224,4 +230,5 @@ async def event_detail(request: Request, session: Live, event_id: str) -> HTMLRe
         event=event,
         record=records[0] if records else None,
         entries=entries,
+        others=others,
     )

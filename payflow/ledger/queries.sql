@@ -355,3 +355,60 @@ SELECT * FROM ledger_adjustments WHERE transfer_id = $1;
 -- name: system_account_asset
 -- $1 code: the asset of that system account (NULL when there is none)
 SELECT asset FROM ledger_accounts WHERE code = $1;
+
+-- name: balance_at
+-- $1 account id, $2 instant: the account's balance from its journal, every leg written at or
+-- before the instant (its payment events' legs in balance_events, its transfers' legs in
+-- ledger_legs). A leg's created_at is its transaction's start, so a posting's legs share it.
+SELECT COALESCE((SELECT sum(b.amount) FROM balance_events b
+                 WHERE b.account_id = $1 AND b.created_at <= $2), 0)
+     + COALESCE((SELECT sum(l.amount) FROM ledger_legs l
+                 WHERE l.account_id = $1 AND l.created_at <= $2), 0) AS balance;
+
+-- name: statement_movements
+-- $1 account id, $2 period start (exclusive), $3 period end (inclusive), $4 at most this many:
+-- the account's legs in the period, oldest first (a transfer's leg before a payment event's
+-- at the same instant, then by id), each with the account on the other side of its
+-- posting: the system account (code, kind) or, for a transfer between customer accounts,
+-- `account:<id>` of kind `account`. The counterparties are looked up after the LIMIT.
+WITH legs AS (
+    SELECT b.created_at, 1 AS src, b.id, b.amount, b.event_type AS kind,
+           b.source_event_id AS reference, b.source_event_id AS event_id,
+           NULL::bigint AS transfer_id
+    FROM balance_events b
+    WHERE b.account_id = $1 AND b.created_at > $2 AND b.created_at <= $3
+    UNION ALL
+    SELECT l.created_at, 0, l.id, l.amount, t.kind, t.reference, NULL, l.transfer_id
+    FROM ledger_legs l JOIN ledger_transfers t ON t.id = l.transfer_id
+    WHERE l.account_id = $1 AND l.created_at > $2 AND l.created_at <= $3
+), page AS (
+    SELECT * FROM legs ORDER BY created_at, src, id LIMIT $4
+)
+SELECT m.created_at, m.amount, m.kind, m.reference,
+       COALESCE(e.code, t.code) AS counterparty,
+       COALESCE(s.kind, CASE WHEN COALESCE(e.code, t.code) IS NOT NULL THEN 'account' END)
+           AS counterparty_kind
+FROM page m
+LEFT JOIN LATERAL (
+    SELECT COALESCE(o.ledger_account, 'account:' || o.account_id::text) AS code
+    FROM ledger_legs o WHERE o.source_event_id = m.event_id ORDER BY o.id LIMIT 1
+) e ON true
+LEFT JOIN LATERAL (
+    SELECT COALESCE(o.ledger_account, 'account:' || o.account_id::text) AS code
+    FROM ledger_legs o WHERE o.transfer_id = m.transfer_id AND o.id <> m.id
+    ORDER BY o.id LIMIT 1
+) t ON true
+LEFT JOIN ledger_accounts s ON s.code = COALESCE(e.code, t.code)
+ORDER BY m.created_at, m.src, m.id;
+
+-- name: counterparty_legs
+-- $1 payment event ids (text[]): the legs of their postings that are not on the customer
+-- account (balance_events holds that one), with the system account's kind
+SELECT l.source_event_id, COALESCE(l.ledger_account, 'account:' || l.account_id::text) AS code,
+       COALESCE(s.kind, 'account') AS kind, l.amount, l.created_at
+FROM ledger_legs l LEFT JOIN ledger_accounts s ON s.code = l.ledger_account
+WHERE l.source_event_id = ANY($1::text[])
+ORDER BY l.source_event_id, l.id;
+
+-- name: asset_scales
+SELECT code, scale FROM assets ORDER BY code;

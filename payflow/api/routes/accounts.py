@@ -5,15 +5,17 @@ Withdrawals from an account are in `routes/withdrawals.py`, event outcomes in
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any
 from uuid import UUID
 
 import asyncpg
 from fastapi import Depends, Header, Query, Request
-from pydantic import BeforeValidator
+from pydantic import AwareDatetime, BeforeValidator
 
 from payflow.api.auth import SQL, CurrentMerchant, Merchant, require_admin
+from payflow.api.checks import rfc3339_text, utc_bound
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.headers import idempotency_key_once, strip_ows
@@ -22,6 +24,7 @@ from payflow.api.routes.derived import add_derived_address, ensure_chain_carries
 from payflow.api.routing import api_router
 from payflow.api.schemas import (
     COMMON_PROBLEMS,
+    AccountBalanceAt,
     AccountCreate,
     AccountView,
     DepositAddressCreate,
@@ -37,6 +40,7 @@ from payflow.idempotency.records import KEY_PATTERN
 from payflow.ingress.payloads import normalise_address
 from payflow.ingress.service import assign_address
 from payflow.ledger.accounts import asset_scale, ledger_entries
+from payflow.ledger.history import balance_at
 from payflow.money import add, negate
 
 router = api_router(prefix="/api/v1", tags=["accounts"])
@@ -89,19 +93,54 @@ async def create_account(
     return JsonResponse(account_view(row), status_code=201)
 
 
+def past_instant(value: datetime | None, field: str) -> datetime | None:
+    """A timestamp parameter in UTC that is not in the future (a balance there is not
+    known yet); `FieldError` (422) naming `field` otherwise."""
+    try:
+        moment = utc_bound(value)
+    except ValueError as error:
+        raise FieldError(field, str(error)) from None
+    if moment is not None and moment > datetime.now(UTC):
+        raise FieldError(field, "must not be in the future")
+    return moment
+
+
+Instant = Annotated[AwareDatetime | None, BeforeValidator(rfc3339_text)]
+
+
 @router.get(
     "/accounts/{account_id}",
-    response_model=AccountView,
+    response_model=AccountView | AccountBalanceAt,
     responses=problem_responses(404, *COMMON_PROBLEMS),
-    summary="Read an account with its balance",
+    summary="Read an account with its balance, or its balance at an instant",
 )
 async def read_account(
-    request: Request, account_id: UUID, merchant: CurrentMerchant
+    request: Request,
+    account_id: UUID,
+    merchant: CurrentMerchant,
+    at: Annotated[
+        Instant,
+        Query(
+            description="RFC 3339 with an offset, not in the future: answer the balance at"
+            " that instant instead (the sum of the account's legs written at or before it)"
+        ),
+    ] = None,
 ) -> JsonResponse:
     """Other merchants' accounts answer 404 (admins see every account)."""
+    moment = past_instant(at, "query.at")
     state = api_state(request)
     async with connection(state.pool) as conn:
         row = await owned_account(conn, account_id, merchant)
+        if moment is not None:
+            balance = await balance_at(conn, account_id, moment)
+            return JsonResponse(
+                {
+                    "account_id": str(row["id"]),
+                    "asset": row["asset"],
+                    "at": iso(moment),
+                    "balance": wire_amount(balance, row["asset"]),
+                }
+            )
         pending = await pending_incoming(conn, account_id)
     return JsonResponse(account_view(row, pending))
 
