@@ -216,7 +216,6 @@ async def _bench(
         target = 0.5 if config.mode == "hot" else 0.8
         comparison = {
             "spread_events_per_s": f"{spread_events_per_s:.0f}",
-            "spread_ratio": f"{spread_events_per_s / ceiling_figures.events_per_s:.2f}",
             "vs_spread": f"{vs_spread:.2f}",
             "vs_spread_target": f"{target}",
         }
