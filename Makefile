@@ -60,6 +60,7 @@ bench: install
 	uv run payflow migrate
 	uv run payflow bench ledger --mode spread --events 20000 --concurrency 16
 	uv run payflow bench ledger --mode hot --events 20000 --concurrency 16
+	uv run payflow bench ledger --mode system --events 20000 --concurrency 16
 	uv run payflow bench ledger --mode spread --events 20000 --concurrency 16 --dup 3
 	uv run payflow bench api
 	uv run payflow bench e2e --payments 2000 --rate 200 --split

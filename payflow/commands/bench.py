@@ -20,9 +20,13 @@ bench_app = typer.Typer(
 def bench_ledger(
     events: Annotated[int, typer.Option(min=1, help="Events to post")] = 20_000,
     concurrency: Annotated[int, typer.Option(min=1, max=200)] = 16,
-    mode: Annotated[str, typer.Option(help="spread (10,000 accounts) or hot (one account)")] = (
-        "spread"
-    ),
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="spread (10,000 accounts, several custody accounts), system (10,000"
+            " accounts, one counterparty system account) or hot (one account)"
+        ),
+    ] = "spread",
     dup: Annotated[int, typer.Option(min=1, max=10, help="Deliveries of each event")] = 1,
     seed: Annotated[int, typer.Option(help="Workload seed")] = 7,
 ) -> None:
@@ -30,8 +34,8 @@ def bench_ledger(
     require_lab("payflow bench ledger")
     from payflow_lab.bench.ledger import LedgerBenchConfig, run_ledger_bench
 
-    if mode not in ("spread", "hot"):
-        console.print("payflow: --mode must be spread or hot", style="red")
+    if mode not in ("spread", "hot", "system"):
+        console.print("payflow: --mode must be spread, hot or system", style="red")
         raise typer.Exit(2)
     config = LedgerBenchConfig(events, concurrency, mode, dup, seed)
     ok = _run(run_ledger_bench(_settings(), config))

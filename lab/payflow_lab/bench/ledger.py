@@ -1,14 +1,23 @@
 """`payflow bench ledger`: the real posting path against a plain-SQL ceiling, side by side.
 
 Both runs use one process, the same event loop, the same concurrency and tables that
-are already filled and VACUUM ANALYZEd. The ceiling is the same statement shape with
-no payflow logic: per event one transaction of idempotency insert, balance update and
-ledger insert, on shadow copies of the real tables.
+are already filled and VACUUM ANALYZEd. The ceiling does the double-entry posting's writes
+with no payflow logic, as one statement per event on shadow copies of the real tables:
+claim insert, event status update, guarded balance update, the customer leg with its
+balance_after and the counterparty leg.
+
+Modes: `spread` posts over 10,000 accounts, its deposits credited from several chains (so
+several custody accounts, plus custody:external and fees); `system` posts over the same
+accounts but every posting's counterparty is one system account (custody:external:ETH);
+`hot` posts on one customer account. `hot` and `system` also post a `spread` workload in
+the same rounds, so their ratio to spread is measured side by side.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import random
 import time
 import uuid
@@ -42,6 +51,10 @@ HISTORY_PER_ACCOUNT = 5
 OPENING_BALANCE = Decimal(100)
 WARMUP_EVENTS = 500
 ROUNDS = 4
+MODES = ("spread", "hot", "system")
+# Chains spread's deposits and airdrops come from: each has its own custody account.
+SPREAD_CHAINS = ("ETH_MAINNET", "ARBITRUM", "OPTIMISM", "BASE")
+EXTERNAL_CUSTODY = "custody:external:ETH"
 
 Job = TypeVar("Job")
 
@@ -50,7 +63,7 @@ Job = TypeVar("Job")
 class LedgerBenchConfig:
     events: int
     concurrency: int
-    mode: str  # "spread" or "hot"
+    mode: str  # one of MODES
     dup: int
     seed: int
 
@@ -89,17 +102,27 @@ async def _bench(
         f"filling: {SPREAD_ACCOUNTS} accounts with {HISTORY_PER_ACCOUNT} ledger rows each"
     )
     accounts = await _fill(pool)
-    targets = accounts if config.mode == "spread" else accounts[:1]
+    targets = accounts if config.mode != "hot" else accounts[:1]
     workload = _workload(rng, targets, config, prefix="ev")
     ceiling_workload = _workload(rng, targets, config, prefix="cl")
     warmup = _workload(rng, targets, LedgerBenchConfig(WARMUP_EVENTS, 1, config.mode, 1, 0), "wu")
-    await _insert_events(pool, warmup + workload)
-    # Shadow tables and VACUUM need the owner; the owner's default privileges give the
-    # service's role the same DML on the shadows as on the real tables.
+    # hot and system also post a spread workload in the same rounds (the side-by-side ratio).
+    spread_config = dataclasses.replace(config, mode="spread")
+    spread_workload = (
+        _workload(rng, accounts, spread_config, prefix="sp") if config.mode != "spread" else []
+    )
+    # Chains, shadow tables and VACUUM need the owner; the owner's default privileges give
+    # the service's role the same DML on the shadows as on the real tables.
     owner = await asyncpg.connect(setup_url(settings, settings.database_url))
     try:
         await owner.execute(f'SET ROLE "{settings.db_owner_role}"')
-        await _make_shadow_tables(owner)
+        await owner.executemany(
+            "INSERT INTO chains (chain, native_asset, native_decimals) VALUES ($1, 'ETH', 18)"
+            " ON CONFLICT (chain) DO NOTHING",
+            [(chain,) for chain in SPREAD_CHAINS],
+        )
+        await _insert_events(pool, warmup + workload + spread_workload)
+        await _make_shadow_tables(owner, ceiling_workload)
         await owner.execute("VACUUM ANALYZE")
     finally:
         await owner.close()
@@ -115,46 +138,40 @@ async def _bench(
                 raise AssertionError(f"{event_id} applied twice")
             outcomes[event_id] = result.outcome
 
-    async def ceiling(event_id: str, account: uuid.UUID, delta: Decimal) -> None:
-        async with pool.acquire() as conn, conn.transaction():
-            await conn.execute(
-                "INSERT INTO ceiling_processed (idempotency_key, event_id, outcome)"
-                " VALUES ($1, $1, 'success')",
-                event_id,
-            )
-            balance = await conn.fetchval(
-                "UPDATE ceiling_accounts SET balance = balance + $2, updated_at = now()"
-                " WHERE id = $1 RETURNING balance",
-                account,
-                delta,
-            )
-            await conn.execute(
-                "INSERT INTO ceiling_ledger (account_id, amount, event_type, source_event_id,"
-                " balance_after) VALUES ($1, $2, 'deposit', $3, $4)",
-                account,
-                delta,
-                event_id,
-                balance,
-            )
+    async def ceiling(job: _Event) -> None:
+        # The double-entry posting's writes as one statement: claim, event status, guarded
+        # balance, customer leg with balance_after, counterparty leg. The delta is always a
+        # credit, so every ceiling event does all the writes.
+        async with pool.acquire() as conn:
+            await conn.execute(CEILING_POSTING, job.event_id, CEILING_DELTA, job.counterparty)
 
-    deliveries = [e.event_id for e in workload for _ in range(config.dup)]
-    rng.shuffle(deliveries)
+    def deliveries_of(events: list[_Event]) -> list[str]:
+        ids = [e.event_id for e in events for _ in range(config.dup)]
+        rng.shuffle(ids)
+        return ids
+
+    deliveries = deliveries_of(workload)
+    spread_deliveries = deliveries_of(spread_workload)
     await _drive([e.event_id for e in warmup], post, config.concurrency, None, None)
     outcomes.clear()
     stats.retries = 0
 
-    ceiling_jobs = [(e.event_id, e.account, Decimal("0.01")) for e in ceiling_workload]
-    ceiling_run, payflow_run = _Run(), _Run()
+    ceiling_run, payflow_run, spread_run = _Run(), _Run(), _Run()
     with _progress(console) as progress:
-        ceiling_task = progress.add_task("ceiling (plain SQL)", total=len(ceiling_jobs))
+        ceiling_task = progress.add_task(
+            "ceiling (plain SQL, one statement)", total=len(ceiling_workload)
+        )
         payflow_task = progress.add_task(
             f"payflow post_event ({config.mode})", total=len(deliveries)
         )
-        # Alternate in rounds so that background load on a shared machine hits both alike.
+        spread_task = progress.add_task(
+            "payflow post_event (spread, side by side)", total=len(spread_deliveries)
+        )
+        # Alternate in rounds so that background load on a shared machine hits all alike.
         for round_index in range(ROUNDS):
             await _drive(
-                ceiling_jobs[round_index::ROUNDS],
-                lambda job: ceiling(*job),
+                ceiling_workload[round_index::ROUNDS],
+                ceiling,
                 config.concurrency,
                 ceiling_run,
                 lambda: progress.advance(ceiling_task),
@@ -166,22 +183,60 @@ async def _bench(
                 payflow_run,
                 lambda: progress.advance(payflow_task),
             )
+            if spread_deliveries:
+                await _drive(
+                    spread_deliveries[round_index::ROUNDS],
+                    post,
+                    config.concurrency,
+                    spread_run,
+                    lambda: progress.advance(spread_task),
+                )
     ceiling_figures = ceiling_run.figures()
     figures = payflow_run.figures()
+    spread_figures = spread_run.figures() if spread_deliveries else None
 
-    exactly_once, recon_clean = await _verify(pool, settings, workload, outcomes)
-    refused = sum(1 for o in outcomes.values() if o is Outcome.INSUFFICIENT_FUNDS)
-    ratio = (config.events / figures.seconds) / ceiling_figures.events_per_s
+    exactly_once, recon_clean = await _verify(pool, settings, workload + spread_workload, outcomes)
+    async with pool.acquire() as conn:
+        # The system accounts the measured postings' counterparty legs landed on.
+        counterparties = await conn.fetchval(
+            "SELECT count(DISTINCT ledger_account) FROM ledger_legs"
+            " WHERE source_event_id = ANY($1::text[])",
+            [e.event_id for e in workload],
+        )
+    mode_ids = {e.event_id for e in workload}
+    refused = sum(
+        1 for k, o in outcomes.items() if o is Outcome.INSUFFICIENT_FUNDS and k in mode_ids
+    )
+    events_per_s = config.events / figures.seconds
+    ratio = events_per_s / ceiling_figures.events_per_s
+    comparison: dict[str, object] = {}
+    if spread_figures is not None:
+        spread_events_per_s = config.events / spread_figures.seconds
+        vs_spread = events_per_s / spread_events_per_s
+        target = 0.5 if config.mode == "hot" else 0.8
+        comparison = {
+            "spread_events_per_s": f"{spread_events_per_s:.0f}",
+            "vs_spread": f"{vs_spread:.2f}",
+            "vs_spread_target": f"{target}",
+        }
     rss = peak_rss_mb()
     console.print(
         f"payflow: {figures.events_per_s:,.0f} deliveries/s over {figures.seconds:.1f}s, "
         f"p50 {figures.p50_ms:.2f} ms, p99 {figures.p99_ms:.2f} ms, retries {stats.retries}, "
         f"insufficient_funds {refused}"
     )
+    if spread_figures is not None:
+        console.print(
+            f"payflow spread (same rounds): {config.events / spread_figures.seconds:,.0f}"
+            f" events/s, p99 {spread_figures.p99_ms:.2f} ms; {config.mode}/spread"
+            f" {comparison['vs_spread']} (target >= {comparison['vs_spread_target']})"
+        )
     console.print(
-        f"ceiling: {ceiling_figures.events_per_s:,.0f} tx/s, p50 {ceiling_figures.p50_ms:.2f} ms,"
-        f" p99 {ceiling_figures.p99_ms:.2f} ms"
+        f"ceiling (one statement, double-entry writes): {ceiling_figures.events_per_s:,.0f}"
+        f" tx/s, p50 {ceiling_figures.p50_ms:.2f} ms, p99 {ceiling_figures.p99_ms:.2f} ms;"
+        f" payflow/ceiling {ratio:.2f}"
     )
+    console.print(f"counterparty system accounts of the {config.mode} postings: {counterparties}")
     console.print(
         f"exactly-once verified: {'yes' if exactly_once else 'no'}; "
         f"reconciliation: {'clean' if recon_clean else 'DIRTY'}"
@@ -192,7 +247,7 @@ async def _bench(
             events=config.events,
             dup=config.dup,
             concurrency=config.concurrency,
-            events_per_s=f"{config.events / figures.seconds:.0f}",
+            events_per_s=f"{events_per_s:.0f}",
             deliveries_per_s=f"{figures.events_per_s:.0f}",
             p50_ms=f"{figures.p50_ms:.2f}",
             p99_ms=f"{figures.p99_ms:.2f}",
@@ -200,6 +255,8 @@ async def _bench(
             insufficient_funds=refused,
             ceiling_tps=f"{ceiling_figures.events_per_s:.0f}",
             ratio=f"{ratio:.2f}",
+            counterparties=counterparties,
+            **comparison,
             exactly_once="yes" if exactly_once and recon_clean else "no",
             rss_mb=f"{rss:.0f}",
         )
@@ -213,13 +270,47 @@ class _Event:
     account: uuid.UUID
     amount: Decimal
     event_type: EventType
+    counterparty: str  # the system account on the other side (ceiling: written as given)
+    chain: str | None = None  # a chain deposit: a chain_deposits row names the chain
+
+
+CEILING_DELTA = Decimal("0.01")
+CEILING_POSTING = """
+WITH claim AS (
+    INSERT INTO ceiling_processed (idempotency_key, event_id, outcome)
+    VALUES ($1, $1, 'success')
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING event_id
+), event AS (
+    UPDATE ceiling_events e SET status = 'confirmed', updated_at = now()
+    FROM claim c
+    WHERE e.event_id = c.event_id AND e.status IN ('enqueued', 'processing')
+    RETURNING e.account_id, e.event_type
+), balance AS (
+    UPDATE ceiling_accounts a SET balance = a.balance + $2, updated_at = now()
+    FROM event e
+    WHERE a.id = e.account_id AND a.balance + $2 >= a.held AND a.status = 'active'
+    RETURNING a.id, a.balance, e.event_type
+), customer AS (
+    INSERT INTO ceiling_ledger (account_id, amount, event_type, source_event_id,
+                                balance_after)
+    SELECT id, $2, event_type, $1, balance FROM balance
+)
+INSERT INTO ceiling_legs (source_event_id, ledger_account, amount, kind)
+SELECT $1, $3, -$2::numeric, event_type FROM balance
+"""
 
 
 def _workload(
     rng: random.Random, accounts: list[uuid.UUID], config: LedgerBenchConfig, prefix: str
 ) -> list[_Event]:
+    """hot: deposits and withdrawals; spread: deposits and airdrops from SPREAD_CHAINS,
+    withdrawals (custody:external) and withdrawal fees (fees:ETH); system: the same shape
+    with every counterparty custody:external:ETH (the fees become withdrawals)."""
     if config.mode == "hot":
         types, weights = [EventType.DEPOSIT, EventType.WITHDRAWAL], [1, 1]
+    elif config.mode == "system":
+        types, weights = [EventType.DEPOSIT, EventType.AIRDROP, EventType.WITHDRAWAL], [6, 1, 3]
     else:
         types = [
             EventType.DEPOSIT,
@@ -229,15 +320,20 @@ def _workload(
         ]
         weights = [6, 1, 2, 1]
     run = uuid.uuid4().hex[:6]
-    return [
-        _Event(
-            f"{prefix}-{run}-{index}",
-            rng.choice(accounts),
-            from_base_units(rng.randint(1, 200), 2),
-            rng.choices(types, weights)[0],
-        )
-        for index in range(config.events)
-    ]
+    events = []
+    for index in range(config.events):
+        account = rng.choice(accounts)
+        amount = from_base_units(rng.randint(1, 200), 2)
+        event_type = rng.choices(types, weights)[0]
+        event_id, chain, counterparty = f"{prefix}-{run}-{index}", None, EXTERNAL_CUSTODY
+        if event_type is EventType.WITHDRAWAL_FEE:
+            counterparty = "fees:ETH"
+        elif config.mode == "spread" and event_type in (EventType.DEPOSIT, EventType.AIRDROP):
+            chain = SPREAD_CHAINS[index % len(SPREAD_CHAINS)]
+            tx_hash = "0x" + hashlib.sha256(event_id.encode()).hexdigest()
+            event_id, counterparty = f"chain:{chain}:{tx_hash}:0", f"custody:{chain}:ETH"
+        events.append(_Event(event_id, account, amount, event_type, counterparty, chain))
+    return events
 
 
 async def _fill(pool: asyncpg.Pool) -> list[uuid.UUID]:
@@ -309,22 +405,79 @@ async def _insert_events(pool: asyncpg.Pool, events: list[_Event]) -> None:
             ],
             columns=["event_id", "account_id", "amount", "event_type", "status"],
         )
+        # A chain deposit's event names its chain_deposits row, where the posting finds the
+        # chain of its custody account (as the scanner leaves it: credited by this event).
+        await conn.copy_records_to_table(
+            "chain_deposits",
+            records=[
+                (
+                    e.event_id.removeprefix("chain:"),
+                    e.chain,
+                    e.event_id.split(":")[2],
+                    0,
+                    "0x" + "11" * 20,
+                    int(e.amount * 100),
+                    e.account,
+                    "ETH",
+                    e.amount,
+                    "credited",
+                    1,
+                    "0x" + "22" * 32,
+                    ["bench"],
+                    e.event_id,
+                )
+                for e in events
+                if e.chain is not None
+            ],
+            columns=[
+                "transfer_id",
+                "chain",
+                "tx_hash",
+                "position",
+                "to_address",
+                "units",
+                "account_id",
+                "asset",
+                "amount",
+                "status",
+                "block_number",
+                "block_hash",
+                "sources",
+                "credit_event_id",
+            ],
+        )
 
 
-async def _make_shadow_tables(conn: asyncpg.Connection) -> None:
+async def _make_shadow_tables(conn: asyncpg.Connection, ceiling_workload: list[_Event]) -> None:
     async with conn.transaction():
         for shadow, real in (
             ("ceiling_accounts", "accounts"),
             ("ceiling_processed", "processed_events"),
+            ("ceiling_events", "payment_events"),
             ("ceiling_ledger", "balance_events"),
+            ("ceiling_legs", "ledger_legs"),
         ):
             await conn.execute(f"CREATE TABLE {shadow} (LIKE {real} INCLUDING ALL)")
         await conn.execute("INSERT INTO ceiling_accounts SELECT * FROM accounts")
         await conn.execute("INSERT INTO ceiling_processed SELECT * FROM processed_events")
+        await conn.execute("INSERT INTO ceiling_events SELECT * FROM payment_events")
         await conn.execute(
             "INSERT INTO ceiling_ledger (account_id, amount, event_type, source_event_id,"
             " balance_after, created_at) SELECT account_id, amount, event_type, source_event_id,"
             " balance_after, created_at FROM balance_events"
+        )
+        await conn.execute(
+            "INSERT INTO ceiling_legs (source_event_id, transfer_id, account_id, ledger_account,"
+            " amount, kind, created_at) SELECT source_event_id, transfer_id, account_id,"
+            " ledger_account, amount, kind, created_at FROM ledger_legs"
+        )
+        await conn.copy_records_to_table(
+            "ceiling_events",
+            records=[
+                (e.event_id, e.account, e.amount, e.event_type.value, "enqueued")
+                for e in ceiling_workload
+            ],
+            columns=["event_id", "account_id", "amount", "event_type", "status"],
         )
 
 

@@ -239,4 +239,4 @@ def test_the_dev_install_reaches_the_harness() -> None:
         check=False,
     )
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip().splitlines() == ["payflow: --mode must be spread or hot"]
+    assert result.stderr.strip().splitlines() == ["payflow: --mode must be spread, hot or system"]
