@@ -192,9 +192,7 @@ async def void_payout(
         failure = f"voided by {actor}: {reason}"[:1000]
         row = await conn.fetchrow(SQL["void_payout"], payout["id"], failure)
         assert row is not None  # locked and open above
-        await conn.execute(
-            SQL["release_hold"], row["account_id"], add(row["amount"], row["fee_hold"])
-        )
+        await conn.execute(SQL["release_hold"], row["id"])
         audit = await conn.fetchrow(
             SQL["insert_payout_action"],
             row["id"],

@@ -138,7 +138,7 @@ async def finalize_within(
     )
     if row is None:
         return None
-    await conn.execute(SQL["release_hold"], row["account_id"], add(row["amount"], row["fee_hold"]))
+    await conn.execute(SQL["release_hold"], row["id"])
     if target is PayoutStatus.CONFIRMED:
         await _record_and_post(
             conn, withdrawal_event_id(row["id"]), row, row["amount"], EventType.WITHDRAWAL
