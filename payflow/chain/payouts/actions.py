@@ -38,7 +38,7 @@ from payflow.chain.payouts.signer import SignedTx, TxFees
 from payflow.chain.payouts.signing import mined_count
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound
-from payflow.money import add, format_amount
+from payflow.money import format_amount
 
 log = structlog.get_logger("payflow.payouts")
 

@@ -39,7 +39,7 @@ from payflow.db.tx import transaction
 from payflow.ledger.accounts import store_event
 from payflow.ledger.posting import post_within
 from payflow.ledger.records import EventType
-from payflow.money import add, from_base_units
+from payflow.money import from_base_units
 from payflow.outbox.writer import enqueue
 
 log = structlog.get_logger("payflow.payouts")

@@ -194,6 +194,7 @@ FUNCTIONS: list[str] = [
     AS $$
     DECLARE
         v_event record;
+        v_expected numeric;
         v_asset text;
         v_counterparty text;
         v_balance numeric;
@@ -211,10 +212,10 @@ FUNCTIONS: list[str] = [
         END IF;
         -- The posting is the event's own: its account, its type, its amount with the sign
         -- its type gives (a credit only for the credit types).
+        v_expected := CASE WHEN p_type = ANY ({_array(CREDIT_TYPES)}) THEN v_event.amount
+                           ELSE -v_event.amount END;
         IF v_event.account_id <> p_account OR v_event.event_type <> p_type
-           OR v_event.amount <= 0
-           OR p_delta <> CASE WHEN p_type = ANY ({_array(CREDIT_TYPES)}) THEN v_event.amount
-                              ELSE -v_event.amount END THEN
+           OR v_event.amount <= 0 OR p_delta <> v_expected THEN
             RAISE EXCEPTION 'ledger_apply_balance_change: % % on account % is not event %',
                 p_type, p_delta, p_account, p_event_id
                 USING ERRCODE = 'invalid_parameter_value';
@@ -381,16 +382,16 @@ _SERVED = """
     FROM information_schema.role_table_grants g
     WHERE g.table_schema = 'public' AND g.table_name = 'accounts'
       AND g.grantee NOT IN (current_user, 'PUBLIC')
-      AND EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = g.grantee AND NOT r.rolsuper)
+      AND EXISTS (SELECT 1 FROM pg_roles o WHERE o.rolname = g.grantee AND NOT o.rolsuper)
 """
 
 APPLY_HOOK = f"""
     DO $$
     DECLARE
-        r record;
+        v_role record;
     BEGIN
-        FOR r IN {_SERVED} LOOP
-            PERFORM payflow_grant_extra_0030_definer_postings(r.role);
+        FOR v_role IN {_SERVED} LOOP
+            PERFORM payflow_grant_extra_0030_definer_postings(v_role.role);
         END LOOP;
     END
     $$
@@ -399,11 +400,11 @@ APPLY_HOOK = f"""
 REGRANT = f"""
     DO $$
     DECLARE
-        r record;
+        v_role record;
     BEGIN
-        FOR r IN {_SERVED} LOOP
-            PERFORM payflow_grant_service(r.role);
-            PERFORM payflow_grant_hooks(r.role);
+        FOR v_role IN {_SERVED} LOOP
+            PERFORM payflow_grant_service(v_role.role);
+            PERFORM payflow_grant_hooks(v_role.role);
         END LOOP;
     END
     $$
