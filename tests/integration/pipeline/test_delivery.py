@@ -206,7 +206,7 @@ async def test_insufficient_funds_notifies_once_however_often_delivered(
     pool: asyncpg.Pool, pipe_settings: Settings, start_roles
 ) -> None:
     async with pool.acquire() as conn, transaction(conn, pipe_settings):
-        account = await create_account(conn, "USD", Decimal("1.00"))
+        account = await create_account(conn, "USD")  # no funds: every debit refused
         await record_event(
             conn,
             event_id="wd-1",
