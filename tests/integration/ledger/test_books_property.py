@@ -48,7 +48,8 @@ async def _run(settings: Settings, steps: list[tuple[object, ...]]) -> None:
                 assert isinstance(target, str) and isinstance(amount, Decimal)
                 async with pool.acquire() as conn, transaction(conn, settings):
                     crypto.append((await create_account(conn, target)).id)
-                await post_opening(settings, crypto[-1], amount)  # the operator's act
+                if amount > 0:  # the operator's act
+                    await post_opening(settings, crypto[-1], amount)
             elif kind == "payment":
                 await _post(pool, settings, merchant, EventType.PAYMENT_CREDIT, amount)
             elif crypto:
