@@ -422,10 +422,11 @@ UPGRADE: list[str] = [
 def _opening_0029() -> str:
     """0029's `CREATE FUNCTION ledger_post_opening` as a `CREATE OR REPLACE`."""
     head = "CREATE FUNCTION ledger_post_opening("
-    bodies = [s for s in _0029.ACCOUNT_FUNCTIONS if head in s]
+    bodies: list[str] = [s for s in _0029.ACCOUNT_FUNCTIONS if head in s]
     if len(bodies) != 1:
         raise RuntimeError("0029's ledger_post_opening is not the body this revision replaces")
-    return bodies[0].replace(head, "CREATE OR REPLACE FUNCTION ledger_post_opening(")
+    body: str = bodies[0]
+    return body.replace(head, "CREATE OR REPLACE FUNCTION ledger_post_opening(")
 
 
 def downgrade_statements() -> list[str]:
