@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import uuid
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -78,9 +79,9 @@ async def test_repeatable_read_holds_one_snapshot_and_leaks_nothing(
             assert await conn.fetchval("SELECT pg_backend_pid()") == first_pid
         async with transaction(conn, settings):
             assert await conn.fetchval("SHOW transaction_isolation") == "read committed"
-            assert await conn.fetchval("SELECT balance FROM accounts WHERE id = $1", account) == (
-                Decimal("6")
-            )
+            assert await conn.fetchval(
+                "SELECT updated_at FROM accounts WHERE id = $1", account
+            ) == before + timedelta(seconds=1)
     # Nothing session-level reached any server connection of the pool.
     for _ in range(2 * POOL_SIZE):
         assert await pool.fetchval("SHOW transaction_isolation") == "read committed"
