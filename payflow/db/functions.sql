@@ -255,6 +255,36 @@ AS $function$
     END
     $function$;
 
+-- name: payflow_grant_extra_0032_definer_postings
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0032_definer_postings(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        -- The journal: read only; the posting functions write it.
+        EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON public.balance_events,'
+                       ' public.ledger_legs, public.ledger_transfers, public.ledger_accounts'
+                       ' FROM %I', app);
+        -- Balances and holds move only through the posting functions; the service still
+        -- freezes and unfreezes.
+        EXECUTE format('REVOKE UPDATE ON public.accounts FROM %I', app);
+        EXECUTE format('REVOKE UPDATE (balance, held, initial_balance) ON public.accounts'
+                       ' FROM %I', app);
+        EXECUTE format('GRANT UPDATE (status, updated_at) ON public.accounts TO %I', app);
+        -- A new account carries no money: balance, held and initial_balance take their
+        -- default 0 (the service may not name them).
+        EXECUTE format('REVOKE INSERT ON public.accounts FROM %I', app);
+        EXECUTE format('GRANT INSERT (id, asset, status, created_at, updated_at, merchant_id,'
+                       ' settlement) ON public.accounts TO %I', app);
+        -- An opening balance is an operator's act (the migration login), never the service's.
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION public.ledger_post_opening(uuid, numeric) FROM %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.ledger_post_success(text, text, text[], text[], text[], integer), public.ledger_apply_balance_change(uuid, numeric, text, text, boolean),'
+                       ' public.ledger_place_hold(uuid, numeric), public.ledger_release_payout_hold(uuid), public.ledger_posting_key(text)'
+                       ' TO %I', app);
+    END
+    $function$;
+
 -- name: payflow_grant_extra_0031_gas_shortfall_adjustments
 CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0031_gas_shortfall_adjustments(app name)
  RETURNS void

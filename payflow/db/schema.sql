@@ -105,7 +105,7 @@ CREATE FUNCTION public.cleanup_webhook_attempt_log(min_age_days integer, batch_s
 --
 
 CREATE FUNCTION public.ledger_account(p_kind text, p_chain text, p_asset text) RETURNS text
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
     DECLARE
@@ -133,6 +133,75 @@ CREATE FUNCTION public.ledger_append_only() RETURNS trigger
     BEGIN
         RAISE EXCEPTION '% is append-only: % refused', TG_TABLE_NAME, TG_OP
             USING ERRCODE = 'insufficient_privilege';
+    END
+    $$;
+
+--
+-- Name: ledger_apply_balance_change(uuid, numeric, text, text, boolean); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_apply_balance_change(p_account uuid, p_delta numeric, p_type text, p_event_id text, p_active_only boolean) RETURNS numeric
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        v_event record;
+        v_expected numeric;
+        v_asset text;
+        v_counterparty text;
+        v_balance numeric;
+    BEGIN
+        IF p_account IS NULL OR p_delta IS NULL OR p_type IS NULL OR p_event_id IS NULL
+           OR p_active_only IS NULL THEN
+            RAISE EXCEPTION 'ledger_apply_balance_change: every argument is required'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT e.account_id, e.amount, e.event_type, e.status INTO v_event
+        FROM payment_events e WHERE e.event_id = p_event_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'ledger_apply_balance_change: event % does not exist', p_event_id
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- The posting is the event's own: its account, its type, its amount with the sign
+        -- its type gives (a credit only for the credit types).
+        v_expected := CASE WHEN p_type = ANY (ARRAY['airdrop', 'deposit', 'payment_credit']::text[]) THEN v_event.amount
+                           ELSE -v_event.amount END;
+        IF v_event.account_id <> p_account OR v_event.event_type <> p_type
+           OR v_event.amount <= 0 OR p_delta <> v_expected THEN
+            RAISE EXCEPTION 'ledger_apply_balance_change: % % on account % is not event %',
+                p_type, p_delta, p_account, p_event_id
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- Being posted: moved by the caller's transaction, under the event's posting claim.
+        IF v_event.status NOT IN ('processing', 'confirmed') OR NOT EXISTS (
+            SELECT 1 FROM processed_events p
+            WHERE p.idempotency_key = ledger_posting_key(p_event_id)
+              AND p.event_id = p_event_id AND p.outcome IN ('pending', 'success')) THEN
+            RAISE EXCEPTION 'ledger_apply_balance_change: event % is not being posted (%)',
+                p_event_id, v_event.status USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+
+        -- The counterparty before the account's row lock (plain reads), as in 0029.
+        SELECT a.asset INTO v_asset FROM accounts a WHERE a.id = p_account;
+        v_counterparty := ledger_counterparty(p_event_id, p_type, v_asset);
+
+        -- The guard keeps open payout holds whole: a debit never takes the balance below
+        -- `held`. The row lock taken here is held until the caller commits.
+        UPDATE accounts
+        SET balance = balance + p_delta, updated_at = now()
+        WHERE id = p_account
+          AND balance + p_delta >= held
+          AND (NOT p_active_only OR status = 'active')
+        RETURNING balance INTO v_balance;
+        IF NOT FOUND THEN
+            RETURN NULL;  -- refused: nothing written, the caller decides
+        END IF;
+        INSERT INTO balance_events (account_id, amount, event_type, source_event_id,
+                                    balance_after)
+        VALUES (p_account, p_delta, p_type, p_event_id, v_balance);
+        INSERT INTO ledger_legs (source_event_id, ledger_account, amount, kind)
+        VALUES (p_event_id, v_counterparty, -p_delta, p_type);
+        RETURN v_balance;
     END
     $$;
 
@@ -169,6 +238,27 @@ CREATE FUNCTION public.ledger_counterparty(p_event_id text, p_type text, p_asset
         RETURN ledger_account('custody', coalesce(v_chain, 'external'), p_asset);
     END
     $_$;
+
+--
+-- Name: ledger_place_hold(uuid, numeric); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_place_hold(p_account uuid, p_amount numeric) RETURNS TABLE(balance numeric, held numeric)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+    #variable_conflict use_column
+    BEGIN
+        IF p_account IS NULL OR p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'ledger_place_hold: a hold must be positive'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        RETURN QUERY
+        UPDATE accounts a SET held = a.held + p_amount, updated_at = now()
+        WHERE a.id = p_account AND a.status = 'active' AND a.balance - a.held >= p_amount
+        RETURNING a.balance, a.held;
+    END
+    $$;
 
 --
 -- Name: ledger_post_adjustment(text, text, numeric, text, text, text); Type: FUNCTION; Schema: public; Owner: -
@@ -323,7 +413,7 @@ CREATE FUNCTION public.ledger_post_network_fee(p_chain text, p_tx_hash text, p_a
 --
 
 CREATE FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) RETURNS numeric
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
     DECLARE
@@ -331,13 +421,14 @@ CREATE FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) RET
         v_asset text;
         v_balance numeric;
     BEGIN
-        IF p_amount IS NULL OR p_amount <= 0 THEN
+        IF p_account IS NULL OR p_amount IS NULL OR p_amount <= 0 THEN
             RAISE EXCEPTION 'an opening balance must be positive'
                 USING ERRCODE = 'check_violation';
         END IF;
         INSERT INTO ledger_transfers (kind, reference) VALUES ('opening', p_account::text)
         RETURNING id INTO v_transfer;
-        UPDATE accounts SET balance = balance + p_amount, updated_at = now()
+        UPDATE accounts SET balance = balance + p_amount, initial_balance = p_amount,
+                            updated_at = now()
         WHERE id = p_account
         RETURNING asset, balance INTO v_asset, v_balance;
         IF NOT FOUND THEN
@@ -440,7 +531,7 @@ CREATE FUNCTION public.ledger_post_reorg_shortfall(p_reference text, p_transfer_
 --
 
 CREATE FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_sources text[], p_credit_types text[], p_active_types text[], p_lock_timeout_ms integer) RETURNS numeric
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
     DECLARE
@@ -451,6 +542,30 @@ CREATE FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_source
         v_balance numeric;
         v_counterparty text;
     BEGIN
+        -- A privilege boundary: the caller's arguments are checked, never trusted.
+        IF p_event_id IS NULL OR p_key IS DISTINCT FROM ledger_posting_key(p_event_id) THEN
+            RAISE EXCEPTION 'ledger_post_success: the key is not the posting key of event %',
+                p_event_id USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_sources IS NULL OR NOT p_sources <@ ARRAY['enqueued', 'pending', 'processing']::text[]
+           OR array_position(p_sources, NULL) IS NOT NULL THEN
+            RAISE EXCEPTION 'ledger_post_success: an event is confirmed only from an open status'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_credit_types IS NULL OR NOT (p_credit_types @> ARRAY['airdrop', 'deposit', 'payment_credit']::text[]
+                                          AND p_credit_types <@ ARRAY['airdrop', 'deposit', 'payment_credit']::text[]) THEN
+            RAISE EXCEPTION 'ledger_post_success: the credit types are not %',
+                ARRAY['airdrop', 'deposit', 'payment_credit']::text[] USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_active_types IS NULL OR NOT p_active_types @> ARRAY['withdrawal', 'withdrawal_fee']::text[] THEN
+            RAISE EXCEPTION 'ledger_post_success: a frozen account refuses at least %',
+                ARRAY['withdrawal', 'withdrawal_fee']::text[] USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_lock_timeout_ms IS NULL OR p_lock_timeout_ms NOT BETWEEN 0 AND 3600000 THEN
+            RAISE EXCEPTION 'ledger_post_success: lock timeout % ms out of range',
+                p_lock_timeout_ms USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+
         -- Local to the statement's own transaction: waits on the claim, the event and the
         -- account are bounded like any payflow transaction's.
         PERFORM pg_catalog.set_config('lock_timeout', p_lock_timeout_ms::text, true);
@@ -474,7 +589,9 @@ CREATE FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_source
         v_counterparty := ledger_counterparty(
             p_event_id, v_type, (SELECT a.asset FROM accounts a WHERE a.id = v_account));
 
-        v_delta := CASE WHEN v_type = ANY (p_credit_types) THEN v_amount ELSE -v_amount END;
+        -- The sign comes from the event type (checked equal to the caller's list above).
+        v_delta := CASE WHEN v_type = ANY (ARRAY['airdrop', 'deposit', 'payment_credit']::text[]) THEN v_amount
+                        ELSE -v_amount END;
         UPDATE accounts
         SET balance = balance + v_delta, updated_at = now()
         WHERE id = v_account
@@ -500,16 +617,21 @@ CREATE FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_source
 --
 
 CREATE FUNCTION public.ledger_post_system_transfer(p_kind text, p_reference text, p_debit text, p_credit text, p_amount numeric) RETURNS bigint
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
     DECLARE
         v_transfer bigint;
     BEGIN
+        IF p_kind IS NULL OR p_kind NOT IN ('treasury_sweep', 'treasury_funding', 'sweep_gas')
+        THEN
+            RAISE EXCEPTION 'a system transfer is a treasury sweep, funding or sweep gas'
+                USING ERRCODE = 'check_violation';
+        END IF;
         IF p_amount IS NULL OR p_amount <= 0 THEN
             RAISE EXCEPTION 'a transfer amount must be positive' USING ERRCODE = 'check_violation';
         END IF;
-        IF p_debit = p_credit THEN
+        IF p_debit IS NULL OR p_credit IS NULL OR p_debit = p_credit THEN
             RAISE EXCEPTION 'a transfer needs two accounts' USING ERRCODE = 'check_violation';
         END IF;
         INSERT INTO ledger_transfers (kind, reference) VALUES (p_kind, p_reference)
@@ -591,6 +713,52 @@ CREATE FUNCTION public.ledger_posting_balanced() RETURNS trigger
                       TABLE = TG_TABLE_NAME;
         END IF;
         RETURN NULL;
+    END
+    $$;
+
+--
+-- Name: ledger_posting_key(text); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_posting_key(p_event_id text) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+        SELECT pg_catalog.encode(pg_catalog.sha256(
+            pg_catalog.int8send(2) || pg_catalog.int8send(11)
+            || pg_catalog.convert_to('ledger.post', 'UTF8')
+            || pg_catalog.int8send(pg_catalog.octet_length(
+                   pg_catalog.convert_to(p_event_id, 'UTF8')))
+            || pg_catalog.convert_to(p_event_id, 'UTF8')), 'hex')
+    $$;
+
+--
+-- Name: ledger_release_payout_hold(uuid); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.ledger_release_payout_hold(p_payout uuid) RETURNS numeric
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        v_payout record;
+        v_held numeric;
+    BEGIN
+        SELECT p.account_id, p.amount, p.fee_hold, p.status INTO v_payout
+        FROM payouts p WHERE p.id = p_payout;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'ledger_release_payout_hold: payout % does not exist', p_payout
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF v_payout.status NOT IN ('confirmed', 'failed') THEN
+            RAISE EXCEPTION 'ledger_release_payout_hold: payout % is % (not final)',
+                p_payout, v_payout.status USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        UPDATE accounts SET held = held - (v_payout.amount + v_payout.fee_hold),
+                            updated_at = now()
+        WHERE id = v_payout.account_id
+        RETURNING held INTO v_held;
+        RETURN v_held;
     END
     $$;
 
@@ -797,6 +965,38 @@ CREATE FUNCTION public.payflow_grant_extra_0031_gas_shortfall_adjustments(app na
                        ' public.ledger_post_reorg_shortfall(text, text, numeric),'
                        ' public.ledger_post_reorg_recovery(text, text, numeric),'
                        ' public.ledger_post_adjustment(text, text, numeric, text, text, text)'
+                       ' TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0032_definer_postings(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0032_definer_postings(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        -- The journal: read only; the posting functions write it.
+        EXECUTE format('REVOKE INSERT, UPDATE, DELETE ON public.balance_events,'
+                       ' public.ledger_legs, public.ledger_transfers, public.ledger_accounts'
+                       ' FROM %I', app);
+        -- Balances and holds move only through the posting functions; the service still
+        -- freezes and unfreezes.
+        EXECUTE format('REVOKE UPDATE ON public.accounts FROM %I', app);
+        EXECUTE format('REVOKE UPDATE (balance, held, initial_balance) ON public.accounts'
+                       ' FROM %I', app);
+        EXECUTE format('GRANT UPDATE (status, updated_at) ON public.accounts TO %I', app);
+        -- A new account carries no money: balance, held and initial_balance take their
+        -- default 0 (the service may not name them).
+        EXECUTE format('REVOKE INSERT ON public.accounts FROM %I', app);
+        EXECUTE format('GRANT INSERT (id, asset, status, created_at, updated_at, merchant_id,'
+                       ' settlement) ON public.accounts TO %I', app);
+        -- An opening balance is an operator's act (the migration login), never the service's.
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION public.ledger_post_opening(uuid, numeric) FROM %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.ledger_post_success(text, text, text[], text[], text[], integer), public.ledger_apply_balance_change(uuid, numeric, text, text, boolean),'
+                       ' public.ledger_place_hold(uuid, numeric), public.ledger_release_payout_hold(uuid), public.ledger_posting_key(text)'
                        ' TO %I', app);
     END
     $$;
@@ -2935,11 +3135,25 @@ REVOKE ALL ON FUNCTION public.ledger_account(p_kind text, p_chain text, p_asset 
 GRANT ALL ON FUNCTION public.ledger_account(p_kind text, p_chain text, p_asset text) TO payflow_app;
 
 --
+-- Name: FUNCTION ledger_apply_balance_change(p_account uuid, p_delta numeric, p_type text, p_event_id text, p_active_only boolean); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_apply_balance_change(p_account uuid, p_delta numeric, p_type text, p_event_id text, p_active_only boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_apply_balance_change(p_account uuid, p_delta numeric, p_type text, p_event_id text, p_active_only boolean) TO payflow_app;
+
+--
 -- Name: FUNCTION ledger_counterparty(p_event_id text, p_type text, p_asset text); Type: ACL; Schema: public; Owner: -
 --
 
 REVOKE ALL ON FUNCTION public.ledger_counterparty(p_event_id text, p_type text, p_asset text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ledger_counterparty(p_event_id text, p_type text, p_asset text) TO payflow_app;
+
+--
+-- Name: FUNCTION ledger_place_hold(p_account uuid, p_amount numeric); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_place_hold(p_account uuid, p_amount numeric) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_place_hold(p_account uuid, p_amount numeric) TO payflow_app;
 
 --
 -- Name: FUNCTION ledger_post_adjustment(p_account text, p_against text, p_amount numeric, p_reason text, p_by text, p_reference text); Type: ACL; Schema: public; Owner: -
@@ -2960,7 +3174,6 @@ GRANT ALL ON FUNCTION public.ledger_post_network_fee(p_chain text, p_tx_hash tex
 --
 
 REVOKE ALL ON FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric) TO payflow_app;
 
 --
 -- Name: FUNCTION ledger_post_reorg_recovery(p_reference text, p_transfer_id text, p_amount numeric); Type: ACL; Schema: public; Owner: -
@@ -2989,6 +3202,20 @@ GRANT ALL ON FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_
 
 REVOKE ALL ON FUNCTION public.ledger_post_system_transfer(p_kind text, p_reference text, p_debit text, p_credit text, p_amount numeric) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ledger_post_system_transfer(p_kind text, p_reference text, p_debit text, p_credit text, p_amount numeric) TO payflow_app;
+
+--
+-- Name: FUNCTION ledger_posting_key(p_event_id text); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_posting_key(p_event_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_posting_key(p_event_id text) TO payflow_app;
+
+--
+-- Name: FUNCTION ledger_release_payout_hold(p_payout uuid); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.ledger_release_payout_hold(p_payout uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ledger_release_payout_hold(p_payout uuid) TO payflow_app;
 
 --
 -- Name: FUNCTION payflow_grant_extra_0013_chain_deposits(app name); Type: ACL; Schema: public; Owner: -
@@ -3075,6 +3302,12 @@ REVOKE ALL ON FUNCTION public.payflow_grant_extra_0030_treasury_sweeps(app name)
 REVOKE ALL ON FUNCTION public.payflow_grant_extra_0031_gas_shortfall_adjustments(app name) FROM PUBLIC;
 
 --
+-- Name: FUNCTION payflow_grant_extra_0032_definer_postings(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0032_definer_postings(app name) FROM PUBLIC;
+
+--
 -- Name: FUNCTION payflow_grant_hooks(app name); Type: ACL; Schema: public; Owner: -
 --
 
@@ -3097,31 +3330,49 @@ GRANT ALL ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, nume
 -- Name: TABLE accounts; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.accounts TO payflow_app;
+GRANT SELECT ON TABLE public.accounts TO payflow_app;
 
 --
--- Name: COLUMN accounts.balance; Type: ACL; Schema: public; Owner: -
+-- Name: COLUMN accounts.id; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT UPDATE(balance) ON TABLE public.accounts TO payflow_app;
+GRANT INSERT(id) ON TABLE public.accounts TO payflow_app;
+
+--
+-- Name: COLUMN accounts.asset; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(asset) ON TABLE public.accounts TO payflow_app;
 
 --
 -- Name: COLUMN accounts.status; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT UPDATE(status) ON TABLE public.accounts TO payflow_app;
+GRANT INSERT(status),UPDATE(status) ON TABLE public.accounts TO payflow_app;
+
+--
+-- Name: COLUMN accounts.created_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(created_at) ON TABLE public.accounts TO payflow_app;
 
 --
 -- Name: COLUMN accounts.updated_at; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT UPDATE(updated_at) ON TABLE public.accounts TO payflow_app;
+GRANT INSERT(updated_at),UPDATE(updated_at) ON TABLE public.accounts TO payflow_app;
 
 --
--- Name: COLUMN accounts.held; Type: ACL; Schema: public; Owner: -
+-- Name: COLUMN accounts.merchant_id; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT UPDATE(held) ON TABLE public.accounts TO payflow_app;
+GRANT INSERT(merchant_id) ON TABLE public.accounts TO payflow_app;
+
+--
+-- Name: COLUMN accounts.settlement; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(settlement) ON TABLE public.accounts TO payflow_app;
 
 --
 -- Name: TABLE alerts; Type: ACL; Schema: public; Owner: -
@@ -3151,7 +3402,7 @@ GRANT SELECT ON TABLE public.assets TO payflow_app;
 -- Name: TABLE balance_events; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.balance_events TO payflow_app;
+GRANT SELECT ON TABLE public.balance_events TO payflow_app;
 
 --
 -- Name: SEQUENCE balance_events_id_seq; Type: ACL; Schema: public; Owner: -
@@ -3259,7 +3510,7 @@ GRANT SELECT,USAGE ON SEQUENCE public.job_runs_id_seq TO payflow_app;
 -- Name: TABLE ledger_accounts; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.ledger_accounts TO payflow_app;
+GRANT SELECT ON TABLE public.ledger_accounts TO payflow_app;
 
 --
 -- Name: TABLE ledger_adjustments; Type: ACL; Schema: public; Owner: -
@@ -3277,7 +3528,7 @@ GRANT SELECT,USAGE ON SEQUENCE public.ledger_adjustments_id_seq TO payflow_app;
 -- Name: TABLE ledger_legs; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.ledger_legs TO payflow_app;
+GRANT SELECT ON TABLE public.ledger_legs TO payflow_app;
 
 --
 -- Name: TABLE ledger_journal; Type: ACL; Schema: public; Owner: -
@@ -3295,7 +3546,7 @@ GRANT SELECT,USAGE ON SEQUENCE public.ledger_legs_id_seq TO payflow_app;
 -- Name: TABLE ledger_transfers; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.ledger_transfers TO payflow_app;
+GRANT SELECT ON TABLE public.ledger_transfers TO payflow_app;
 
 --
 -- Name: SEQUENCE ledger_transfers_id_seq; Type: ACL; Schema: public; Owner: -

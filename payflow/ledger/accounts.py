@@ -39,11 +39,13 @@ async def create_account(
 ) -> Account:
     """Open an account holding `asset`. A positive `initial_balance` arrives as an opening
     transfer (opening:<asset> -> the account) in the caller's transaction, never as money
-    in a column; `initial_balance` keeps the amount for reading."""
+    in a column; `initial_balance` keeps the amount for reading. An opening balance is an
+    operator's act: the service role may open an account but not post its opening
+    (migration 0032), so `conn` must then be the migration login's."""
     await asset_scale(conn, asset)
     if initial_balance < 0:
         raise BadInput("initial balance must not be negative")
-    row = await conn.fetchrow(SQL["create_account"], asset, initial_balance)
+    row = await conn.fetchrow(SQL["create_account"], asset)
     assert row is not None
     if initial_balance > 0:
         await conn.fetchval(SQL["post_opening"], row["id"], initial_balance)

@@ -22,6 +22,7 @@ AS $function$
 CREATE OR REPLACE FUNCTION public.ledger_account(p_kind text, p_chain text, p_asset text)
  RETURNS text
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'public', 'pg_catalog', 'pg_temp'
 AS $function$
     DECLARE
@@ -94,6 +95,7 @@ AS $function$
 CREATE OR REPLACE FUNCTION public.ledger_post_opening(p_account uuid, p_amount numeric)
  RETURNS numeric
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'public', 'pg_catalog', 'pg_temp'
 AS $function$
     DECLARE
@@ -101,13 +103,14 @@ AS $function$
         v_asset text;
         v_balance numeric;
     BEGIN
-        IF p_amount IS NULL OR p_amount <= 0 THEN
+        IF p_account IS NULL OR p_amount IS NULL OR p_amount <= 0 THEN
             RAISE EXCEPTION 'an opening balance must be positive'
                 USING ERRCODE = 'check_violation';
         END IF;
         INSERT INTO ledger_transfers (kind, reference) VALUES ('opening', p_account::text)
         RETURNING id INTO v_transfer;
-        UPDATE accounts SET balance = balance + p_amount, updated_at = now()
+        UPDATE accounts SET balance = balance + p_amount, initial_balance = p_amount,
+                            updated_at = now()
         WHERE id = p_account
         RETURNING asset, balance INTO v_asset, v_balance;
         IF NOT FOUND THEN
@@ -239,6 +242,7 @@ AS $function$
 CREATE OR REPLACE FUNCTION public.ledger_post_success(p_key text, p_event_id text, p_sources text[], p_credit_types text[], p_active_types text[], p_lock_timeout_ms integer)
  RETURNS numeric
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'public', 'pg_catalog', 'pg_temp'
 AS $function$
     DECLARE
@@ -249,6 +253,30 @@ AS $function$
         v_balance numeric;
         v_counterparty text;
     BEGIN
+        -- A privilege boundary: the caller's arguments are checked, never trusted.
+        IF p_event_id IS NULL OR p_key IS DISTINCT FROM ledger_posting_key(p_event_id) THEN
+            RAISE EXCEPTION 'ledger_post_success: the key is not the posting key of event %',
+                p_event_id USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_sources IS NULL OR NOT p_sources <@ ARRAY['enqueued', 'pending', 'processing']::text[]
+           OR array_position(p_sources, NULL) IS NOT NULL THEN
+            RAISE EXCEPTION 'ledger_post_success: an event is confirmed only from an open status'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_credit_types IS NULL OR NOT (p_credit_types @> ARRAY['airdrop', 'deposit', 'payment_credit']::text[]
+                                          AND p_credit_types <@ ARRAY['airdrop', 'deposit', 'payment_credit']::text[]) THEN
+            RAISE EXCEPTION 'ledger_post_success: the credit types are not %',
+                ARRAY['airdrop', 'deposit', 'payment_credit']::text[] USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_active_types IS NULL OR NOT p_active_types @> ARRAY['withdrawal', 'withdrawal_fee']::text[] THEN
+            RAISE EXCEPTION 'ledger_post_success: a frozen account refuses at least %',
+                ARRAY['withdrawal', 'withdrawal_fee']::text[] USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_lock_timeout_ms IS NULL OR p_lock_timeout_ms NOT BETWEEN 0 AND 3600000 THEN
+            RAISE EXCEPTION 'ledger_post_success: lock timeout % ms out of range',
+                p_lock_timeout_ms USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+
         -- Local to the statement's own transaction: waits on the claim, the event and the
         -- account are bounded like any payflow transaction's.
         PERFORM pg_catalog.set_config('lock_timeout', p_lock_timeout_ms::text, true);
@@ -272,7 +300,9 @@ AS $function$
         v_counterparty := ledger_counterparty(
             p_event_id, v_type, (SELECT a.asset FROM accounts a WHERE a.id = v_account));
 
-        v_delta := CASE WHEN v_type = ANY (p_credit_types) THEN v_amount ELSE -v_amount END;
+        -- The sign comes from the event type (checked equal to the caller's list above).
+        v_delta := CASE WHEN v_type = ANY (ARRAY['airdrop', 'deposit', 'payment_credit']::text[]) THEN v_amount
+                        ELSE -v_amount END;
         UPDATE accounts
         SET balance = balance + v_delta, updated_at = now()
         WHERE id = v_account
@@ -299,15 +329,21 @@ AS $function$
 CREATE OR REPLACE FUNCTION public.ledger_post_system_transfer(p_kind text, p_reference text, p_debit text, p_credit text, p_amount numeric)
  RETURNS bigint
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'public', 'pg_catalog', 'pg_temp'
 AS $function$
     DECLARE
         v_transfer bigint;
     BEGIN
+        IF p_kind IS NULL OR p_kind NOT IN ('treasury_sweep', 'treasury_funding', 'sweep_gas')
+        THEN
+            RAISE EXCEPTION 'a system transfer is a treasury sweep, funding or sweep gas'
+                USING ERRCODE = 'check_violation';
+        END IF;
         IF p_amount IS NULL OR p_amount <= 0 THEN
             RAISE EXCEPTION 'a transfer amount must be positive' USING ERRCODE = 'check_violation';
         END IF;
-        IF p_debit = p_credit THEN
+        IF p_debit IS NULL OR p_credit IS NULL OR p_debit = p_credit THEN
             RAISE EXCEPTION 'a transfer needs two accounts' USING ERRCODE = 'check_violation';
         END IF;
         INSERT INTO ledger_transfers (kind, reference) VALUES (p_kind, p_reference)
@@ -560,5 +596,148 @@ AS $function$
         VALUES (v_transfer, p_reference, v_customer, v_code, p_against, v_asset, p_amount,
                 btrim(p_reason), btrim(p_by));
         RETURN QUERY SELECT v_transfer, true;
+    END
+    $function$;
+
+-- name: ledger_posting_key
+-- payflow.idempotency.idempotency_key('ledger.post', event id) computed by the server
+-- (migration 0032): the definer posting functions accept no other key for an event.
+CREATE OR REPLACE FUNCTION public.ledger_posting_key(p_event_id text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE STRICT
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+        SELECT pg_catalog.encode(pg_catalog.sha256(
+            pg_catalog.int8send(2) || pg_catalog.int8send(11)
+            || pg_catalog.convert_to('ledger.post', 'UTF8')
+            || pg_catalog.int8send(pg_catalog.octet_length(
+                   pg_catalog.convert_to(p_event_id, 'UTF8')))
+            || pg_catalog.convert_to(p_event_id, 'UTF8')), 'hex')
+    $function$;
+
+-- name: ledger_apply_balance_change
+-- The full path's guarded balance change with its customer leg and counterparty leg
+-- (migration 0032, SECURITY DEFINER: the service role cannot write the journal or a
+-- balance itself). The account, signed amount and type must be the event's own and the
+-- event being posted under its claim; NULL when the guard refuses (nothing written).
+CREATE OR REPLACE FUNCTION public.ledger_apply_balance_change(p_account uuid, p_delta numeric, p_type text, p_event_id text, p_active_only boolean)
+ RETURNS numeric
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_event record;
+        v_expected numeric;
+        v_asset text;
+        v_counterparty text;
+        v_balance numeric;
+    BEGIN
+        IF p_account IS NULL OR p_delta IS NULL OR p_type IS NULL OR p_event_id IS NULL
+           OR p_active_only IS NULL THEN
+            RAISE EXCEPTION 'ledger_apply_balance_change: every argument is required'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT e.account_id, e.amount, e.event_type, e.status INTO v_event
+        FROM payment_events e WHERE e.event_id = p_event_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'ledger_apply_balance_change: event % does not exist', p_event_id
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- The posting is the event's own: its account, its type, its amount with the sign
+        -- its type gives (a credit only for the credit types).
+        v_expected := CASE WHEN p_type = ANY (ARRAY['airdrop', 'deposit', 'payment_credit']::text[]) THEN v_event.amount
+                           ELSE -v_event.amount END;
+        IF v_event.account_id <> p_account OR v_event.event_type <> p_type
+           OR v_event.amount <= 0 OR p_delta <> v_expected THEN
+            RAISE EXCEPTION 'ledger_apply_balance_change: % % on account % is not event %',
+                p_type, p_delta, p_account, p_event_id
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- Being posted: moved by the caller's transaction, under the event's posting claim.
+        IF v_event.status NOT IN ('processing', 'confirmed') OR NOT EXISTS (
+            SELECT 1 FROM processed_events p
+            WHERE p.idempotency_key = ledger_posting_key(p_event_id)
+              AND p.event_id = p_event_id AND p.outcome IN ('pending', 'success')) THEN
+            RAISE EXCEPTION 'ledger_apply_balance_change: event % is not being posted (%)',
+                p_event_id, v_event.status USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+
+        -- The counterparty before the account's row lock (plain reads), as in 0029.
+        SELECT a.asset INTO v_asset FROM accounts a WHERE a.id = p_account;
+        v_counterparty := ledger_counterparty(p_event_id, p_type, v_asset);
+
+        -- The guard keeps open payout holds whole: a debit never takes the balance below
+        -- `held`. The row lock taken here is held until the caller commits.
+        UPDATE accounts
+        SET balance = balance + p_delta, updated_at = now()
+        WHERE id = p_account
+          AND balance + p_delta >= held
+          AND (NOT p_active_only OR status = 'active')
+        RETURNING balance INTO v_balance;
+        IF NOT FOUND THEN
+            RETURN NULL;  -- refused: nothing written, the caller decides
+        END IF;
+        INSERT INTO balance_events (account_id, amount, event_type, source_event_id,
+                                    balance_after)
+        VALUES (p_account, p_delta, p_type, p_event_id, v_balance);
+        INSERT INTO ledger_legs (source_event_id, ledger_account, amount, kind)
+        VALUES (p_event_id, v_counterparty, -p_delta, p_type);
+        RETURN v_balance;
+    END
+    $function$;
+
+-- name: ledger_place_hold
+-- A payout's hold or an operator's fee-hold raise (migration 0032, SECURITY DEFINER):
+-- positive, placed only if it fits the available balance of an active account; no row
+-- when it does not.
+CREATE OR REPLACE FUNCTION public.ledger_place_hold(p_account uuid, p_amount numeric)
+ RETURNS TABLE(balance numeric, held numeric)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+AS $function$
+    #variable_conflict use_column
+    BEGIN
+        IF p_account IS NULL OR p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'ledger_place_hold: a hold must be positive'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        RETURN QUERY
+        UPDATE accounts a SET held = a.held + p_amount, updated_at = now()
+        WHERE a.id = p_account AND a.status = 'active' AND a.balance - a.held >= p_amount
+        RETURNING a.balance, a.held;
+    END
+    $function$;
+
+-- name: ledger_release_payout_hold
+-- The release of a final (confirmed or failed) payout's whole hold, amount + fee hold
+-- (migration 0032, SECURITY DEFINER); returns the account's held after.
+CREATE OR REPLACE FUNCTION public.ledger_release_payout_hold(p_payout uuid)
+ RETURNS numeric
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_payout record;
+        v_held numeric;
+    BEGIN
+        SELECT p.account_id, p.amount, p.fee_hold, p.status INTO v_payout
+        FROM payouts p WHERE p.id = p_payout;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'ledger_release_payout_hold: payout % does not exist', p_payout
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF v_payout.status NOT IN ('confirmed', 'failed') THEN
+            RAISE EXCEPTION 'ledger_release_payout_hold: payout % is % (not final)',
+                p_payout, v_payout.status USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        UPDATE accounts SET held = held - (v_payout.amount + v_payout.fee_hold),
+                            updated_at = now()
+        WHERE id = v_payout.account_id
+        RETURNING held INTO v_held;
+        RETURN v_held;
     END
     $function$;

@@ -1,13 +1,13 @@
 -- name: create_account
--- $1 asset, $2 initial balance: recorded for reading only; the money arrives by the
--- opening transfer (post_opening), so the account starts at a zero balance
-INSERT INTO accounts (asset, balance, initial_balance)
-VALUES ($1, 0, $2)
+-- $1 asset. The account starts with no money (the service role may not name balance, held
+-- or initial_balance, migration 0032); an opening balance arrives by post_opening
+INSERT INTO accounts (asset) VALUES ($1)
 RETURNING id, asset, balance, initial_balance, status, created_at, updated_at;
 
 -- name: post_opening
 -- $1 account id, $2 amount (> 0): the opening transfer opening:<asset> -> account, once per
--- account (ledger_transfers_reference_unique); returns the balance after
+-- account (ledger_transfers_reference_unique), recorded in initial_balance; returns the
+-- balance after. An operator's act: the service role may not execute it (migration 0032)
 SELECT ledger_post_opening($1, $2);
 
 -- name: get_account
@@ -105,28 +105,12 @@ SELECT balance_after FROM posted, (SELECT count(*) FROM settled) AS done;
 
 -- name: apply_balance_change
 -- $1 account id, $2 signed amount, $3 event type, $4 source event id, $5 debits only from active
--- One statement: the guarded balance change and its ledger row, so no read-then-write race.
--- The guard keeps open payout holds whole: a debit never takes the balance below `held`.
--- The row lock taken here is held until commit; callers issue it last.
--- The counterparty leg on a system account (ledger_counterparty, migration 0029) is written
--- by the same statement: the posting is balanced when it commits.
-WITH changed AS (
-    UPDATE accounts
-    SET balance = balance + $2, updated_at = now()
-    WHERE id = $1
-      AND balance + $2 >= held
-      AND (NOT $5::boolean OR status = 'active')
-    RETURNING id, balance, asset
-), entry AS (
-    INSERT INTO balance_events (account_id, amount, event_type, source_event_id, balance_after)
-    SELECT id, $2, $3, $4, balance FROM changed
-    RETURNING balance_after
-), counterparty AS (
-    INSERT INTO ledger_legs (source_event_id, ledger_account, amount, kind)
-    SELECT $4, ledger_counterparty($4, $3, asset), -$2::numeric, $3 FROM changed
-    RETURNING id
-)
-SELECT balance_after FROM entry, (SELECT count(*) FROM counterparty) AS legs;
+-- The guarded balance change, its ledger row and the counterparty leg on a system account,
+-- in the SECURITY DEFINER function of migration 0032 (the service role cannot write the
+-- journal or the balance itself). The guard keeps open payout holds whole: a debit never
+-- takes the balance below `held`. NULL when the guard refuses (nothing written). The row
+-- lock taken here is held until commit; callers issue it last.
+SELECT ledger_apply_balance_change($1, $2, $3, $4, $5);
 
 -- name: account_debit_refusal
 -- $1 account id; why a debit was refused: the status and balance as of now

@@ -101,7 +101,13 @@ async def _bench(
     console.print(
         f"filling: {SPREAD_ACCOUNTS} accounts with {HISTORY_PER_ACCOUNT} ledger rows each"
     )
-    accounts = await _fill(pool)
+    # The pre-fill writes the journal and balances directly: the migration login's job
+    # (the service's role moves money only through the posting functions, migration 0032).
+    setup = await asyncpg.connect(setup_url(settings, settings.database_url))
+    try:
+        accounts = await _fill(setup)
+    finally:
+        await setup.close()
     targets = accounts if config.mode != "hot" else accounts[:1]
     workload = _workload(rng, targets, config, prefix="ev")
     ceiling_workload = _workload(rng, targets, config, prefix="cl")
@@ -336,9 +342,9 @@ def _workload(
     return events
 
 
-async def _fill(pool: asyncpg.Pool) -> list[uuid.UUID]:
+async def _fill(conn: asyncpg.Connection) -> list[uuid.UUID]:
     """Accounts with history, so plans and indexes look like production, not empty tables."""
-    async with pool.acquire() as conn, conn.transaction():
+    async with conn.transaction():
         ids: list[uuid.UUID] = [
             r["id"]
             for r in await conn.fetch(

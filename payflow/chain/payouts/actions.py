@@ -39,7 +39,7 @@ from payflow.chain.payouts.signing import mined_count
 from payflow.config import ChainSettings, DatabaseSettings, PayoutSettings, RedisSettings
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, NotFound
-from payflow.money import add, format_amount
+from payflow.money import format_amount
 
 log = structlog.get_logger("payflow.payouts")
 
@@ -193,9 +193,7 @@ async def void_payout(
         failure = f"voided by {actor}: {reason}"[:1000]
         row = await conn.fetchrow(SQL["void_payout"], payout["id"], failure)
         assert row is not None  # locked and open above
-        await conn.execute(
-            SQL["release_hold"], row["account_id"], add(row["amount"], row["fee_hold"])
-        )
+        await conn.execute(SQL["release_hold"], row["id"])
         audit = await conn.fetchrow(
             SQL["insert_payout_action"],
             row["id"],

@@ -1,14 +1,13 @@
 -- name: place_hold
 -- $1 account id, $2 hold (amount + fee at its maximum). One guarded statement under the
 -- account's row lock: the hold is placed only if it fits the available balance.
-UPDATE accounts SET held = held + $2, updated_at = now()
-WHERE id = $1 AND status = 'active' AND balance - held >= $2
-RETURNING balance, held;
+-- The SECURITY DEFINER function of migration 0032: the service role cannot write `held`.
+SELECT balance, held FROM ledger_place_hold($1, $2);
 
 -- name: release_hold
--- $1 account id, $2 amount released
-UPDATE accounts SET held = held - $2, updated_at = now() WHERE id = $1
-RETURNING held;
+-- $1 payout id, final (confirmed or failed) in the caller's transaction: its whole hold
+-- (amount + fee hold) is released by the SECURITY DEFINER function of migration 0032
+SELECT ledger_release_payout_hold($1);
 
 -- name: account_state
 -- $1 account id

@@ -43,7 +43,7 @@ from payflow.ledger.accounts import store_event
 from payflow.ledger.moves import post_network_fee
 from payflow.ledger.posting import post_within
 from payflow.ledger.records import EventType
-from payflow.money import add, from_base_units
+from payflow.money import from_base_units
 from payflow.outbox.writer import enqueue
 
 log = structlog.get_logger("payflow.payouts")
@@ -142,7 +142,7 @@ async def finalize_within(
     )
     if row is None:
         return None
-    await conn.execute(SQL["release_hold"], row["account_id"], add(row["amount"], row["fee_hold"]))
+    await conn.execute(SQL["release_hold"], row["id"])
     if target is PayoutStatus.CONFIRMED:
         await _record_and_post(
             conn, withdrawal_event_id(row["id"]), row, row["amount"], EventType.WITHDRAWAL

@@ -20,6 +20,7 @@ from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account, store_event
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType
+from tests.integration.ledger.helpers import post_opening
 
 from .test_accounts import _account, _deposit, key
 
@@ -163,7 +164,9 @@ async def test_an_opening_transfer_shows_with_its_opening_account(
 ) -> None:
     pool, settings = app.state.api.pool, app.state.api.settings
     async with pool.acquire() as conn, transaction(conn, settings):
-        account = await create_account(conn, "USDC", Decimal("7.25"))
+        account = await create_account(conn, "USDC")
+    # an opening balance is the operator's act, posted as the migration login
+    await post_opening(settings, account.id, Decimal("7.25"))
     body = (
         await admin.get(
             f"/api/v1/accounts/{account.id}/statement",

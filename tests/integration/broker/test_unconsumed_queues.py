@@ -8,7 +8,6 @@ three messages per payout) until a broker alarm would block every publisher.
 from __future__ import annotations
 
 import uuid
-from decimal import Decimal
 
 import aio_pika
 import asyncpg
@@ -45,7 +44,7 @@ async def _notifications(pool: asyncpg.Pool, settings: Settings) -> None:
     """Refused withdrawals (the ledger worker writes an insufficient-funds notification
     for each) and payout state changes as the payout engine records them."""
     async with pool.acquire() as conn, transaction(conn, settings):
-        account = await create_account(conn, "USD", Decimal("1.00"))
+        account = await create_account(conn, "USD")  # no funds: every debit refused
         for index in range(REFUSED_WITHDRAWALS):
             event_id = f"wd-{index}"
             await record_event(

@@ -482,7 +482,7 @@ async def test_an_app_role_that_owns_the_database_is_refused() -> None:
         await _drop(database, app, owner)
 
 
-async def test_one_statement_posting_runs_as_the_caller_with_a_pinned_path(
+async def test_one_statement_posting_runs_as_the_owner_with_a_pinned_path(
     owner_pool: asyncpg.Pool,
 ) -> None:
     row = await owner_pool.fetchrow(
@@ -494,6 +494,7 @@ async def test_one_statement_posting_runs_as_the_caller_with_a_pinned_path(
     )
     assert row is not None
     assert row["owner"] == OWNER_ROLE
-    assert row["prosecdef"] is False  # the service role's own privileges, nothing more
+    # SECURITY DEFINER (migration 0032): the service role cannot write the journal itself.
+    assert row["prosecdef"] is True
     assert row["proconfig"] == ["search_path=public, pg_catalog, pg_temp"]
     assert (row["public_exec"], row["app_exec"]) == (False, True)

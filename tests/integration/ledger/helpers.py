@@ -17,9 +17,26 @@ from payflow.money import scale_of
 async def new_account(
     pool: asyncpg.Pool, settings: Settings, asset: str = "ETH", opening: str = "0"
 ) -> UUID:
+    """An account opened by `pool`'s role; a positive `opening` is posted by the migration
+    login (the service role may not post an opening balance, migration 0032)."""
     async with pool.acquire() as conn, transaction(conn, settings):
-        account = await create_account(conn, asset, Decimal(opening))
+        account = await create_account(conn, asset)
+    if Decimal(opening) > 0:
+        await post_opening(settings, account.id, Decimal(opening))
     return account.id
+
+
+async def post_opening(settings: Settings, account_id: UUID, amount: Decimal) -> Decimal:
+    """Post `account_id`'s opening balance as the migration login, the operator's act."""
+    assert settings.migration_database_url is not None
+    conn = await asyncpg.connect(settings.migration_database_url)
+    try:
+        balance_after: Decimal = await conn.fetchval(
+            "SELECT ledger_post_opening($1, $2)", account_id, amount
+        )
+    finally:
+        await conn.close()
+    return balance_after
 
 
 async def new_event(

@@ -24,6 +24,7 @@ from payflow.ledger.moves import AdjustmentRefused, adjust, post_network_fee
 from payflow.ledger.posting import post_event, post_within
 from payflow.ledger.records import EventType
 from tests.integration.ledger.books import assert_books_balance
+from tests.integration.ledger.helpers import post_opening
 
 AMOUNTS = st.decimals(min_value=Decimal("0.01"), max_value=Decimal(50), places=2)
 ACCOUNT = st.integers(min_value=0, max_value=2)
@@ -49,7 +50,9 @@ async def _run(settings: Settings, steps: list[tuple[object, ...]]) -> None:
             if kind == "open":
                 assert isinstance(target, str) and isinstance(amount, Decimal)
                 async with pool.acquire() as conn, transaction(conn, settings):
-                    crypto.append((await create_account(conn, target, amount)).id)
+                    crypto.append((await create_account(conn, target)).id)
+                if amount > 0:  # the operator's act
+                    await post_opening(settings, crypto[-1], amount)
             elif kind == "payment":
                 await _post(pool, settings, merchant, EventType.PAYMENT_CREDIT, amount)
             elif crypto:

@@ -24,6 +24,7 @@ from payflow.outbox.relay import relay_once, run_relay
 from payflow.outbox.writer import enqueue
 from payflow_lab.bench.sink import WebhookSink
 from payflow_lab.bench.submit import DirectSubmitter
+from tests.integration.ledger.helpers import post_opening
 from tests.integration.support import wait_until
 
 N = 15
@@ -206,7 +207,7 @@ async def test_insufficient_funds_notifies_once_however_often_delivered(
     pool: asyncpg.Pool, pipe_settings: Settings, start_roles
 ) -> None:
     async with pool.acquire() as conn, transaction(conn, pipe_settings):
-        account = await create_account(conn, "USD", Decimal("1.00"))
+        account = await create_account(conn, "USD")
         await record_event(
             conn,
             event_id="wd-1",
@@ -217,6 +218,7 @@ async def test_insufficient_funds_notifies_once_however_often_delivered(
         )
         for _ in range(3):  # the provider (or a replay) announced it three times
             await enqueue(conn, "ledger.event", {"version": 1, "event_id": "wd-1"})
+    await post_opening(pipe_settings, account.id, Decimal("1.00"))  # the operator's act
     running = await start_roles()
     await wait_until(
         lambda: pool.fetchval(

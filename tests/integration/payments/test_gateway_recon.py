@@ -74,7 +74,7 @@ async def test_settled_charges_match_the_books_then_each_finding_shows(
             await merchant_account(conn, merchant, "USD")
     gateway = default_gateway(gw_settings, gw_redis, redis_settings=gw_settings)
     assert isinstance(gateway, EmulatedGateway)
-    processor = PaymentProcessor(pool, gw_settings, gateway)
+    processor = PaymentProcessor(pool, gw_settings, gateway, database=gw_settings)
     paid = [await _paid(pool, gw_settings, processor, merchant, a) for a in ("7.50", "3", "1.25")]
     today = datetime.now(UTC).date()
 

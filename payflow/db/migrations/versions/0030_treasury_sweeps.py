@@ -25,6 +25,35 @@ depends_on = None
 
 KINDS_0029 = "'custody', 'gateway', 'fees', 'network_fees', 'reorg_loss', 'opening', 'adjustments'"
 
+SYSTEM_TRANSFER_BODY = """
+    CREATE OR REPLACE FUNCTION ledger_post_system_transfer(
+        p_kind text, p_reference text, p_debit text, p_credit text, p_amount numeric
+    ) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path = public, pg_catalog, pg_temp
+    AS $$
+    DECLARE
+        v_transfer bigint;
+    BEGIN
+        IF p_amount IS NULL OR p_amount <= 0 THEN
+            RAISE EXCEPTION 'a transfer amount must be positive' USING ERRCODE = 'check_violation';
+        END IF;
+        IF p_debit = p_credit THEN
+            RAISE EXCEPTION 'a transfer needs two accounts' USING ERRCODE = 'check_violation';
+        END IF;
+        INSERT INTO ledger_transfers (kind, reference) VALUES (p_kind, p_reference)
+        ON CONFLICT (kind, reference) DO NOTHING
+        RETURNING id INTO v_transfer;
+        IF v_transfer IS NULL THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO ledger_legs (transfer_id, ledger_account, amount, kind)
+        VALUES (v_transfer, p_debit, -p_amount, p_kind), (v_transfer, p_credit, p_amount, p_kind);
+        RETURN v_transfer;
+    END
+    $$
+    """
+
 UPGRADE: list[str] = [
     """
     CREATE TABLE treasury_addresses (
@@ -60,34 +89,7 @@ UPGRADE: list[str] = [
     """,
     # A movement between two system accounts: `p_debit` gains (debit, -A), `p_credit`
     # gives (credit, +A); once per (kind, reference): NULL when already posted.
-    """
-    CREATE FUNCTION ledger_post_system_transfer(
-        p_kind text, p_reference text, p_debit text, p_credit text, p_amount numeric
-    ) RETURNS bigint
-    LANGUAGE plpgsql
-    SET search_path = public, pg_catalog, pg_temp
-    AS $$
-    DECLARE
-        v_transfer bigint;
-    BEGIN
-        IF p_amount IS NULL OR p_amount <= 0 THEN
-            RAISE EXCEPTION 'a transfer amount must be positive' USING ERRCODE = 'check_violation';
-        END IF;
-        IF p_debit = p_credit THEN
-            RAISE EXCEPTION 'a transfer needs two accounts' USING ERRCODE = 'check_violation';
-        END IF;
-        INSERT INTO ledger_transfers (kind, reference) VALUES (p_kind, p_reference)
-        ON CONFLICT (kind, reference) DO NOTHING
-        RETURNING id INTO v_transfer;
-        IF v_transfer IS NULL THEN
-            RETURN NULL;
-        END IF;
-        INSERT INTO ledger_legs (transfer_id, ledger_account, amount, kind)
-        VALUES (v_transfer, p_debit, -p_amount, p_kind), (v_transfer, p_credit, p_amount, p_kind);
-        RETURN v_transfer;
-    END
-    $$
-    """,
+    SYSTEM_TRANSFER_BODY,
     "REVOKE ALL ON FUNCTION ledger_post_system_transfer(text, text, text, text, numeric)"
     " FROM PUBLIC",
     """

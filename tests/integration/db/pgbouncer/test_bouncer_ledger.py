@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import uuid
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -63,21 +64,24 @@ async def test_repeatable_read_holds_one_snapshot_and_leaks_nothing(
             first_pid = await conn.fetchval("SELECT pg_backend_pid()")
             assert await conn.fetchval("SHOW transaction_isolation") == "repeatable read"
             assert await conn.fetchval("SHOW lock_timeout") == "2s"
-            before = await conn.fetchval("SELECT balance FROM accounts WHERE id = $1", account)
-            # A concurrent commit from another client, on another server connection.
+            before = await conn.fetchval("SELECT updated_at FROM accounts WHERE id = $1", account)
+            # A concurrent commit from another client, on another server connection (a
+            # column the service may write: balances move only by posting, migration 0032).
             async with pool.acquire() as other, transaction(other, settings):
                 await other.execute(
-                    "UPDATE accounts SET balance = balance + 1 WHERE id = $1", account
+                    "UPDATE accounts SET updated_at = updated_at + interval '1 second'"
+                    " WHERE id = $1",
+                    account,
                 )
-            assert await conn.fetchval("SELECT balance FROM accounts WHERE id = $1", account) == (
-                before
-            )
+            assert await conn.fetchval(
+                "SELECT updated_at FROM accounts WHERE id = $1", account
+            ) == (before)
             assert await conn.fetchval("SELECT pg_backend_pid()") == first_pid
         async with transaction(conn, settings):
             assert await conn.fetchval("SHOW transaction_isolation") == "read committed"
-            assert await conn.fetchval("SELECT balance FROM accounts WHERE id = $1", account) == (
-                Decimal("6")
-            )
+            assert await conn.fetchval(
+                "SELECT updated_at FROM accounts WHERE id = $1", account
+            ) == before + timedelta(seconds=1)
     # Nothing session-level reached any server connection of the pool.
     for _ in range(2 * POOL_SIZE):
         assert await pool.fetchval("SHOW transaction_isolation") == "read committed"
