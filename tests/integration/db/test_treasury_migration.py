@@ -4,15 +4,13 @@ treasury addresses or sweeps unless forced, and round-trips on an empty database
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from collections.abc import Iterator
 
 import asyncpg
 import pytest
 
 from payflow.db import migrate
-from tests.conftest import SERVER_URL
+from tests.integration.db.scratch import run_sql, scratch_database
 
 BEFORE = "0029_double_entry_books"
 TREASURY = "0030_treasury_sweeps"
@@ -20,33 +18,11 @@ TREASURY = "0030_treasury_sweeps"
 
 @pytest.fixture
 def url() -> Iterator[str]:
-    url = f"{SERVER_URL}/payflow_test_treasury_{uuid.uuid4().hex[:8]}"
-    assert asyncio.run(migrate.ensure_database(url)) is True
-    yield url
-
-    async def drop() -> None:
-        conn = await asyncpg.connect(migrate.admin_url(url))
-        try:
-            await conn.execute(f'DROP DATABASE "{migrate.database_name(url)}" WITH (FORCE)')
-        finally:
-            await conn.close()
-
-    asyncio.run(drop())
+    with scratch_database("treasury") as url:
+        yield url
 
 
-def _run(url: str, *statements: str) -> list[asyncpg.Record]:
-    async def run() -> list[asyncpg.Record]:
-        conn = await asyncpg.connect(url)
-        try:
-            rows: list[asyncpg.Record] = []
-            async with conn.transaction():
-                for statement in statements:
-                    rows = list(await conn.fetch(statement))
-            return rows
-        finally:
-            await conn.close()
-
-    return asyncio.run(run())
+_run = run_sql
 
 
 def _version(url: str) -> list[str]:
