@@ -22,6 +22,7 @@ from tests.e2e.test_console import (  # noqa: F401 - fixtures by name
     shot,
     sign_in,
 )
+from tests.integration.ledger.helpers import post_opening
 
 
 async def test_admin_reads_the_trial_balance_and_a_merchant_cannot(
@@ -32,7 +33,8 @@ async def test_admin_reads_the_trial_balance_and_a_merchant_cannot(
     browser: Browser,  # noqa: F811 - the fixture
 ) -> None:
     async with pool.acquire() as conn, transaction(conn, pipe_settings):
-        await create_account(conn, "USDC", Decimal("3.5"))
+        account = await create_account(conn, "USDC")
+    await post_opening(pipe_settings, account.id, Decimal("3.5"))  # the operator's act
 
     page = await browser.new_page()
     await sign_in(page, console, keys.admin)

@@ -15,6 +15,7 @@ from payflow.db.tx import transaction
 from payflow.ledger.accounts import create_account, store_event
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType
+from tests.integration.ledger.helpers import post_opening
 
 from .conftest import BASE, Merchants, signed_in
 
@@ -71,7 +72,8 @@ async def test_admin_sees_the_trial_balance_per_asset(
 ) -> None:
     pool, settings = console_app.state.api.pool, console_app.state.api.settings
     async with pool.acquire() as conn, transaction(conn, settings):
-        await create_account(conn, "USDC", Decimal("7.25"))
+        account = await create_account(conn, "USDC")
+    await post_opening(settings, account.id, Decimal("7.25"))  # the operator's act
     await shop_account_with_a_deposit(console_app, merchants)
     async with signed_in(console_app, merchants.admin) as ops:
         answer = await ops.get("/console/books")

@@ -376,13 +376,16 @@ GRANT_HOOK = f"""
     $$
     """
 
-# Roles the grant functions have served: any role but the owner (current_user while
-# migrating) holding a privilege on `accounts`.
+# Roles the grant functions have served: any role but the owner (the table's owner, who
+# is current_user only when the migration login is not a superuser) holding a privilege on
+# `accounts`.
 _SERVED = """
     SELECT DISTINCT g.grantee::name AS role
     FROM information_schema.role_table_grants g
     WHERE g.table_schema = 'public' AND g.table_name = 'accounts'
       AND g.grantee NOT IN (current_user, 'PUBLIC')
+      AND g.grantee <> (SELECT t.tableowner FROM pg_catalog.pg_tables t
+                        WHERE t.schemaname = 'public' AND t.tablename = 'accounts')
       AND EXISTS (SELECT 1 FROM pg_roles o WHERE o.rolname = g.grantee AND NOT o.rolsuper)
 """
 
