@@ -303,3 +303,16 @@ AS $function$
                        ' TO %I', app);
     END
     $function$;
+
+-- name: payflow_grant_extra_0034_hold_released_once
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0034_hold_released_once(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        -- Read only: the release function (the owner) is the table's only writer.
+        EXECUTE format('REVOKE ALL ON public.payout_hold_releases FROM %I', app);
+        EXECUTE format('GRANT SELECT ON public.payout_hold_releases TO %I', app);
+    END
+    $function$;

@@ -721,15 +721,14 @@ CREATE FUNCTION public.ledger_posting_balanced() RETURNS trigger
 --
 
 CREATE FUNCTION public.ledger_posting_key(p_event_id text) RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    LANGUAGE sql STABLE STRICT PARALLEL SAFE
     AS $$
         SELECT pg_catalog.encode(pg_catalog.sha256(
-            pg_catalog.int8send(2) || pg_catalog.int8send(11)
-            || pg_catalog.convert_to('ledger.post', 'UTF8')
-            || pg_catalog.int8send(pg_catalog.octet_length(
+            pg_catalog.int8send(2) OPERATOR(pg_catalog.||) pg_catalog.int8send(11)
+            OPERATOR(pg_catalog.||) pg_catalog.convert_to('ledger.post', 'UTF8')
+            OPERATOR(pg_catalog.||) pg_catalog.int8send(pg_catalog.octet_length(
                    pg_catalog.convert_to(p_event_id, 'UTF8')))
-            || pg_catalog.convert_to(p_event_id, 'UTF8')), 'hex')
+            OPERATOR(pg_catalog.||) pg_catalog.convert_to(p_event_id, 'UTF8')), 'hex')
     $$;
 
 --
@@ -753,6 +752,14 @@ CREATE FUNCTION public.ledger_release_payout_hold(p_payout uuid) RETURNS numeric
         IF v_payout.status NOT IN ('confirmed', 'failed') THEN
             RAISE EXCEPTION 'ledger_release_payout_hold: payout % is % (not final)',
                 p_payout, v_payout.status USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- Once: the claim and the release commit together; a second call finds the claim.
+        INSERT INTO payout_hold_releases (payout_id, account_id, released)
+        VALUES (p_payout, v_payout.account_id, v_payout.amount + v_payout.fee_hold)
+        ON CONFLICT (payout_id) DO NOTHING;
+        IF NOT FOUND THEN
+            SELECT a.held INTO v_held FROM accounts a WHERE a.id = v_payout.account_id;
+            RETURN v_held;
         END IF;
         UPDATE accounts SET held = held - (v_payout.amount + v_payout.fee_hold),
                             updated_at = now()
@@ -998,6 +1005,21 @@ CREATE FUNCTION public.payflow_grant_extra_0032_definer_postings(app name) RETUR
         EXECUTE format('GRANT EXECUTE ON FUNCTION public.ledger_post_success(text, text, text[], text[], text[], integer), public.ledger_apply_balance_change(uuid, numeric, text, text, boolean),'
                        ' public.ledger_place_hold(uuid, numeric), public.ledger_release_payout_hold(uuid), public.ledger_posting_key(text)'
                        ' TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0034_hold_released_once(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0034_hold_released_once(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        -- Read only: the release function (the owner) is the table's only writer.
+        EXECUTE format('REVOKE ALL ON public.payout_hold_releases FROM %I', app);
+        EXECUTE format('GRANT SELECT ON public.payout_hold_releases TO %I', app);
     END
     $$;
 
@@ -1904,6 +1926,18 @@ CREATE SEQUENCE public.payout_actions_id_seq
 ALTER SEQUENCE public.payout_actions_id_seq OWNED BY public.payout_actions.id;
 
 --
+-- Name: payout_hold_releases; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.payout_hold_releases (
+    payout_id uuid NOT NULL,
+    account_id uuid NOT NULL,
+    released numeric(38,18) NOT NULL,
+    released_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT payout_hold_releases_released_check CHECK ((released >= (0)::numeric))
+);
+
+--
 -- Name: payout_txs; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2409,6 +2443,13 @@ ALTER TABLE ONLY public.payments
 
 ALTER TABLE ONLY public.payout_actions
     ADD CONSTRAINT payout_actions_pkey PRIMARY KEY (id);
+
+--
+-- Name: payout_hold_releases payout_hold_releases_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payout_hold_releases
+    ADD CONSTRAINT payout_hold_releases_pkey PRIMARY KEY (payout_id);
 
 --
 -- Name: payout_txs payout_txs_hash_unique; Type: CONSTRAINT; Schema: public; Owner: -
@@ -3059,6 +3100,20 @@ ALTER TABLE ONLY public.payout_actions
     ADD CONSTRAINT payout_actions_payout_id_fkey FOREIGN KEY (payout_id) REFERENCES public.payouts(id);
 
 --
+-- Name: payout_hold_releases payout_hold_releases_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payout_hold_releases
+    ADD CONSTRAINT payout_hold_releases_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+--
+-- Name: payout_hold_releases payout_hold_releases_payout_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.payout_hold_releases
+    ADD CONSTRAINT payout_hold_releases_payout_id_fkey FOREIGN KEY (payout_id) REFERENCES public.payouts(id);
+
+--
 -- Name: payout_txs payout_txs_payout_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -3306,6 +3361,12 @@ REVOKE ALL ON FUNCTION public.payflow_grant_extra_0031_gas_shortfall_adjustments
 --
 
 REVOKE ALL ON FUNCTION public.payflow_grant_extra_0032_definer_postings(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0034_hold_released_once(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0034_hold_released_once(app name) FROM PUBLIC;
 
 --
 -- Name: FUNCTION payflow_grant_hooks(app name); Type: ACL; Schema: public; Owner: -
@@ -3703,6 +3764,12 @@ GRANT SELECT,INSERT ON TABLE public.payout_actions TO payflow_app;
 --
 
 GRANT SELECT,USAGE ON SEQUENCE public.payout_actions_id_seq TO payflow_app;
+
+--
+-- Name: TABLE payout_hold_releases; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.payout_hold_releases TO payflow_app;
 
 --
 -- Name: TABLE payout_txs; Type: ACL; Schema: public; Owner: -

@@ -605,15 +605,14 @@ AS $function$
 CREATE OR REPLACE FUNCTION public.ledger_posting_key(p_event_id text)
  RETURNS text
  LANGUAGE sql
- IMMUTABLE STRICT
- SET search_path TO 'pg_catalog', 'pg_temp'
+ STABLE PARALLEL SAFE STRICT
 AS $function$
         SELECT pg_catalog.encode(pg_catalog.sha256(
-            pg_catalog.int8send(2) || pg_catalog.int8send(11)
-            || pg_catalog.convert_to('ledger.post', 'UTF8')
-            || pg_catalog.int8send(pg_catalog.octet_length(
+            pg_catalog.int8send(2) OPERATOR(pg_catalog.||) pg_catalog.int8send(11)
+            OPERATOR(pg_catalog.||) pg_catalog.convert_to('ledger.post', 'UTF8')
+            OPERATOR(pg_catalog.||) pg_catalog.int8send(pg_catalog.octet_length(
                    pg_catalog.convert_to(p_event_id, 'UTF8')))
-            || pg_catalog.convert_to(p_event_id, 'UTF8')), 'hex')
+            OPERATOR(pg_catalog.||) pg_catalog.convert_to(p_event_id, 'UTF8')), 'hex')
     $function$;
 
 -- name: ledger_apply_balance_change
@@ -733,6 +732,14 @@ AS $function$
         IF v_payout.status NOT IN ('confirmed', 'failed') THEN
             RAISE EXCEPTION 'ledger_release_payout_hold: payout % is % (not final)',
                 p_payout, v_payout.status USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- Once: the claim and the release commit together; a second call finds the claim.
+        INSERT INTO payout_hold_releases (payout_id, account_id, released)
+        VALUES (p_payout, v_payout.account_id, v_payout.amount + v_payout.fee_hold)
+        ON CONFLICT (payout_id) DO NOTHING;
+        IF NOT FOUND THEN
+            SELECT a.held INTO v_held FROM accounts a WHERE a.id = v_payout.account_id;
+            RETURN v_held;
         END IF;
         UPDATE accounts SET held = held - (v_payout.amount + v_payout.fee_hold),
                             updated_at = now()

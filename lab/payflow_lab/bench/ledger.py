@@ -2,7 +2,8 @@
 
 Both runs use one process, the same event loop, the same concurrency and tables that
 are already filled and VACUUM ANALYZEd. The ceiling does the double-entry posting's writes
-with no payflow logic, as one statement per event on shadow copies of the real tables:
+with no payflow logic, as one statement per event on shadow copies of the real tables
+(their columns, indexes, checks and foreign keys; no triggers):
 claim insert, event status update, guarded balance update, the customer leg with its
 balance_after and the counterparty leg.
 
@@ -477,6 +478,16 @@ async def _make_shadow_tables(conn: asyncpg.Connection, ceiling_workload: list[_
             " amount, kind, created_at) SELECT source_event_id, transfer_id, account_id,"
             " ledger_account, amount, kind, created_at FROM ledger_legs"
         )
+        # LIKE copies no foreign keys: the shadows get the real tables' own, so the ceiling
+        # writes under the same referential checks as the posting does.
+        for shadow, column, parent, key in (
+            ("ceiling_ledger", "account_id", "ceiling_accounts", "id"),
+            ("ceiling_ledger", "source_event_id", "ceiling_events", "event_id"),
+            ("ceiling_legs", "source_event_id", "ceiling_events", "event_id"),
+        ):
+            await conn.execute(
+                f"ALTER TABLE {shadow} ADD FOREIGN KEY ({column}) REFERENCES {parent} ({key})"
+            )
         await conn.copy_records_to_table(
             "ceiling_events",
             records=[

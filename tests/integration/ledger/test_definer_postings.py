@@ -290,8 +290,38 @@ async def test_a_payout_hold_and_its_release_as_the_app_role(
         " finalized_at = now() WHERE id = $1",
         payout["id"],
     )
-    assert await pool.fetchval(PAYOUT_SQL["release_hold"], payout["id"]) == Decimal(0)
-    assert await pool.fetchval("SELECT held FROM accounts WHERE id = $1", account) == 0
+    # Another payout's hold of 1 is open while the first is released.
+    assert await pool.fetchrow(PAYOUT_SQL["place_hold"], account, Decimal(1)) is not None
+    assert await pool.fetchval(PAYOUT_SQL["release_hold"], payout["id"]) == Decimal(1)
+    # Released once: a second release (a replayed settle, a racing operator) frees nothing
+    # that the other payout's hold still covers.
+    assert await pool.fetchval(PAYOUT_SQL["release_hold"], payout["id"]) == Decimal(1)
+    assert await pool.fetchval("SELECT held FROM accounts WHERE id = $1", account) == 1
+    assert await pool.fetchval(
+        "SELECT released FROM payout_hold_releases WHERE payout_id = $1", payout["id"]
+    ) == Decimal(3)
+    # The mark cannot be taken back by the service to release the hold again.
+    for statement in (
+        "DELETE FROM payout_hold_releases WHERE payout_id = $1",
+        "UPDATE payout_hold_releases SET payout_id = gen_random_uuid() WHERE payout_id = $1",
+    ):
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await pool.execute(statement, payout["id"])
+    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+        await pool.execute(
+            "INSERT INTO payout_hold_releases (payout_id, account_id, released)"
+            " VALUES (gen_random_uuid(), $1, 0)",
+            account,
+        )
+
+
+async def test_the_posting_key_is_computed_inline_by_its_callers(pool: asyncpg.Pool) -> None:
+    """The planner inlines the key into the expression (no SQL function call per posting),
+    and the inlined key is the Python key."""
+    plan = await pool.fetchval("EXPLAIN (VERBOSE, FORMAT JSON) SELECT ledger_posting_key($1)", "x")
+    output = str(plan)
+    assert "sha256" in output and "ledger_posting_key" not in output
+    assert await pool.fetchval("SELECT ledger_posting_key($1)", "ev-1") == posting_key("ev-1")
 
 
 async def test_a_payment_finalize_posts_its_credit_as_the_app_role(
