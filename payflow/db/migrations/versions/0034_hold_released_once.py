@@ -107,10 +107,11 @@ UPGRADE: list[str] = [
 def _release_0032() -> str:
     """0032's `CREATE FUNCTION ledger_release_payout_hold` as a `CREATE OR REPLACE`."""
     head = "CREATE FUNCTION ledger_release_payout_hold("
-    bodies = [s for s in _0032.FUNCTIONS if head in s]
+    bodies: list[str] = [s for s in _0032.FUNCTIONS if head in s]
     if len(bodies) != 1:
         raise RuntimeError("0032's release is not the body this revision replaces")
-    return bodies[0].replace(head, "CREATE OR REPLACE FUNCTION ledger_release_payout_hold(")
+    body: str = bodies[0]
+    return body.replace(head, "CREATE OR REPLACE FUNCTION ledger_release_payout_hold(")
 
 
 def upgrade() -> None:
