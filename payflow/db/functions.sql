@@ -316,3 +316,18 @@ AS $function$
         EXECUTE format('GRANT SELECT ON public.payout_hold_releases TO %I', app);
     END
     $function$;
+
+-- name: payflow_grant_extra_0035_merchant_events
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0035_merchant_events(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        -- Appended in the causing transaction and read; removed only by the retention job.
+        EXECUTE format('REVOKE ALL ON public.merchant_events FROM %I', app);
+        EXECUTE format('GRANT SELECT, INSERT ON public.merchant_events TO %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.cleanup_merchant_events(integer,'
+                       ' integer) TO %I', app);
+    END
+    $function$;

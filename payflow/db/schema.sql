@@ -33,6 +33,31 @@ CREATE FUNCTION public.balance_events_append_only() RETURNS trigger
     $$;
 
 --
+-- Name: cleanup_merchant_events(integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.cleanup_merchant_events(min_age_days integer, batch_size integer) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        age_days integer := greatest(coalesce(min_age_days, 30), 1);
+        batch integer := least(greatest(coalesce(batch_size, 1000), 1), 10000);
+        deleted integer;
+    BEGIN
+        WITH doomed AS (
+            SELECT e.id FROM merchant_events e
+            WHERE e.created_at < now() - make_interval(days => age_days)
+            ORDER BY e.created_at LIMIT batch
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM merchant_events e USING doomed d WHERE e.id = d.id;
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+        RETURN deleted;
+    END
+    $$;
+
+--
 -- Name: cleanup_processed_events(integer, integer); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1024,6 +1049,23 @@ CREATE FUNCTION public.payflow_grant_extra_0034_hold_released_once(app name) RET
     $$;
 
 --
+-- Name: payflow_grant_extra_0035_merchant_events(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0035_merchant_events(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        -- Appended in the causing transaction and read; removed only by the retention job.
+        EXECUTE format('REVOKE ALL ON public.merchant_events FROM %I', app);
+        EXECUTE format('GRANT SELECT, INSERT ON public.merchant_events TO %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.cleanup_merchant_events(integer,'
+                       ' integer) TO %I', app);
+    END
+    $$;
+
+--
 -- Name: payflow_grant_hooks(name); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1784,6 +1826,23 @@ ALTER TABLE public.ledger_transfers ALTER COLUMN id ADD GENERATED ALWAYS AS IDEN
 );
 
 --
+-- Name: merchant_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.merchant_events (
+    id text NOT NULL,
+    merchant_id uuid NOT NULL,
+    type text NOT NULL,
+    subject_id text NOT NULL,
+    data jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT merchant_events_data_check CHECK ((jsonb_typeof(data) = 'object'::text)),
+    CONSTRAINT merchant_events_id_check CHECK ((id ~ '^evt_[0-9a-f]{32}$'::text)),
+    CONSTRAINT merchant_events_subject_id_check CHECK (((length(subject_id) >= 1) AND (length(subject_id) <= 200))),
+    CONSTRAINT merchant_events_type_check CHECK ((type = ANY (ARRAY['payment.succeeded'::text, 'payment.failed'::text, 'deposit.pending'::text, 'deposit.credited'::text, 'deposit.reversed'::text, 'payout.held'::text, 'payout.sent'::text, 'payout.confirmed'::text, 'payout.failed'::text])))
+);
+
+--
 -- Name: merchants; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -2396,6 +2455,20 @@ ALTER TABLE ONLY public.ledger_transfers
     ADD CONSTRAINT ledger_transfers_reference_unique UNIQUE (kind, reference);
 
 --
+-- Name: merchant_events merchant_events_once; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.merchant_events
+    ADD CONSTRAINT merchant_events_once UNIQUE (type, subject_id);
+
+--
+-- Name: merchant_events merchant_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.merchant_events
+    ADD CONSTRAINT merchant_events_pkey PRIMARY KEY (id);
+
+--
 -- Name: merchants merchants_api_key_hash_unique; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2689,6 +2762,18 @@ CREATE INDEX ledger_legs_ledger_account_idx ON public.ledger_legs USING btree (l
 --
 
 CREATE INDEX ledger_legs_transfer_idx ON public.ledger_legs USING btree (transfer_id) WHERE (transfer_id IS NOT NULL);
+
+--
+-- Name: merchant_events_created_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX merchant_events_created_idx ON public.merchant_events USING btree (created_at);
+
+--
+-- Name: merchant_events_merchant_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX merchant_events_merchant_idx ON public.merchant_events USING btree (merchant_id, created_at, id);
 
 --
 -- Name: outbox_due_idx; Type: INDEX; Schema: public; Owner: -
@@ -3072,6 +3157,13 @@ ALTER TABLE ONLY public.ledger_legs
     ADD CONSTRAINT ledger_legs_transfer_id_fkey FOREIGN KEY (transfer_id) REFERENCES public.ledger_transfers(id);
 
 --
+-- Name: merchant_events merchant_events_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.merchant_events
+    ADD CONSTRAINT merchant_events_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
 -- Name: payment_events payment_events_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -3167,6 +3259,13 @@ ALTER TABLE ONLY public.webhook_attempt_log
 --
 
 GRANT USAGE ON SCHEMA public TO payflow_app;
+
+--
+-- Name: FUNCTION cleanup_merchant_events(min_age_days integer, batch_size integer); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.cleanup_merchant_events(min_age_days integer, batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.cleanup_merchant_events(min_age_days integer, batch_size integer) TO payflow_app;
 
 --
 -- Name: FUNCTION cleanup_processed_events(min_age_days integer, batch_size integer); Type: ACL; Schema: public; Owner: -
@@ -3367,6 +3466,12 @@ REVOKE ALL ON FUNCTION public.payflow_grant_extra_0032_definer_postings(app name
 --
 
 REVOKE ALL ON FUNCTION public.payflow_grant_extra_0034_hold_released_once(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0035_merchant_events(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0035_merchant_events(app name) FROM PUBLIC;
 
 --
 -- Name: FUNCTION payflow_grant_hooks(app name); Type: ACL; Schema: public; Owner: -
@@ -3614,6 +3719,12 @@ GRANT SELECT ON TABLE public.ledger_transfers TO payflow_app;
 --
 
 GRANT SELECT,USAGE ON SEQUENCE public.ledger_transfers_id_seq TO payflow_app;
+
+--
+-- Name: TABLE merchant_events; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.merchant_events TO payflow_app;
 
 --
 -- Name: TABLE merchants; Type: ACL; Schema: public; Owner: -

@@ -9,6 +9,7 @@ from payflow.webhooks.chains import WEBHOOK_DEAD_LETTERER
 from payflow.webhooks.client import WebhookClient, build_http_client
 from payflow.webhooks.dead import replay_webhook
 from payflow.webhooks.direct import DirectSends
+from payflow.webhooks.events import EventKind, event_body, record_event
 from payflow.webhooks.jobs import JOBS
 from payflow.webhooks.sender import WebhookSender, dead_letter_webhook
 from payflow.webhooks.ssrf import check_webhook_url
@@ -17,11 +18,14 @@ __all__ = [
     "JOBS",
     "WEBHOOK_DEAD_LETTERER",
     "DirectSends",
+    "EventKind",
     "WebhookClient",
     "WebhookSender",
     "attempts_of",
     "build_http_client",
     "check_webhook_url",
     "dead_letter_webhook",
+    "event_body",
+    "record_event",
     "replay_webhook",
 ]

@@ -258,3 +258,11 @@ FOR UPDATE OF p SKIP LOCKED;
 UPDATE payments SET webhook_sweeps = webhook_sweeps + 1, webhook_swept_at = now()
 WHERE id = $1 AND webhook_delivered_at IS NULL AND webhook_dead_at IS NULL
 RETURNING webhook_sweeps;
+
+-- name: record_merchant_event
+-- $1 new event id, $2 merchant, $3 type, $4 subject id, $5 data (JSON text). Once per
+-- (type, subject): the id, or no row when the cause was recorded already.
+INSERT INTO merchant_events (id, merchant_id, type, subject_id, data)
+VALUES ($1, $2, $3, $4, $5::jsonb)
+ON CONFLICT ON CONSTRAINT merchant_events_once DO NOTHING
+RETURNING id;

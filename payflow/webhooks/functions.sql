@@ -1,0 +1,29 @@
+-- The merchant event stream's SQL function as it is at the head revision
+-- (payflow/db/functions.py), rewritten by `uv run python -m payflow.db.schema`.
+
+-- name: cleanup_merchant_events
+-- Deletes merchant events older than min_age_days (at least 1; EVENT_RETENTION_DAYS),
+-- oldest first, at most batch_size (clamped to [1, 10000]) rows locked with SKIP LOCKED;
+-- returns how many (SECURITY DEFINER, migration 0035; the retention job).
+CREATE OR REPLACE FUNCTION public.cleanup_merchant_events(min_age_days integer, batch_size integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        age_days integer := greatest(coalesce(min_age_days, 30), 1);
+        batch integer := least(greatest(coalesce(batch_size, 1000), 1), 10000);
+        deleted integer;
+    BEGIN
+        WITH doomed AS (
+            SELECT e.id FROM merchant_events e
+            WHERE e.created_at < now() - make_interval(days => age_days)
+            ORDER BY e.created_at LIMIT batch
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM merchant_events e USING doomed d WHERE e.id = d.id;
+        GET DIAGNOSTICS deleted = ROW_COUNT;
+        RETURN deleted;
+    END
+    $function$;
