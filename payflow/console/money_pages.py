@@ -13,7 +13,7 @@ from fastapi.responses import HTMLResponse
 from payflow.api.db import connection
 from payflow.api.routing import api_router
 from payflow.db.queries import load_queries
-from payflow.ledger.history import counterparty_legs
+from payflow.ledger.history import counterparty_legs, transfer_legs
 from payflow.ledger.posting import posting_key
 from payflow.payments.finalize import credit_event_id
 from payflow.webhooks.attempts import attempts_of
@@ -156,7 +156,8 @@ async def account_detail(
     request: Request, session: Live, account_id: str, before: str | None = None
 ) -> HTMLResponse:
     """One account and its ledger entries with balance_after, newest first, each with the
-    other side of its posting (the system account its counterparty leg is on)."""
+    other side of its posting (the system account its counterparty leg is on), and its
+    transfers (an opening balance, operator adjustments) with their other side."""
     st = state(request)
     size = st.settings.console_page_size
     async with connection(st.pool) as conn:
@@ -170,6 +171,7 @@ async def account_detail(
         more = len(entries) > size
         entries = entries[:size]
         others = await counterparty_legs(conn, [e["source_event_id"] for e in entries])
+        transfers = await transfer_legs(conn, account["id"], size)
     return page(
         request,
         "account.html",
@@ -178,6 +180,7 @@ async def account_detail(
         extras=_extras(account),
         entries=entries,
         others=others,
+        transfers=transfers,
         next_before=entries[-1]["id"] if more else None,
     )
 

@@ -173,3 +173,32 @@ async def counterparty_legs(
             )
         )
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class TransferLeg:
+    """A customer account's leg of a transfer (an opening balance, an operator adjustment),
+    with the account on the other side."""
+
+    at: datetime
+    kind: str  # the transfer's kind: opening, adjustment, ...
+    reference: str  # the transfer's reference
+    amount: Decimal  # signed, credit-positive
+    counterparty: str | None  # the other side's account code, e.g. opening:ETH
+    counterparty_kind: str | None  # opening, adjustments, ... or account
+
+
+async def transfer_legs(conn: Connection, account_id: UUID, limit: int = 50) -> list[TransferLeg]:
+    """The account's transfer legs, newest first, at most `limit` (its payment events' legs
+    are in `balance_events`; these are the rest of its journal)."""
+    return [
+        TransferLeg(
+            r["created_at"],
+            r["kind"],
+            r["reference"],
+            r["amount"],
+            r["counterparty"],
+            r["counterparty_kind"],
+        )
+        for r in await conn.fetch(SQL["account_transfer_legs"], account_id, limit)
+    ]

@@ -385,6 +385,23 @@ LEFT JOIN LATERAL (
 LEFT JOIN ledger_accounts s ON s.code = COALESCE(e.code, t.code)
 ORDER BY m.created_at, m.src, m.id;
 
+-- name: account_transfer_legs
+-- $1 account id, $2 at most this many: the account's legs of transfers (an opening, an
+-- operator adjustment), newest first, each with the account on the other side.
+SELECT l.created_at, t.kind, t.reference, l.amount, o.code AS counterparty,
+       COALESCE(s.kind, CASE WHEN o.code IS NOT NULL THEN 'account' END) AS counterparty_kind
+FROM ledger_legs l
+JOIN ledger_transfers t ON t.id = l.transfer_id
+LEFT JOIN LATERAL (
+    SELECT COALESCE(x.ledger_account, 'account:' || x.account_id::text) AS code
+    FROM ledger_legs x WHERE x.transfer_id = l.transfer_id AND x.id <> l.id
+    ORDER BY x.id LIMIT 1
+) o ON true
+LEFT JOIN ledger_accounts s ON s.code = o.code
+WHERE l.account_id = $1
+ORDER BY l.id DESC
+LIMIT $2;
+
 -- name: counterparty_legs
 -- $1 payment event ids (text[]): the legs of their postings that are not on the customer
 -- account (balance_events holds that one), with the system account's kind

@@ -11,6 +11,7 @@ import asyncpg
 import pytest
 from redis.asyncio import Redis
 
+from payflow.chain import reversal
 from payflow.chain.finality import FinalityOracle
 from payflow.db.tx import transaction
 from payflow.ledger.accounts import record_and_announce
@@ -158,5 +159,82 @@ async def test_the_spent_deposit_mined_again_takes_the_loss_back(
     assert [(r["kind"], r["reference"]) for r in kinds] == [
         ("reorg_shortfall", f"reorg:{tid}"),
         ("reorg_recovery", f"chain:{tid}~1"),
+    ]
+    await assert_books_balance(pool)
+
+
+async def test_a_reversal_debit_refused_after_a_concurrent_spend_books_it_all_as_loss(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    database_url: str,
+    migration_url: str,
+    redis: Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reversal decides its debit (the whole deposit: the balance covers it), then a
+    withdrawal posts before the reversal's debit does: the debit is refused, the whole
+    deposit becomes the shortfall (transfer `<event id>:refused`), the account is frozen,
+    custody is restored all the same and the books stay balanced."""
+    settings = chain_settings(
+        database_url, migration_url, anvil.url, eth_confirmation_policy="confirmations:1"
+    )
+    account, address = await open_account(pool, settings, "ETH")
+    await anvil.mine(2)
+    tx = await anvil.send_eth(address, WEI_PER_ETH)
+    await deliver(pool, settings, generic_event(address, "1", tx, "ETH", None))
+    tid = f"{CHAIN}:{tx}:-1"
+    real_post_event = reversal.post_event
+    spent: list[str] = []
+
+    async def spend_first(*args: object, **kwargs: object) -> object:
+        # The concurrent spend lands between the reversal's decision and its posting.
+        if not spent:
+            async with pool.acquire() as conn, transaction(conn, settings):
+                await record_and_announce(
+                    conn,
+                    event_id="wd:racing-spend",
+                    account_id=account,
+                    amount="0.7",
+                    event_type=EventType.WITHDRAWAL,
+                    scale=18,
+                    trace_id="racing",
+                )
+            spent.append((await real_post_event(pool, settings, "wd:racing-spend")).outcome)
+        return await real_post_event(*args, **kwargs)  # type: ignore[arg-type]
+
+    oracle = FinalityOracle(settings, redis, redis_settings=settings)
+    try:
+        await run(pool, settings, oracle, RecordingSink())
+        await anvil.mine(1)
+        assert (await run(pool, settings, oracle, RecordingSink())).credited == 1
+        custody_credited = await _balance(pool, CUSTODY)
+        loss_before = await _balance(pool, "reorg_loss:ETH")
+        monkeypatch.setattr(reversal, "post_event", spend_first)
+        await anvil.reorg(3)
+        assert (await run(pool, settings, oracle, RecordingSink())).reversed == 1
+    finally:
+        await oracle.aclose()
+    assert spent == [Outcome.SUCCESS]
+    [deposit] = await deposits(pool)
+    assert (deposit["status"], deposit["shortfall"]) == ("reversed", Decimal(1))
+    refused = await pool.fetchval(
+        "SELECT outcome FROM processed_events WHERE event_id = $1", f"reorg:{tid}"
+    )
+    assert refused == str(Outcome.INSUFFICIENT_FUNDS)
+    # The customer keeps what the spend left; the account is frozen; never negative.
+    assert await balance(pool, account) == Decimal("0.3")
+    assert await pool.fetchval("SELECT status FROM accounts WHERE id = $1", account) == "frozen"
+    # The whole deposit is payflow's loss, and custody lost exactly what the chain took back.
+    assert await _balance(pool, "reorg_loss:ETH") - loss_before == Decimal(1)
+    assert await _balance(pool, CUSTODY) == custody_credited - Decimal(1)
+    legs = await pool.fetch(
+        "SELECT l.ledger_account, l.amount FROM ledger_transfers t"
+        " JOIN ledger_legs l ON l.transfer_id = t.id"
+        " WHERE t.kind = 'reorg_shortfall' AND t.reference = $1 ORDER BY l.amount",
+        f"reorg:{tid}:refused",
+    )
+    assert [(r["ledger_account"], r["amount"]) for r in legs] == [
+        ("reorg_loss:ETH", Decimal(-1)),
+        (CUSTODY, Decimal(1)),
     ]
     await assert_books_balance(pool)

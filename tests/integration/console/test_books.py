@@ -127,3 +127,19 @@ async def test_account_and_event_pages_show_both_sides(
         assert account_id in customer.group(1) and "1.500000" in customer.group(1)
         assert "custody:external:USDC" in counter.group(1)
         assert "-1.500000" in counter.group(1)
+
+
+async def test_the_account_page_lists_its_opening_transfer_with_the_other_side(
+    console_app: FastAPI, merchants: Merchants
+) -> None:
+    account_id, _ = await shop_account_with_a_deposit(console_app, merchants)
+    settings = console_app.state.api.settings
+    await post_opening(settings, uuid.UUID(account_id), Decimal("7.25"))  # the operator's act
+    async with signed_in(console_app, merchants.shop) as shop:
+        page = await shop.get(f"/console/accounts/{account_id}")
+    assert page.status_code == 200
+    table = re.search(r'<table class="transfers">(.*?)</table>', page.text, re.S)
+    assert table is not None, page.text
+    [row] = re.findall(r"<tr><td>.*?</tr>", table.group(1), re.S)
+    assert "<td>opening</td>" in row and f"<code>{account_id}</code>" in row
+    assert "<code>opening:USDC</code> (opening)" in row and "7.250000" in row

@@ -141,3 +141,44 @@ async def test_a_reverted_payout_posts_the_gas_it_spent(
     assert await system_balance(pool, GAS) == gas
     assert await system_balance(pool, CUSTODY_ETH) == -gas  # nothing but the gas left
     await assert_books_balance(pool)
+
+
+async def test_a_fee_bumped_payout_posts_the_gas_of_the_transaction_that_landed(
+    anvil: AnvilNode,
+    pool: asyncpg.Pool,
+    owner_pool: asyncpg.Pool,
+    payout_settings: Settings,
+    engine: PayoutEngine,
+) -> None:
+    """A payout stuck in the mempool is replaced at the same nonce with higher fees; only
+    one of the two signed transactions is mined, so only its gas is posted (once), and the
+    custody account moves exactly as the hot wallet's balance did."""
+    (hot,) = engine.wallets
+    await anvil.set_balance(hot, 10 * WEI)
+    await anvil.set_automine(False)
+    low_fee = payout_settings.model_copy(update={"payout_priority_fee_wei": 1})
+    engine.settings = low_fee
+    account = await funded_account(owner_pool, "ETH", Decimal("5"))
+    custody_before = await system_balance(pool, CUSTODY_ETH)
+    chain_before = await _eth(anvil, hot)
+    payout = await request_payout(pool, payout_settings, account, "1", fresh_address())
+    await engine.tick()  # attempt 1 in the mempool, never mined
+    engine.settings = low_fee.model_copy(update={"payout_stuck_after_s": 0.0})
+    await engine.tick()  # stuck: attempt 2, same nonce, higher fees
+    attempts = await pool.fetchval(
+        "SELECT count(*) FROM payout_txs WHERE payout_id = $1", payout["id"]
+    )
+    assert attempts == 2
+    await anvil.mine(1)
+    engine.settings = payout_settings  # no more bumps
+    await settle_all(engine, anvil)
+
+    row = await pool.fetchrow("SELECT * FROM payouts WHERE id = $1", payout["id"])
+    assert row["status"] == "confirmed"
+    spent = Decimal(chain_before - await _eth(anvil, hot)) / WEI
+    gas = spent - Decimal(1)
+    assert gas > 0
+    assert await _gas_transfers(pool) == [(f"{CHAIN}:{row['landed_tx_hash']}", gas)]
+    assert await system_balance(pool, GAS) == gas
+    assert await system_balance(pool, CUSTODY_ETH) == custody_before - spent
+    await assert_books_balance(pool)
