@@ -75,6 +75,7 @@ def test_every_functions_sql_is_in_the_generators_form() -> None:
         "payflow.db",
         "payflow.ledger",
         "payflow.payments",
+        "payflow.webhooks",
         "payflow.webhooks.attempts",
     }
     for path in files.values():
