@@ -687,17 +687,6 @@ CREATE FUNCTION public.ledger_posting_balanced() RETURNS trigger
     BEGIN
         IF TG_TABLE_NAME = 'ledger_legs' THEN
             v_transfer := NEW.transfer_id;
-            -- One check per posting: the counterparty leg of a payment event whose
-            -- customer leg this very transaction inserted (xmin is ours, not a
-            -- subtransaction's) is checked by that leg's own deferred check, which sums
-            -- the whole posting at commit. Any other leg is checked here.
-            IF v_transfer IS NULL AND EXISTS (
-                SELECT 1 FROM balance_events b
-                WHERE b.source_event_id = v_event
-                  AND b.xmin = pg_catalog.pg_current_xact_id()::xid
-            ) THEN
-                RETURN NULL;
-            END IF;
         END IF;
         -- Each leg's asset by a key lookup (a subquery per leg, never a join the planner
         -- could hash over the whole accounts table while its statistics are empty).
@@ -2746,10 +2735,10 @@ CREATE INDEX job_runs_started_idx ON public.job_runs USING btree (started_at);
 CREATE INDEX ledger_legs_account_idx ON public.ledger_legs USING btree (account_id, id) WHERE (account_id IS NOT NULL);
 
 --
--- Name: ledger_legs_event_idx; Type: INDEX; Schema: public; Owner: -
+-- Name: ledger_legs_event_leg_unique; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX ledger_legs_event_idx ON public.ledger_legs USING btree (source_event_id) WHERE (source_event_id IS NOT NULL);
+CREATE UNIQUE INDEX ledger_legs_event_leg_unique ON public.ledger_legs USING btree (source_event_id) WHERE (source_event_id IS NOT NULL);
 
 --
 -- Name: ledger_legs_ledger_account_idx; Type: INDEX; Schema: public; Owner: -
@@ -2941,7 +2930,7 @@ CREATE TRIGGER ledger_adjustments_no_update_delete BEFORE DELETE OR UPDATE ON pu
 -- Name: ledger_legs ledger_legs_balanced; Type: TRIGGER; Schema: public; Owner: -
 --
 
-CREATE CONSTRAINT TRIGGER ledger_legs_balanced AFTER INSERT ON public.ledger_legs DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION public.ledger_posting_balanced();
+CREATE CONSTRAINT TRIGGER ledger_legs_balanced AFTER INSERT ON public.ledger_legs DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN ((new.transfer_id IS NOT NULL)) EXECUTE FUNCTION public.ledger_posting_balanced();
 
 --
 -- Name: ledger_legs ledger_legs_no_truncate; Type: TRIGGER; Schema: public; Owner: -
@@ -3143,11 +3132,11 @@ ALTER TABLE ONLY public.ledger_legs
     ADD CONSTRAINT ledger_legs_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
 
 --
--- Name: ledger_legs ledger_legs_source_event_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+-- Name: ledger_legs ledger_legs_event_customer_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
 ALTER TABLE ONLY public.ledger_legs
-    ADD CONSTRAINT ledger_legs_source_event_id_fkey FOREIGN KEY (source_event_id) REFERENCES public.payment_events(event_id);
+    ADD CONSTRAINT ledger_legs_event_customer_fkey FOREIGN KEY (source_event_id, kind) REFERENCES public.balance_events(source_event_id, event_type);
 
 --
 -- Name: ledger_legs ledger_legs_transfer_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -

@@ -141,17 +141,6 @@ AS $function$
     BEGIN
         IF TG_TABLE_NAME = 'ledger_legs' THEN
             v_transfer := NEW.transfer_id;
-            -- One check per posting: the counterparty leg of a payment event whose
-            -- customer leg this very transaction inserted (xmin is ours, not a
-            -- subtransaction's) is checked by that leg's own deferred check, which sums
-            -- the whole posting at commit. Any other leg is checked here.
-            IF v_transfer IS NULL AND EXISTS (
-                SELECT 1 FROM balance_events b
-                WHERE b.source_event_id = v_event
-                  AND b.xmin = pg_catalog.pg_current_xact_id()::xid
-            ) THEN
-                RETURN NULL;
-            END IF;
         END IF;
         -- Each leg's asset by a key lookup (a subquery per leg, never a join the planner
         -- could hash over the whole accounts table while its statistics are empty).

@@ -221,8 +221,9 @@ async def test_an_unbalanced_journal_write_is_refused_at_commit(
                     "INSERT INTO ledger_legs (source_event_id, ledger_account, amount, kind)"
                     " VALUES ('forged-3', 'custody:nowhere:ETH', -5, 'deposit')"
                 )
-        # A system leg alone, even with SET CONSTRAINTS ALL IMMEDIATE.
-        with pytest.raises(asyncpg.CheckViolationError, match="unbalanced posting"):
+        # A system leg alone, even with SET CONSTRAINTS ALL IMMEDIATE: it names no customer
+        # leg, refused at once by its key.
+        with pytest.raises(asyncpg.ForeignKeyViolationError) as lone:
             async with conn.transaction():
                 await conn.execute("SET CONSTRAINTS ALL IMMEDIATE")
                 await _confirmed_event(conn, account, "forged-4")
@@ -230,11 +231,52 @@ async def test_an_unbalanced_journal_write_is_refused_at_commit(
                     "INSERT INTO ledger_legs (source_event_id, ledger_account, amount, kind)"
                     " VALUES ('forged-4', 'fees:ETH', 5, 'withdrawal_fee')"
                 )
+        assert lone.value.constraint_name == "ledger_legs_event_customer_fkey"
     assert await balance(pool, account) == 0
     assert await pool.fetchval("SELECT count(*) FROM balance_events") == 0
     assert await pool.fetchval("SELECT count(*) FROM ledger_legs") == 0
     await assert_books_balance(pool)
     assert (await reconcile(pool, settings, full=True)).clean
+
+
+async def test_a_posted_event_takes_no_second_leg_on_either_side(
+    pool: asyncpg.Pool, owner_pool: asyncpg.Pool, settings: Settings
+) -> None:
+    """After a posting committed, neither side can be added to: a second counterparty leg
+    breaks the one-leg key at once; a second customer leg (another type) is unbalanced at
+    commit; both together are still refused by the key."""
+    account = await new_account(pool, settings)
+    await new_event(pool, settings, account, "dep-posted", "5", EventType.DEPOSIT)
+    assert (await post_event(pool, settings, "dep-posted")).outcome is Outcome.SUCCESS
+    before = await owner_pool.fetchval("SELECT count(*) FROM ledger_legs")
+    async with owner_pool.acquire() as conn:
+        with pytest.raises(asyncpg.UniqueViolationError) as twice:
+            await conn.execute(
+                "INSERT INTO ledger_legs (source_event_id, ledger_account, amount, kind)"
+                " VALUES ('dep-posted', 'custody:external:ETH', 5, 'deposit')"
+            )
+        assert twice.value.constraint_name == "ledger_legs_event_leg_unique"
+        with pytest.raises(asyncpg.CheckViolationError, match="unbalanced posting"):
+            async with conn.transaction():
+                await conn.execute(
+                    "INSERT INTO balance_events (account_id, amount, event_type,"
+                    " source_event_id, balance_after) VALUES ($1, 5, 'airdrop', 'dep-posted', 10)",
+                    account,
+                )
+        with pytest.raises(asyncpg.UniqueViolationError):
+            async with conn.transaction():
+                await conn.execute(
+                    "INSERT INTO balance_events (account_id, amount, event_type,"
+                    " source_event_id, balance_after) VALUES ($1, 5, 'airdrop', 'dep-posted', 10)",
+                    account,
+                )
+                await conn.execute(
+                    "INSERT INTO ledger_legs (source_event_id, ledger_account, amount, kind)"
+                    " VALUES ('dep-posted', 'custody:external:ETH', -5, 'airdrop')"
+                )
+    assert await owner_pool.fetchval("SELECT count(*) FROM ledger_legs") == before
+    assert await balance(pool, account) == 5
+    await assert_books_balance(pool)
 
 
 async def test_the_books_are_append_only(
