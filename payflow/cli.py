@@ -191,14 +191,16 @@ def relay() -> None:
 @app.command()
 def worker(
     queues: Annotated[
-        str, typer.Option(help="Comma-separated work queues: payments,ledger,webhooks")
-    ] = "payments,ledger,webhooks",
+        str, typer.Option(help="Comma-separated work queues: payments,ledger,webhooks,endpoints")
+    ] = "payments,ledger,webhooks,endpoints",
 ) -> None:
     """Run a worker consuming the given queues."""
     chosen = tuple(q.strip() for q in queues.split(",") if q.strip())
-    allowed = {"payments", "ledger", "webhooks"}
+    allowed = {"payments", "ledger", "webhooks", "endpoints"}
     if not chosen or not set(chosen) <= allowed:
-        console.print("payflow: --queues takes payments, ledger and/or webhooks", style="red")
+        console.print(
+            "payflow: --queues takes payments, ledger, webhooks and/or endpoints", style="red"
+        )
         raise typer.Exit(2)
     _serve(["worker"], chosen)
 

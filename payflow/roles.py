@@ -42,11 +42,12 @@ from payflow.payments.gateway import EmulatedGateway, Gateway
 from payflow.payments.processor import PaymentProcessor
 from payflow.webhooks.client import WebhookClient, build_http_client
 from payflow.webhooks.direct import DirectSends
+from payflow.webhooks.endpoints import EndpointSender
 from payflow.webhooks.sender import WebhookSender
 
 log = structlog.get_logger("payflow.roles")
 
-WORKER_QUEUES: tuple[str, ...] = ("payments", "ledger", "webhooks")
+WORKER_QUEUES: tuple[str, ...] = ("payments", "ledger", "webhooks", "endpoints")
 CONNECT_BACKOFF_S = 1.0
 # Roles that talk to RabbitMQ: the relay publishes, the worker consumes, the API serves
 # the queue-depth gauges on its /metrics. The scheduler and the scanner only write
@@ -163,6 +164,14 @@ def worker_routes(runtime: Runtime) -> tuple[list[Route], DirectSends | None]:
         database=settings.database,
     )
     ledger = LedgerWorker(runtime.pool, settings.database, fallback)
+    endpoints = EndpointSender(
+        runtime.pool,
+        settings.webhooks,
+        runtime.http,
+        fallback,
+        database=settings.database,
+        broker=settings.broker,
+    )
     # Payments wait on the gateway and webhooks on merchants: each route has its own
     # prefetch (its in-flight bound), so neither takes the ledger's BROKER_PREFETCH slots.
     every = {
@@ -172,6 +181,9 @@ def worker_routes(runtime: Runtime) -> tuple[list[Route], DirectSends | None]:
         "ledger": Route("ledger", ledger.handle, ledger.on_dead),
         "webhooks": Route(
             "webhooks", webhooks.handle, webhooks.on_dead, settings.webhook_max_in_flight
+        ),
+        "endpoints": Route(
+            "endpoints", endpoints.handle, endpoints.on_dead, settings.webhook_max_in_flight
         ),
     }
     return [every[name] for name in runtime.worker_queues], direct

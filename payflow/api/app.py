@@ -34,6 +34,7 @@ from .routes import (
     payments,
     payouts,
     statements,
+    webhook_endpoints,
     withdrawals,
 )
 from .routing import BoundedJsonRoute
@@ -94,6 +95,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         withdrawals,
         events,
         payouts,
+        webhook_endpoints,
         ingress,
         admin,
         health,

@@ -364,7 +364,7 @@ class UnmatchedPage(BaseModel):
 
 class DeadLetterOut(BaseModel):
     id: int
-    source: Literal["payment_event", "payment", "webhook"]
+    source: Literal["payment_event", "payment", "webhook", "endpoint_delivery"]
     subject_id: str
     payload: dict[str, Any]
     error: str

@@ -29,6 +29,8 @@ from payflow.errors import PayflowError
 TOPIC_PAYMENT_CREATED = "payment.created"
 TOPIC_LEDGER_EVENT = "ledger.event"
 TOPIC_WEBHOOK_DELIVER = "webhook.deliver"
+# One delivery of a merchant event to one of the merchant's webhook endpoints.
+TOPIC_ENDPOINT_DELIVER = "endpoint.deliver"
 TOPIC_NOTIFICATION = "notification.insufficient_funds"
 TOPIC_PAYOUT_NOTIFICATION = "notification.payout"
 
@@ -50,6 +52,7 @@ WORK_QUEUES: tuple[WorkQueue, ...] = (
     WorkQueue("payments", TOPIC_PAYMENT_CREATED),
     WorkQueue("ledger", TOPIC_LEDGER_EVENT),
     WorkQueue("webhooks", TOPIC_WEBHOOK_DELIVER),
+    WorkQueue("endpoints", TOPIC_ENDPOINT_DELIVER),
 )
 # Notification feeds: topics with no consumer in payflow (merchants hear through
 # webhooks). Their queues are not declared and nothing is published to them: the relay

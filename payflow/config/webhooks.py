@@ -77,6 +77,12 @@ class WebhookSettings(Slice):
     """The worker that finalizes a payment POSTs the webhook's first attempt itself when a send slot
     is free, its job held back as the guarantee (docs/pipeline.md); `false`: every webhook goes
     through the relay and the `webhooks` queue."""
+    webhook_endpoint_rotation_overlap_s: float = Field(default=86400.0, ge=0, le=30 * 86400)
+    """After a webhook endpoint's secret is rotated, how long every delivery to it carries the
+    signatures of both the old and the new secret (seconds; docs/webhooks.md#rotating-a-secret)."""
+    webhook_endpoint_disable_after_days: float = Field(default=5.0, gt=0, le=365)
+    """A webhook endpoint whose deliveries have all failed for this many days is disabled by the
+    scheduler job `disable_failing_endpoints`, with an alert (docs/webhooks.md#auto-disable)."""
 
     @field_validator("webhook_allow_hosts", "webhook_nat64_prefixes", mode="before")
     @classmethod

@@ -331,3 +331,26 @@ AS $function$
                        ' integer) TO %I', app);
     END
     $function$;
+
+-- name: payflow_grant_extra_0037_webhook_endpoints
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0037_webhook_endpoints(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        -- Endpoints are soft-deleted (deliveries and their audit name them).
+        EXECUTE format('REVOKE ALL ON public.webhook_endpoints FROM %I', app);
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE ON public.webhook_endpoints TO %I', app);
+        -- Deliveries change state; their rows go only with their event (retention).
+        EXECUTE format('REVOKE ALL ON public.webhook_deliveries FROM %I', app);
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE ON public.webhook_deliveries TO %I', app);
+        -- The attempt log and the redelivery audit are append-only for the service.
+        EXECUTE format('REVOKE ALL ON public.webhook_delivery_attempts FROM %I', app);
+        EXECUTE format('GRANT SELECT, INSERT ON public.webhook_delivery_attempts TO %I', app);
+        EXECUTE format('REVOKE ALL ON public.webhook_redeliveries FROM %I', app);
+        EXECUTE format('GRANT SELECT, INSERT ON public.webhook_redeliveries TO %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.merchant_event_record(uuid, text,'
+                       ' text, jsonb) TO %I', app);
+    END
+    $function$;

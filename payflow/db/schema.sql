@@ -784,6 +784,44 @@ CREATE FUNCTION public.ledger_release_payout_hold(p_payout uuid) RETURNS numeric
     $$;
 
 --
+-- Name: merchant_event_record(uuid, text, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        v_id text;
+        v_fanned integer;
+    BEGIN
+        INSERT INTO merchant_events (id, merchant_id, type, subject_id, data)
+        VALUES ('evt_' || replace(gen_random_uuid()::text, '-', ''),
+                p_merchant, p_type, p_subject, p_data)
+        ON CONFLICT ON CONSTRAINT merchant_events_once DO NOTHING
+        RETURNING id INTO v_id;
+        IF v_id IS NULL THEN
+            RETURN NULL;  -- recorded already: its deliveries were made then
+        END IF;
+        WITH delivery AS (
+            INSERT INTO webhook_deliveries (event_id, endpoint_id, merchant_id)
+            SELECT v_id, e.id, e.merchant_id FROM webhook_endpoints e
+            WHERE e.merchant_id = p_merchant AND e.enabled
+              AND ('*' = ANY (e.enabled_events) OR p_type = ANY (e.enabled_events))
+            RETURNING id
+        )
+        INSERT INTO outbox (topic, payload)
+        SELECT 'endpoint.deliver', jsonb_build_object('version', 1, 'delivery_id', d.id)
+        FROM delivery d;
+        GET DIAGNOSTICS v_fanned = ROW_COUNT;
+        IF v_fanned > 0 THEN
+            PERFORM pg_notify('payflow_outbox', '');  -- delivered at commit only
+        END IF;
+        RETURN v_id;
+    END
+    $$;
+
+--
 -- Name: payflow_grant_extra_0013_chain_deposits(name); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1051,6 +1089,31 @@ CREATE FUNCTION public.payflow_grant_extra_0035_merchant_events(app name) RETURN
         EXECUTE format('GRANT SELECT, INSERT ON public.merchant_events TO %I', app);
         EXECUTE format('GRANT EXECUTE ON FUNCTION public.cleanup_merchant_events(integer,'
                        ' integer) TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0037_webhook_endpoints(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0037_webhook_endpoints(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        -- Endpoints are soft-deleted (deliveries and their audit name them).
+        EXECUTE format('REVOKE ALL ON public.webhook_endpoints FROM %I', app);
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE ON public.webhook_endpoints TO %I', app);
+        -- Deliveries change state; their rows go only with their event (retention).
+        EXECUTE format('REVOKE ALL ON public.webhook_deliveries FROM %I', app);
+        EXECUTE format('GRANT SELECT, INSERT, UPDATE ON public.webhook_deliveries TO %I', app);
+        -- The attempt log and the redelivery audit are append-only for the service.
+        EXECUTE format('REVOKE ALL ON public.webhook_delivery_attempts FROM %I', app);
+        EXECUTE format('GRANT SELECT, INSERT ON public.webhook_delivery_attempts TO %I', app);
+        EXECUTE format('REVOKE ALL ON public.webhook_redeliveries FROM %I', app);
+        EXECUTE format('GRANT SELECT, INSERT ON public.webhook_redeliveries TO %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.merchant_event_record(uuid, text,'
+                       ' text, jsonb) TO %I', app);
     END
     $$;
 
@@ -1573,7 +1636,7 @@ CREATE TABLE public.dead_letter_queue (
     resolution text,
     CONSTRAINT dead_letter_queue_attempt_positive CHECK ((attempt >= 1)),
     CONSTRAINT dead_letter_queue_resolution_complete CHECK (((resolved_at IS NULL) = (resolved_by IS NULL))),
-    CONSTRAINT dead_letter_queue_source_valid CHECK ((source = ANY (ARRAY['payment_event'::text, 'payment'::text, 'webhook'::text])))
+    CONSTRAINT dead_letter_queue_source_valid CHECK ((source = ANY (ARRAY['payment_event'::text, 'payment'::text, 'webhook'::text, 'endpoint_delivery'::text])))
 );
 
 --
@@ -2175,6 +2238,129 @@ ALTER TABLE public.webhook_attempt_log ALTER COLUMN id ADD GENERATED ALWAYS AS I
 );
 
 --
+-- Name: webhook_deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_deliveries (
+    id bigint NOT NULL,
+    event_id text NOT NULL,
+    endpoint_id uuid NOT NULL,
+    merchant_id uuid NOT NULL,
+    state text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_token text,
+    lease_until timestamp with time zone,
+    last_http_status integer,
+    delivered_at timestamp with time zone,
+    dead_at timestamp with time zone,
+    sweeps integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_deliveries_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT webhook_deliveries_delivered_time CHECK (((state = 'delivered'::text) = (delivered_at IS NOT NULL))),
+    CONSTRAINT webhook_deliveries_state_valid CHECK ((state = ANY (ARRAY['pending'::text, 'delivered'::text, 'dead'::text])))
+);
+
+--
+-- Name: webhook_deliveries_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.webhook_deliveries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.webhook_deliveries_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: webhook_delivery_attempts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_delivery_attempts (
+    id bigint NOT NULL,
+    delivery_id bigint NOT NULL,
+    attempted_at timestamp with time zone DEFAULT now() NOT NULL,
+    http_status integer,
+    duration_ms integer NOT NULL,
+    error text,
+    CONSTRAINT webhook_delivery_attempts_duration_ms_check CHECK ((duration_ms >= 0)),
+    CONSTRAINT webhook_delivery_attempts_error_check CHECK ((length(error) <= 500))
+);
+
+--
+-- Name: webhook_delivery_attempts_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.webhook_delivery_attempts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.webhook_delivery_attempts_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: webhook_endpoints; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_endpoints (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    merchant_id uuid NOT NULL,
+    url text NOT NULL,
+    description text DEFAULT ''::text NOT NULL,
+    enabled_events text[] NOT NULL,
+    enabled boolean DEFAULT true NOT NULL,
+    secret text NOT NULL,
+    previous_secret text,
+    previous_secret_until timestamp with time zone,
+    failing_since timestamp with time zone,
+    disabled_at timestamp with time zone,
+    disabled_reason text,
+    deleted_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_endpoints_deleted_disabled CHECK (((deleted_at IS NULL) OR (NOT enabled))),
+    CONSTRAINT webhook_endpoints_description_length CHECK ((length(description) <= 500)),
+    CONSTRAINT webhook_endpoints_disabled_reason_valid CHECK ((disabled_reason = ANY (ARRAY['merchant'::text, 'failing'::text, 'deleted'::text]))),
+    CONSTRAINT webhook_endpoints_events_valid CHECK ((((cardinality(enabled_events) >= 1) AND (cardinality(enabled_events) <= 20)) AND (array_position(enabled_events, NULL::text) IS NULL))),
+    CONSTRAINT webhook_endpoints_previous_pair CHECK (((previous_secret IS NULL) = (previous_secret_until IS NULL))),
+    CONSTRAINT webhook_endpoints_secret_format CHECK ((secret ~~ 'whsec\_%'::text)),
+    CONSTRAINT webhook_endpoints_url_length CHECK (((length(url) >= 1) AND (length(url) <= 2048)))
+);
+
+--
+-- Name: webhook_redeliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_redeliveries (
+    id bigint NOT NULL,
+    event_id text NOT NULL,
+    endpoint_id uuid NOT NULL,
+    delivery_id bigint,
+    merchant_id uuid NOT NULL,
+    requested_by text NOT NULL,
+    requested_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT webhook_redeliveries_requested_by_check CHECK (((length(requested_by) >= 1) AND (length(requested_by) <= 300)))
+);
+
+--
+-- Name: webhook_redeliveries_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.webhook_redeliveries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.webhook_redeliveries_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: chain_deposit_reports id; Type: DEFAULT; Schema: public; Owner: -
 --
 
@@ -2591,6 +2777,41 @@ ALTER TABLE ONLY public.webhook_attempt_log
     ADD CONSTRAINT webhook_attempt_log_pkey PRIMARY KEY (id);
 
 --
+-- Name: webhook_deliveries webhook_deliveries_once; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_once UNIQUE (event_id, endpoint_id);
+
+--
+-- Name: webhook_deliveries webhook_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (id);
+
+--
+-- Name: webhook_delivery_attempts webhook_delivery_attempts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_delivery_attempts
+    ADD CONSTRAINT webhook_delivery_attempts_pkey PRIMARY KEY (id);
+
+--
+-- Name: webhook_endpoints webhook_endpoints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY (id);
+
+--
+-- Name: webhook_redeliveries webhook_redeliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_redeliveries
+    ADD CONSTRAINT webhook_redeliveries_pkey PRIMARY KEY (id);
+
+--
 -- Name: accounts_merchant_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -2895,6 +3116,36 @@ CREATE INDEX webhook_attempt_log_attempted_idx ON public.webhook_attempt_log USI
 --
 
 CREATE INDEX webhook_attempt_log_payment_idx ON public.webhook_attempt_log USING btree (payment_id, id);
+
+--
+-- Name: webhook_deliveries_endpoint_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_endpoint_idx ON public.webhook_deliveries USING btree (endpoint_id, id);
+
+--
+-- Name: webhook_deliveries_pending_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_pending_idx ON public.webhook_deliveries USING btree (next_attempt_at) WHERE (state = 'pending'::text);
+
+--
+-- Name: webhook_delivery_attempts_delivery_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_delivery_attempts_delivery_idx ON public.webhook_delivery_attempts USING btree (delivery_id, id);
+
+--
+-- Name: webhook_endpoints_merchant_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_endpoints_merchant_idx ON public.webhook_endpoints USING btree (merchant_id, created_at);
+
+--
+-- Name: webhook_redeliveries_event_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_redeliveries_event_idx ON public.webhook_redeliveries USING btree (event_id);
 
 --
 -- Name: balance_events balance_events_balanced; Type: TRIGGER; Schema: public; Owner: -
@@ -3244,6 +3495,62 @@ ALTER TABLE ONLY public.webhook_attempt_log
     ADD CONSTRAINT webhook_attempt_log_payment_id_fkey FOREIGN KEY (payment_id) REFERENCES public.payments(id);
 
 --
+-- Name: webhook_deliveries webhook_deliveries_endpoint_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.webhook_endpoints(id);
+
+--
+-- Name: webhook_deliveries webhook_deliveries_event_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES public.merchant_events(id) ON DELETE CASCADE;
+
+--
+-- Name: webhook_deliveries webhook_deliveries_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: webhook_delivery_attempts webhook_delivery_attempts_delivery_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_delivery_attempts
+    ADD CONSTRAINT webhook_delivery_attempts_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES public.webhook_deliveries(id) ON DELETE CASCADE;
+
+--
+-- Name: webhook_endpoints webhook_endpoints_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_endpoints
+    ADD CONSTRAINT webhook_endpoints_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
+-- Name: webhook_redeliveries webhook_redeliveries_delivery_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_redeliveries
+    ADD CONSTRAINT webhook_redeliveries_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES public.webhook_deliveries(id) ON DELETE SET NULL;
+
+--
+-- Name: webhook_redeliveries webhook_redeliveries_endpoint_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_redeliveries
+    ADD CONSTRAINT webhook_redeliveries_endpoint_id_fkey FOREIGN KEY (endpoint_id) REFERENCES public.webhook_endpoints(id);
+
+--
+-- Name: webhook_redeliveries webhook_redeliveries_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_redeliveries
+    ADD CONSTRAINT webhook_redeliveries_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
 -- Name: SCHEMA public; Type: ACL; Schema: -; Owner: -
 --
 
@@ -3361,6 +3668,13 @@ REVOKE ALL ON FUNCTION public.ledger_release_payout_hold(p_payout uuid) FROM PUB
 GRANT ALL ON FUNCTION public.ledger_release_payout_hold(p_payout uuid) TO payflow_app;
 
 --
+-- Name: FUNCTION merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb) TO payflow_app;
+
+--
 -- Name: FUNCTION payflow_grant_extra_0013_chain_deposits(app name); Type: ACL; Schema: public; Owner: -
 --
 
@@ -3461,6 +3775,12 @@ REVOKE ALL ON FUNCTION public.payflow_grant_extra_0034_hold_released_once(app na
 --
 
 REVOKE ALL ON FUNCTION public.payflow_grant_extra_0035_merchant_events(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0037_webhook_endpoints(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0037_webhook_endpoints(app name) FROM PUBLIC;
 
 --
 -- Name: FUNCTION payflow_grant_hooks(app name); Type: ACL; Schema: public; Owner: -
@@ -3948,6 +4268,48 @@ GRANT SELECT,INSERT ON TABLE public.webhook_attempt_log TO payflow_app;
 --
 
 GRANT SELECT,USAGE ON SEQUENCE public.webhook_attempt_log_id_seq TO payflow_app;
+
+--
+-- Name: TABLE webhook_deliveries; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.webhook_deliveries TO payflow_app;
+
+--
+-- Name: SEQUENCE webhook_deliveries_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.webhook_deliveries_id_seq TO payflow_app;
+
+--
+-- Name: TABLE webhook_delivery_attempts; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.webhook_delivery_attempts TO payflow_app;
+
+--
+-- Name: SEQUENCE webhook_delivery_attempts_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.webhook_delivery_attempts_id_seq TO payflow_app;
+
+--
+-- Name: TABLE webhook_endpoints; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE public.webhook_endpoints TO payflow_app;
+
+--
+-- Name: TABLE webhook_redeliveries; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE public.webhook_redeliveries TO payflow_app;
+
+--
+-- Name: SEQUENCE webhook_redeliveries_id_seq; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT,USAGE ON SEQUENCE public.webhook_redeliveries_id_seq TO payflow_app;
 
 --
 -- Name: DEFAULT PRIVILEGES FOR SEQUENCES; Type: DEFAULT ACL; Schema: public; Owner: -

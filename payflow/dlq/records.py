@@ -18,7 +18,7 @@ from payflow.db.queries import load_queries
 from payflow.errors import BadInput, NotFound
 
 SQL = load_queries("payflow.dlq")
-SOURCES = ("payment_event", "payment", "webhook")
+SOURCES = ("payment_event", "payment", "webhook", "endpoint_delivery")
 # The payload key under which a row moved from the Redis fallback keeps its entry id.
 FALLBACK_MARK = "_dlq_fallback"
 

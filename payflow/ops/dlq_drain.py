@@ -14,6 +14,7 @@ from payflow.jobs.spec import JobContext, JobResult
 from payflow.ledger import EVENT_DEAD_LETTERER
 from payflow.payments import PAYMENT_DEAD_LETTERER, PAYMENT_NOTE
 from payflow.webhooks import WEBHOOK_DEAD_LETTERER
+from payflow.webhooks.endpoints import ENDPOINT_DEAD_LETTERER
 
 __all__ = [
     "ALERT_DRAIN_FAILED",
@@ -28,6 +29,7 @@ DEAD_LETTERERS: dict[str, DeadLetterer] = {
     "payment_event": EVENT_DEAD_LETTERER,
     "payment": PAYMENT_DEAD_LETTERER,
     "webhook": WEBHOOK_DEAD_LETTERER,
+    "endpoint_delivery": ENDPOINT_DEAD_LETTERER,
 }
 
 

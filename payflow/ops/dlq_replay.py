@@ -11,11 +11,13 @@ from payflow.dlq import replay_dead_letter as replay_with
 from payflow.ledger.replay import replay_event
 from payflow.payments.replay import replay_payment
 from payflow.webhooks.dead import replay_webhook
+from payflow.webhooks.endpoints import replay_delivery
 
 REPLAYERS: dict[str, Replayer] = {
     "payment_event": replay_event,
     "payment": replay_payment,
     "webhook": replay_webhook,
+    "endpoint_delivery": replay_delivery,
 }
 
 

@@ -54,15 +54,13 @@ async def record_event(
     `data`: the event's `data` object, JSON-ready (amounts already strings). Returns the new
     event's id, or None when this cause was recorded already (UNIQUE (type, subject): a
     retried or replayed transaction records nothing twice).
-    Invariant: the event commits or rolls back with the change that caused it.
+    Invariant: the event commits or rolls back with the change that caused it, and so do
+    its deliveries: the one SQL function `merchant_event_record` (migration 0037) also
+    makes one delivery per enabled endpoint of the merchant that wants `kind`, and their
+    `endpoint.deliver` outbox rows, sent by the relay after the commit.
     """
     event_id: str | None = await conn.fetchval(
-        SQL["record_merchant_event"],
-        new_event_id(),
-        merchant_id,
-        kind.value,
-        subject_id,
-        orjson.dumps(dict(data)).decode(),
+        SQL["record_merchant_event"], merchant_id, kind.value, subject_id, dict(data)
     )
     return event_id
 

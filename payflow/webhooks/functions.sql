@@ -27,3 +27,43 @@ AS $function$
         RETURN deleted;
     END
     $function$;
+
+-- name: merchant_event_record
+-- Records a merchant event once per (type, subject) and, in the same statement, one
+-- webhook_deliveries row per enabled endpoint of the merchant whose enabled_events want
+-- the type ('*' or the type) and one `endpoint.deliver` outbox row per delivery (NOTIFY
+-- at commit); returns the new event id, NULL when recorded already (migration 0037).
+CREATE OR REPLACE FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb)
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_id text;
+        v_fanned integer;
+    BEGIN
+        INSERT INTO merchant_events (id, merchant_id, type, subject_id, data)
+        VALUES ('evt_' || replace(gen_random_uuid()::text, '-', ''),
+                p_merchant, p_type, p_subject, p_data)
+        ON CONFLICT ON CONSTRAINT merchant_events_once DO NOTHING
+        RETURNING id INTO v_id;
+        IF v_id IS NULL THEN
+            RETURN NULL;  -- recorded already: its deliveries were made then
+        END IF;
+        WITH delivery AS (
+            INSERT INTO webhook_deliveries (event_id, endpoint_id, merchant_id)
+            SELECT v_id, e.id, e.merchant_id FROM webhook_endpoints e
+            WHERE e.merchant_id = p_merchant AND e.enabled
+              AND ('*' = ANY (e.enabled_events) OR p_type = ANY (e.enabled_events))
+            RETURNING id
+        )
+        INSERT INTO outbox (topic, payload)
+        SELECT 'endpoint.deliver', jsonb_build_object('version', 1, 'delivery_id', d.id)
+        FROM delivery d;
+        GET DIAGNOSTICS v_fanned = ROW_COUNT;
+        IF v_fanned > 0 THEN
+            PERFORM pg_notify('payflow_outbox', '');  -- delivered at commit only
+        END IF;
+        RETURN v_id;
+    END
+    $function$;

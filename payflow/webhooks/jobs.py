@@ -5,6 +5,7 @@ from __future__ import annotations
 from payflow.config import JobsSettings
 from payflow.jobs.spec import JobSpec
 from payflow.webhooks.attempts.retention import cleanup_webhook_attempt_log_job
+from payflow.webhooks.endpoints.jobs import JOBS as ENDPOINT_JOBS
 from payflow.webhooks.sweeps import sweep_undelivered_webhooks_job
 
 JOBS: tuple[JobSpec, ...] = (
@@ -20,4 +21,5 @@ JOBS: tuple[JobSpec, ...] = (
         lambda s: s.slice(JobsSettings).scheduler_interval_s,
         "retention of the webhook attempt log (never under 1 day)",
     ),
+    *ENDPOINT_JOBS,
 )

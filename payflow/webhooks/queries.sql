@@ -259,10 +259,10 @@ UPDATE payments SET webhook_sweeps = webhook_sweeps + 1, webhook_swept_at = now(
 WHERE id = $1 AND webhook_delivered_at IS NULL AND webhook_dead_at IS NULL
 RETURNING webhook_sweeps;
 
+
 -- name: record_merchant_event
--- $1 new event id, $2 merchant, $3 type, $4 subject id, $5 data (JSON text). Once per
--- (type, subject): the id, or no row when the cause was recorded already.
-INSERT INTO merchant_events (id, merchant_id, type, subject_id, data)
-VALUES ($1, $2, $3, $4, $5::jsonb)
-ON CONFLICT ON CONSTRAINT merchant_events_once DO NOTHING
-RETURNING id;
+-- $1 merchant, $2 type, $3 subject id, $4 data (jsonb object, a dict for the pool's codec).
+-- The one way an event is recorded (`merchant_event_record`, migration 0037): the event,
+-- one delivery per enabled endpoint that wants its type and their outbox rows, in one
+-- statement; the id, or NULL when (type, subject) was recorded already.
+SELECT merchant_event_record($1, $2, $3, $4);

@@ -1,0 +1,43 @@
+"""Webhook endpoints per merchant: each merchant event delivered to every enabled endpoint
+that wants its type (`merchant_event_record`, migration 0037), signed per Standard
+Webhooks with the endpoint's own secret (two signatures during a rotation's overlap), with
+a delivery log, audited redelivery, a sweep for lost deliveries, the DLQ, and the
+auto-disable of endpoints that only fail. See docs/webhooks.md."""
+
+from payflow.webhooks.endpoints.dead import ENDPOINT_DEAD_LETTERER, replay_delivery
+from payflow.webhooks.endpoints.sender import EndpointSender, delivery_headers
+from payflow.webhooks.endpoints.store import (
+    Scope,
+    attempts_by_delivery,
+    create_endpoint,
+    delete_endpoint,
+    deliveries_of_endpoint,
+    deliveries_of_event,
+    get_endpoint,
+    list_endpoints,
+    redeliver,
+    redeliveries_of_event,
+    rotate_secret,
+    update_endpoint,
+    valid_events,
+)
+
+__all__ = [
+    "ENDPOINT_DEAD_LETTERER",
+    "EndpointSender",
+    "Scope",
+    "attempts_by_delivery",
+    "create_endpoint",
+    "delete_endpoint",
+    "deliveries_of_endpoint",
+    "deliveries_of_event",
+    "delivery_headers",
+    "get_endpoint",
+    "list_endpoints",
+    "redeliver",
+    "redeliveries_of_event",
+    "replay_delivery",
+    "rotate_secret",
+    "update_endpoint",
+    "valid_events",
+]
