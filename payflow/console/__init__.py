@@ -19,7 +19,7 @@ STYLESHEET = "console.css"
 
 def install_console(app: FastAPI) -> None:
     """Mount /console on `app` (pages, forms, /console/static/console.css, error pages)."""
-    from . import actions, books_pages, chain_pages, money_pages, ops_pages, pages
+    from . import actions, books_pages, chain_pages, endpoint_pages, money_pages, ops_pages, pages
 
     css = (HERE / "static" / STYLESHEET).read_bytes()
 
@@ -37,6 +37,7 @@ def install_console(app: FastAPI) -> None:
     app.include_router(money_pages.router)
     app.include_router(books_pages.router)
     app.include_router(ops_pages.router)
+    app.include_router(endpoint_pages.router)
     app.include_router(pages.router)
 
     async def on_console_error(request: Request, exc: Exception) -> Response:

@@ -1,0 +1,70 @@
+"""The console's webhook endpoint pages: a merchant creates (the secret shown once),
+rotates, disables and enables its endpoints, reads their deliveries and redelivers; another
+merchant gets 404; an admin sees all; an auto-disabled endpoint shows its notice."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+from fastapi import FastAPI
+
+from payflow.webhooks import EventKind, record_event
+
+from .conftest import Merchants, signed_in
+
+
+def _csrf(page: httpx.Response) -> str:
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert token is not None, page.text
+    return token.group(1)
+
+
+async def test_a_merchant_manages_its_endpoints_and_an_admin_sees_them(
+    console_app: FastAPI, merchants: Merchants
+) -> None:
+    pool = console_app.state.api.pool
+    async with signed_in(console_app, merchants.shop) as shop:
+        listing = await shop.get("/console/webhook-endpoints")
+        assert listing.status_code == 200
+        token = _csrf(listing)
+        refused = await shop.post(
+            "/console/webhook-endpoints",
+            data={"csrf_token": token, "url": "http://10.0.0.1/x", "events": "*"},
+        )
+        assert refused.status_code == 400 and 'id="message"' in refused.text
+        made = await shop.post(
+            "/console/webhook-endpoints",
+            data={"csrf_token": token, "url": "http://127.0.0.1:9/h", "events": "payout.sent"},
+        )
+        assert made.status_code == 201, made.text
+        secret = re.search(r"<code>(whsec_[^<]+)</code>", made.text)
+        assert secret is not None
+        endpoint_id = await pool.fetchval("SELECT id FROM webhook_endpoints")
+        path = f"/console/webhook-endpoints/{endpoint_id}"
+        again = await shop.get(path)
+        assert secret.group(1) not in again.text  # shown once
+        rotated = await shop.post(f"{path}/rotate", data={"csrf_token": token})
+        new = re.search(r"<code>(whsec_[^<]+)</code>", rotated.text)
+        assert new is not None and new.group(1) != secret.group(1)
+        off = await shop.post(f"{path}/enabled", data={"csrf_token": token, "enabled": "false"})
+        assert off.status_code == 303
+        assert ">disabled<" in (await shop.get(path)).text
+        async with pool.acquire() as conn, conn.transaction():
+            event = await record_event(conn, merchants.shop_id, EventKind.PAYOUT_SENT, "po-1", {})
+        redone = await shop.post(
+            f"{path}/redeliver", data={"csrf_token": token, "event_id": str(event)}
+        )
+        assert redone.status_code == 200 and "sent again" in redone.text
+        assert event in redone.text  # its delivery is listed
+        await pool.execute(
+            "UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'failing',"
+            " disabled_at = now(), failing_since = now() - interval '6 days'"
+        )
+        assert 'id="auto-disabled"' in (await shop.get(path)).text
+    async with signed_in(console_app, merchants.other) as other:
+        assert (await other.get(path)).status_code == 404
+        assert str(endpoint_id) not in (await other.get("/console/webhook-endpoints")).text
+    async with signed_in(console_app, merchants.admin) as ops:
+        assert str(endpoint_id) in (await ops.get("/console/webhook-endpoints")).text
+        assert (await ops.get(path)).status_code == 200
