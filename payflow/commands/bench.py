@@ -151,10 +151,24 @@ def bench_webhooks(
     prefill: Annotated[int, typer.Option(min=0, help="Delivered payments in the table")] = (
         100_000
     ),
+    fanout: Annotated[
+        int,
+        typer.Option(
+            min=0, max=20, help="Fan each merchant event out to N webhook endpoints (0: off)"
+        ),
+    ] = 0,
 ) -> None:
     """Webhook deliveries/s of the sender and of a bare httpx loop, receiver delay 0 and
-    `--delay`, side by side; the ratios go on the last line."""
+    `--delay`, side by side; the ratios go on the last line. With `--fanout N`: `--webhooks`
+    events, each delivered to N endpoints by the endpoint sender, against a bare aiohttp
+    loop of as many POSTs."""
     require_lab("payflow bench webhooks")
+    if fanout:
+        from payflow_lab.bench.webhooks_fanout import FanoutBenchConfig, run_fanout_bench
+
+        if not _run(run_fanout_bench(_settings(), FanoutBenchConfig(webhooks, fanout))):
+            raise typer.Exit(1)
+        return
     from payflow_lab.bench.webhooks import WebhooksBenchConfig, run_webhooks_bench
 
     ok = _run(run_webhooks_bench(_settings(), WebhooksBenchConfig(webhooks, delay, prefill)))
