@@ -51,7 +51,6 @@ from payflow.errors import (
     WebhookHTTPStatus,
     WebhookSendCancelled,
     WebhookTransportError,
-    classify,
 )
 from payflow.metrics import WEBHOOK_ATTEMPTS
 from payflow.money import format_at_scale
@@ -61,6 +60,7 @@ from payflow.webhooks.chains import dead_letter_webhook, duplicate_reason, resol
 from payflow.webhooks.client import WebhookClient, build_http_client
 from payflow.webhooks.signing import signature_headers
 from payflow.webhooks.ssrf import UnsafeWebhookUrl, resolve_webhook_url
+from payflow.webhooks.tiers import retry_after_s
 
 SQL = load_queries("payflow.webhooks")
 log = structlog.get_logger("payflow.webhooks")
@@ -219,12 +219,7 @@ class WebhookSender:
     def retry_after_s(self, failure: Exception | None, attempt: int) -> float | None:
         """Seconds until this chain's retry comes back from its tier (the consumer's
         policy: a retryable failure with tiers left), None when no retry follows."""
-        tiers = self._broker.retry_tiers_ms
-        if failure is None or attempt > len(tiers):
-            return None
-        if not isinstance(classify(failure), RetryableError):
-            return None
-        return tiers[attempt - 1] / 1000.0
+        return retry_after_s(self._broker.retry_tiers_ms, failure, attempt)
 
     async def _send(self, payment_id: UUID, message_id: str, attempt: int) -> None:
         token = f"{self._worker}:{uuid4().hex[:12]}"

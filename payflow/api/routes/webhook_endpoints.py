@@ -151,7 +151,7 @@ def _checked_events(events: list[str]) -> list[str]:
     "/webhook-endpoints",
     status_code=201,
     response_model=EndpointView,
-    responses=problem_responses(409, *COMMON_PROBLEMS),
+    responses=problem_responses(400, 415, 409, *COMMON_PROBLEMS),
     summary="Create a webhook endpoint (its secret is shown once, here)",
     dependencies=[Depends(idempotency_key_once)],
 )
@@ -192,7 +192,7 @@ async def create(
 
 @router.get(
     "/webhook-endpoints",
-    responses=problem_responses(*COMMON_PROBLEMS),
+    responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="List webhook endpoints (oldest first)",
 )
 async def list_(
@@ -234,7 +234,7 @@ async def read(request: Request, endpoint_id: UUID, merchant: CurrentMerchant) -
 @router.patch(
     "/webhook-endpoints/{endpoint_id}",
     response_model=EndpointView,
-    responses=problem_responses(404, *COMMON_PROBLEMS),
+    responses=problem_responses(400, 415, 404, *COMMON_PROBLEMS),
     summary="Change a webhook endpoint's url, events, description or enabled",
 )
 async def patch(
@@ -314,7 +314,9 @@ async def endpoint_deliveries(
     endpoint_id: UUID,
     merchant: CurrentMerchant,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    before: Annotated[int | None, Query(ge=1, description="next_before of the last page")] = None,
+    before: Annotated[
+        int | None, Query(ge=1, le=2**63 - 1, description="next_before of the last page")
+    ] = None,
 ) -> JsonResponse:
     """`{"data": [...], "next_before": id | null}`; each attempt has its time, HTTP
     status (null: no answer), duration (ms) and error."""
@@ -365,7 +367,7 @@ async def event_deliveries(
 @router.post(
     "/events/{event_id}/redeliver",
     status_code=202,
-    responses=problem_responses(404, *COMMON_PROBLEMS),
+    responses=problem_responses(400, 415, 404, *COMMON_PROBLEMS),
     summary="Send a merchant event again (same webhook-id), audited",
 )
 async def redeliver_event(

@@ -38,10 +38,8 @@ from payflow.dlq.fallback import DlqFallback
 from payflow.errors import (
     BadInput,
     PayflowError,
-    RetryableError,
     WebhookHTTPStatus,
     WebhookTransportError,
-    classify,
 )
 from payflow.metrics import WEBHOOK_ATTEMPTS
 from payflow.webhooks.client import WebhookClient
@@ -49,6 +47,7 @@ from payflow.webhooks.endpoints.dead import DLQ_SOURCE, dead_letter_delivery
 from payflow.webhooks.events import event_body
 from payflow.webhooks.signing import sign, signature_headers
 from payflow.webhooks.ssrf import UnsafeWebhookUrl, resolve_webhook_url
+from payflow.webhooks.tiers import retry_after_s
 
 SQL = load_queries("payflow.webhooks.endpoints")
 log = structlog.get_logger("payflow.webhooks.endpoints")
@@ -118,12 +117,7 @@ class EndpointSender:
 
     def retry_after_s(self, failure: Exception | None, attempt: int) -> float | None:
         """Seconds until this message's retry is back from its tier, None when none follows."""
-        tiers = self._broker.retry_tiers_ms
-        if failure is None or attempt > len(tiers):
-            return None
-        if not isinstance(classify(failure), RetryableError):
-            return None
-        return tiers[attempt - 1] / 1000.0
+        return retry_after_s(self._broker.retry_tiers_ms, failure, attempt)
 
     async def _send(self, delivery_id: int, attempt: int) -> None:
         token = f"{self._worker}:{uuid4().hex[:12]}"
