@@ -34,6 +34,7 @@ from .routes import (
     payments,
     payouts,
     statements,
+    webhook_deliveries,
     webhook_endpoints,
     withdrawals,
 )
@@ -96,6 +97,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         events,
         payouts,
         webhook_endpoints,
+        webhook_deliveries,
         ingress,
         admin,
         health,

@@ -1,5 +1,5 @@
-"""`/api/v1/webhook-endpoints`: a merchant's webhook endpoints (CRUD, secret rotation,
-delivery log) and `/api/v1/events/{id}/deliveries|redeliver`.
+"""`/api/v1/webhook-endpoints`: a merchant's webhook endpoints (CRUD and secret
+rotation; their delivery log and redelivery are `routes/webhook_deliveries.py`).
 
 An endpoint's secret is answered only by the create and the rotate responses. Another
 merchant's endpoint or event answers 404, like an unknown id; an admin key reaches all.
@@ -26,7 +26,7 @@ from payflow.api.schemas import COMMON_PROBLEMS, Strict, problem_responses
 from payflow.api.state import api_state
 from payflow.config import Settings
 from payflow.db.tx import transaction
-from payflow.errors import BadInput, NotFound
+from payflow.errors import BadInput
 from payflow.idempotency.records import (
     KEY_PATTERN,
     StoredResponse,
@@ -37,15 +37,10 @@ from payflow.idempotency.records import (
 )
 from payflow.webhooks.endpoints import (
     Scope,
-    attempts_by_delivery,
     create_endpoint,
     delete_endpoint,
-    deliveries_of_endpoint,
-    deliveries_of_event,
     get_endpoint,
     list_endpoints,
-    redeliver,
-    redeliveries_of_event,
     rotate_secret,
     update_endpoint,
     valid_events,
@@ -86,10 +81,6 @@ class EndpointPatch(Strict):
     @classmethod
     def _text(cls, value: str | None) -> str | None:
         return None if value is None else clean_text(value)
-
-
-class Redeliver(Strict):
-    endpoint_id: UUID | None = None
 
 
 class EndpointView(BaseModel):
@@ -287,117 +278,3 @@ async def rotate(request: Request, endpoint_id: UUID, merchant: CurrentMerchant)
             conn, _scope(merchant), endpoint_id, new_webhook_secret(), overlap
         )
     return JsonResponse(endpoint_view(row, secret=True))
-
-
-def _delivery_view(row: Any, attempts: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "id": int(row["id"]),
-        "event_id": row["event_id"],
-        "event_type": row["event_type"],
-        "endpoint_id": str(row["endpoint_id"]),
-        "state": row["state"],
-        "attempts_count": int(row["attempts"]),
-        "last_http_status": row["last_http_status"],
-        "delivered_at": iso(row["delivered_at"]),
-        "created_at": iso(row["created_at"]),
-        "attempts": [{**a, "attempted_at": iso(a["attempted_at"])} for a in attempts],
-    }
-
-
-@router.get(
-    "/webhook-endpoints/{endpoint_id}/deliveries",
-    responses=problem_responses(404, *COMMON_PROBLEMS),
-    summary="The endpoint's deliveries, newest first, each with its attempts",
-)
-async def endpoint_deliveries(
-    request: Request,
-    endpoint_id: UUID,
-    merchant: CurrentMerchant,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    before: Annotated[
-        int | None, Query(ge=1, le=2**63 - 1, description="next_before of the last page")
-    ] = None,
-) -> JsonResponse:
-    """`{"data": [...], "next_before": id | null}`; each attempt has its time, HTTP
-    status (null: no answer), duration (ms) and error."""
-    state = api_state(request)
-    async with connection(state.pool) as conn:
-        rows = await deliveries_of_endpoint(conn, _scope(merchant), endpoint_id, limit + 1, before)
-        page = rows[:limit]
-        attempts = await attempts_by_delivery(conn, [int(r["id"]) for r in page])
-    more = len(rows) > limit
-    return JsonResponse(
-        {
-            "data": [_delivery_view(r, attempts[int(r["id"])]) for r in page],
-            "next_before": int(page[-1]["id"]) if more and page else None,
-        }
-    )
-
-
-@router.get(
-    "/events/{event_id}/deliveries",
-    responses=problem_responses(404, *COMMON_PROBLEMS),
-    summary="A merchant event's deliveries (one per endpoint) and its redeliveries",
-)
-async def event_deliveries(
-    request: Request, event_id: EventId, merchant: CurrentMerchant
-) -> JsonResponse:
-    """`{"data": [...], "redeliveries": [{endpoint_id, requested_by, requested_at}]}`."""
-    state = api_state(request)
-    async with connection(state.pool) as conn:
-        rows = await deliveries_of_event(conn, _scope(merchant), event_id)
-        attempts = await attempts_by_delivery(conn, [int(r["id"]) for r in rows])
-        audit = await redeliveries_of_event(conn, event_id)
-    return JsonResponse(
-        {
-            "data": [_delivery_view(r, attempts[int(r["id"])]) for r in rows],
-            "redeliveries": [
-                {
-                    "endpoint_id": str(a["endpoint_id"]),
-                    "delivery_id": a["delivery_id"],
-                    "requested_by": a["requested_by"],
-                    "requested_at": iso(a["requested_at"]),
-                }
-                for a in audit
-            ],
-        }
-    )
-
-
-@router.post(
-    "/events/{event_id}/redeliver",
-    status_code=202,
-    responses=problem_responses(400, 415, 404, *COMMON_PROBLEMS),
-    summary="Send a merchant event again (same webhook-id), audited",
-)
-async def redeliver_event(
-    request: Request,
-    event_id: EventId,
-    merchant: CurrentMerchant,
-    body: Redeliver | None = None,
-) -> JsonResponse:
-    """To `endpoint_id`, or to every endpoint that has or wants the event; 202 with
-    `{"redeliveries": [{endpoint_id, delivery_id, requested_at}]}`."""
-    state = api_state(request)
-    who = f"api:{merchant.name}:{merchant.id}"
-    endpoint_id = None if body is None else body.endpoint_id
-    try:
-        async with connection(state.pool) as conn, transaction(conn, state.settings):
-            done = await redeliver(conn, _scope(merchant), event_id, who, endpoint_id)
-    except NotFound:
-        raise  # a BadInput too, but answered 404
-    except BadInput as error:
-        raise FieldError("body.endpoint_id", str(error)) from None
-    return JsonResponse(
-        {
-            "redeliveries": [
-                {
-                    "endpoint_id": str(d["endpoint_id"]),
-                    "delivery_id": d["delivery_id"],
-                    "requested_at": iso(d["requested_at"]),
-                }
-                for d in done
-            ]
-        },
-        status_code=202,
-    )

@@ -1,16 +1,27 @@
-"""A merchant's HTTP server for the endpoint tests: an aiohttp app on a free port that
-records every POST (path, headers, raw body) and answers per path as told (a status, or
-hold the request open until released)."""
+"""What the endpoint tests share: a merchant's HTTP server (an aiohttp app on a free port
+that records every POST, its path, headers and raw body, and answers per path as told: a
+status, or hold the request open until released), its fixture, and the set-up helpers
+(merchants, endpoints, events recorded through `record_event` in a transaction)."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+import asyncpg
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook
 
+from payflow.api.auth import create_merchant, new_webhook_secret
+from payflow.webhooks import EventKind, record_event
+from payflow.webhooks.endpoints import create_endpoint
 from payflow_lab.ports import free_port
+from tests.integration.support import Running
+
+Start = Callable[..., Awaitable[Running]]
+DATA = {"payment_id": "p", "amount": "10.00", "currency": "RUB"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,3 +82,42 @@ class Receiver:
         self.release.set()
         if self._runner is not None:
             await self._runner.cleanup()
+
+
+async def _merchant(pool: asyncpg.Pool, name: str) -> tuple[uuid.UUID, str]:
+    async with pool.acquire() as conn:
+        merchant_id, key, _ = await create_merchant(conn, name, admin=False)
+    return merchant_id, key
+
+
+async def _endpoint(
+    pool: asyncpg.Pool, merchant_id: uuid.UUID, url: str, events: list[str], *, enabled: bool = True
+) -> tuple[uuid.UUID, str]:
+    secret = new_webhook_secret()
+    async with pool.acquire() as conn:
+        row = await create_endpoint(
+            conn, merchant_id, url=url, events=events, secret=secret, enabled=enabled
+        )
+    return row["id"], secret
+
+
+async def _event(
+    pool: asyncpg.Pool, merchant_id: uuid.UUID, kind: EventKind, subject: str | None = None
+) -> str:
+    async with pool.acquire() as conn, conn.transaction():
+        event_id = await record_event(conn, merchant_id, kind, subject or uuid.uuid4().hex, DATA)
+    assert event_id is not None
+    return event_id
+
+
+async def _delivered(pool: asyncpg.Pool, event_id: str) -> int:
+    return int(
+        await pool.fetchval(
+            "SELECT count(*) FROM webhook_deliveries WHERE event_id = $1 AND state = 'delivered'",
+            event_id,
+        )
+    )
+
+
+async def _async(value: bool) -> bool:
+    return value

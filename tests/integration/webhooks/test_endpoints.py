@@ -9,75 +9,32 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import asyncpg
-import httpx
 import orjson
-import pytest
-from fastapi import FastAPI
 
 from payflow.alerts import Severity
-from payflow.api.auth import create_merchant, new_webhook_secret
-from payflow.app import create_app
+from payflow.api.auth import new_webhook_secret
 from payflow.config import Settings
 from payflow.jobs.spec import JobContext
 from payflow.ops.dlq_replay import replay_dead_letter
 from payflow.webhooks import EventKind, event_body, record_event
-from payflow.webhooks.endpoints import Scope, create_endpoint, rotate_secret
+from payflow.webhooks.endpoints import Scope, rotate_secret
 from payflow.webhooks.endpoints.jobs import disable_failing_endpoints_job
-from tests.integration.support import Running, wait_until
-from tests.integration.webhooks.endpoint_receiver import Receiver
+from tests.integration.support import wait_until
+from tests.integration.webhooks.endpoint_receiver import (
+    DATA,
+    Receiver,
+    Start,
+    _async,
+    _delivered,
+    _endpoint,
+    _event,
+    _merchant,
+)
 from tests.processes import spawn_role
-
-Start = Callable[..., Awaitable[Running]]
-DATA = {"payment_id": "p", "amount": "10.00", "currency": "RUB"}
-
-
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    server = Receiver()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-async def _merchant(pool: asyncpg.Pool, name: str) -> tuple[uuid.UUID, str]:
-    async with pool.acquire() as conn:
-        merchant_id, key, _ = await create_merchant(conn, name, admin=False)
-    return merchant_id, key
-
-
-async def _endpoint(
-    pool: asyncpg.Pool, merchant_id: uuid.UUID, url: str, events: list[str], *, enabled: bool = True
-) -> tuple[uuid.UUID, str]:
-    secret = new_webhook_secret()
-    async with pool.acquire() as conn:
-        row = await create_endpoint(
-            conn, merchant_id, url=url, events=events, secret=secret, enabled=enabled
-        )
-    return row["id"], secret
-
-
-async def _event(
-    pool: asyncpg.Pool, merchant_id: uuid.UUID, kind: EventKind, subject: str | None = None
-) -> str:
-    async with pool.acquire() as conn, conn.transaction():
-        event_id = await record_event(conn, merchant_id, kind, subject or uuid.uuid4().hex, DATA)
-    assert event_id is not None
-    return event_id
-
-
-async def _delivered(pool: asyncpg.Pool, event_id: str) -> int:
-    return int(
-        await pool.fetchval(
-            "SELECT count(*) FROM webhook_deliveries WHERE event_id = $1 AND state = 'delivered'",
-            event_id,
-        )
-    )
 
 
 async def test_an_event_reaches_exactly_the_endpoints_that_want_it(
@@ -154,10 +111,6 @@ async def test_an_endpoint_down_for_a_while_gets_every_event_under_one_webhook_i
         await pool.fetchval("SELECT failing_since FROM webhook_endpoints WHERE id = $1", endpoint)
         is None
     )
-
-
-async def _async(value: bool) -> bool:
-    return value
 
 
 async def test_rotation_signs_with_both_secrets_in_the_overlap_then_the_new_alone(
@@ -290,122 +243,27 @@ async def test_an_endpoint_failing_for_days_is_disabled_with_an_alert(
     assert again.outcome == "ok"  # idempotent
 
 
-@pytest.fixture
-async def app(pipe_settings: Settings) -> AsyncIterator[FastAPI]:
-    settings = pipe_settings.model_copy(
-        update={
-            "rate_limit_per_minute": 100_000,
-            "provider_webhook_secret": "test-provider-secret-0123456789abcdef",
-        }
-    )
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        yield app
-
-
-def _client(app: FastAPI, key: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="http://payflow.test",
-        headers={"X-API-Key": key},
-    )
-
-
-async def test_crud_validation_scoping_and_secrets(app: FastAPI, pool: asyncpg.Pool) -> None:
-    _, key = await _merchant(pool, "shop")
-    _, other_key = await _merchant(pool, "other")
-    async with _client(app, key) as api, _client(app, other_key) as other:
-        made = await api.post(
-            "/api/v1/webhook-endpoints",
-            json={"url": "http://127.0.0.1:9/hook", "enabled_events": ["payment.succeeded"]},
+async def test_the_sql_function_fans_out_in_the_callers_transaction(pool: asyncpg.Pool) -> None:
+    """`merchant_event_record` as payment_finalize and the other domains call it: the
+    event, its deliveries and their outbox rows commit or roll back together; a second
+    call for the same cause records nothing."""
+    shop, _ = await _merchant(pool, "shop")
+    await _endpoint(pool, shop, "http://127.0.0.1:9/a", ["*"])
+    await _endpoint(pool, shop, "http://127.0.0.1:9/b", ["payout.sent"])
+    record = "SELECT merchant_event_record($1, $2, $3, $4)"
+    async with pool.acquire() as conn:
+        tx = conn.transaction()
+        await tx.start()
+        assert await conn.fetchval(record, shop, "payment.succeeded", "pay-1", DATA)
+        await tx.rollback()
+        assert await conn.fetchval("SELECT count(*) FROM webhook_deliveries") == 0
+        assert await conn.fetchval("SELECT count(*) FROM outbox") == 0
+        async with conn.transaction():
+            event_id = await conn.fetchval(record, shop, "payment.succeeded", "pay-1", DATA)
+            assert await conn.fetchval(record, shop, "payment.succeeded", "pay-1", DATA) is None
+        rows = await conn.fetch("SELECT o.payload FROM outbox o WHERE o.topic = 'endpoint.deliver'")
+        deliveries = await conn.fetch(
+            "SELECT id FROM webhook_deliveries WHERE event_id = $1", event_id
         )
-        assert made.status_code == 201, made.text
-        endpoint = made.json()
-        assert endpoint["secret"].startswith("whsec_")
-        path = f"/api/v1/webhook-endpoints/{endpoint['id']}"
-        read = (await api.get(path)).json()
-        assert "secret" not in read and read["enabled_events"] == ["payment.succeeded"]
-        listed = (await api.get("/api/v1/webhook-endpoints")).json()
-        assert [e["id"] for e in listed["data"]] == [endpoint["id"]]
-        assert "secret" not in listed["data"][0]
-        # Another merchant sees nothing of it.
-        for call in (
-            other.get(path),
-            other.patch(path, json={"enabled": False}),
-            other.delete(path),
-            other.post(f"{path}/rotate-secret"),
-            other.get(f"{path}/deliveries"),
-        ):
-            answer = await call
-            assert answer.status_code == 404, answer.text
-            assert answer.headers["content-type"].startswith("application/problem+json")
-        assert (await other.get("/api/v1/webhook-endpoints")).json()["data"] == []
-        # Bad input: a clear 4xx problem, never a 500.
-        for body in (
-            {"url": "http://169.254.169.254/latest", "enabled_events": ["*"]},
-            {"url": "ftp://example.com/x"},
-            {"url": "http://127.0.0.1:9/h", "enabled_events": ["payment.exploded"]},
-            {"url": "http://127.0.0.1:9/h", "enabled_events": ["*", "payment.failed"]},
-            {"url": "http://127.0.0.1:9/h", "enabled_events": []},
-            {"url": "http://127.0.0.1:9/h", "surprise": 1},
-            {"url": 7},
-        ):
-            answer = await api.post("/api/v1/webhook-endpoints", json=body)
-            assert answer.status_code == 422, (body, answer.text)
-            assert answer.headers["content-type"].startswith("application/problem+json")
-        bad_patch = await api.patch(path, json={"enabled_events": ["nope"]})
-        assert bad_patch.status_code == 422
-        assert (await api.get("/api/v1/webhook-endpoints/not-a-uuid")).status_code == 422
-        # Idempotency-Key optional; with one, a retry replays the same endpoint and secret.
-        body = {"url": "http://127.0.0.1:9/again"}
-        headers = {"Idempotency-Key": "ep-1"}
-        one = await api.post("/api/v1/webhook-endpoints", json=body, headers=headers)
-        two = await api.post("/api/v1/webhook-endpoints", json=body, headers=headers)
-        assert one.status_code == two.status_code == 201 and one.json() == two.json()
-        reused = await api.post(
-            "/api/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/x"}, headers=headers
-        )
-        assert reused.status_code == 409
-        # Patch, rotate, delete.
-        patched = (await api.patch(path, json={"enabled": False, "description": "off"})).json()
-        assert (patched["enabled"], patched["disabled_reason"]) == (False, "merchant")
-        rotated = (await api.post(f"{path}/rotate-secret")).json()
-        assert rotated["secret"] != endpoint["secret"]
-        assert rotated["secret_rotation_overlap_until"] is not None
-        assert (await api.delete(path)).status_code == 204
-        assert (await api.get(path)).status_code == 404
-
-
-async def test_redelivery_is_audited_and_keeps_the_webhook_id(
-    app: FastAPI, pool: asyncpg.Pool, start_roles: Start, receiver: Receiver
-) -> None:
-    shop, key = await _merchant(pool, "shop")
-    _, other_key = await _merchant(pool, "other")
-    endpoint, secret = await _endpoint(pool, shop, receiver.url("re"), ["*"])
-    await start_roles(("relay", "worker"), worker_queues=("endpoints",))
-    event = await _event(pool, shop, EventKind.DEPOSIT_PENDING)
-    await wait_until(lambda: _delivered(pool, event), what="the first delivery")
-    async with _client(app, key) as api, _client(app, other_key) as other:
-        refused = await other.post(f"/api/v1/events/{event}/redeliver")
-        assert refused.status_code == 404, refused.text
-        assert (await other.get(f"/api/v1/events/{event}/deliveries")).status_code == 404
-        again = await api.post(
-            f"/api/v1/events/{event}/redeliver", json={"endpoint_id": str(endpoint)}
-        )
-        assert again.status_code == 202, again.text
-        await wait_until(lambda: _async(len(receiver.at("re")) == 2), what="the redelivery")
-        await wait_until(lambda: _delivered(pool, event), what="delivered again")
-        log = (await api.get(f"/api/v1/events/{event}/deliveries")).json()
-        page = (await api.get(f"/api/v1/webhook-endpoints/{endpoint}/deliveries")).json()
-        unknown = await api.post(
-            f"/api/v1/events/{event}/redeliver", json={"endpoint_id": str(uuid.uuid4())}
-        )
-        assert unknown.status_code == 404
-    assert [r.webhook_id for r in receiver.at("re")] == [event, event]
-    assert all(r.verifies_with(secret) for r in receiver.at("re"))
-    (audit,) = log["redeliveries"]
-    assert audit["endpoint_id"] == str(endpoint) and audit["requested_by"].startswith("api:shop:")
-    (delivery,) = log["data"]
-    assert [a["http_status"] for a in delivery["attempts"]] == [200, 200]
-    assert all(a["duration_ms"] >= 0 and a["error"] is None for a in delivery["attempts"])
-    assert page["data"][0]["id"] == delivery["id"] and page["next_before"] is None
+    assert len(deliveries) == 1  # only the endpoint that wants every type
+    assert [r["payload"] for r in rows] == [{"version": 1, "delivery_id": deliveries[0]["id"]}]
