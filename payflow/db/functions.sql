@@ -350,6 +350,8 @@ AS $function$
         EXECUTE format('GRANT SELECT, INSERT ON public.webhook_delivery_attempts TO %I', app);
         EXECUTE format('REVOKE ALL ON public.webhook_redeliveries FROM %I', app);
         EXECUTE format('GRANT SELECT, INSERT ON public.webhook_redeliveries TO %I', app);
+        -- Events (and so their deliveries) are recorded only through the function.
+        EXECUTE format('REVOKE INSERT ON public.merchant_events FROM %I', app);
         EXECUTE format('GRANT EXECUTE ON FUNCTION public.merchant_event_record(uuid, text,'
                        ' text, jsonb) TO %I', app);
     END

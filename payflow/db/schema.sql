@@ -788,7 +788,7 @@ CREATE FUNCTION public.ledger_release_payout_hold(p_payout uuid) RETURNS numeric
 --
 
 CREATE FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb) RETURNS text
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
     DECLARE
@@ -1112,6 +1112,8 @@ CREATE FUNCTION public.payflow_grant_extra_0037_webhook_endpoints(app name) RETU
         EXECUTE format('GRANT SELECT, INSERT ON public.webhook_delivery_attempts TO %I', app);
         EXECUTE format('REVOKE ALL ON public.webhook_redeliveries FROM %I', app);
         EXECUTE format('GRANT SELECT, INSERT ON public.webhook_redeliveries TO %I', app);
+        -- Events (and so their deliveries) are recorded only through the function.
+        EXECUTE format('REVOKE INSERT ON public.merchant_events FROM %I', app);
         EXECUTE format('GRANT EXECUTE ON FUNCTION public.merchant_event_record(uuid, text,'
                        ' text, jsonb) TO %I', app);
     END
@@ -4033,7 +4035,7 @@ GRANT SELECT,USAGE ON SEQUENCE public.ledger_transfers_id_seq TO payflow_app;
 -- Name: TABLE merchant_events; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.merchant_events TO payflow_app;
+GRANT SELECT ON TABLE public.merchant_events TO payflow_app;
 
 --
 -- Name: TABLE merchants; Type: ACL; Schema: public; Owner: -

@@ -36,6 +36,7 @@ AS $function$
 CREATE OR REPLACE FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb)
  RETURNS text
  LANGUAGE plpgsql
+ SECURITY DEFINER
  SET search_path TO 'public', 'pg_catalog', 'pg_temp'
 AS $function$
     DECLARE

@@ -14,6 +14,7 @@ from typing import Any
 
 import asyncpg
 import orjson
+import pytest
 
 from payflow.alerts import Severity
 from payflow.api.auth import new_webhook_secret
@@ -266,4 +267,11 @@ async def test_the_sql_function_fans_out_in_the_callers_transaction(pool: asyncp
             "SELECT id FROM webhook_deliveries WHERE event_id = $1", event_id
         )
     assert len(deliveries) == 1  # only the endpoint that wants every type
+    # The service role records through the function only: no event without its deliveries.
+    with pytest.raises(asyncpg.InsufficientPrivilegeError):
+        await pool.execute(
+            "INSERT INTO merchant_events (id, merchant_id, type, subject_id, data)"
+            " VALUES ('evt_' || repeat('0', 32), $1, 'payment.failed', 'x', '{}')",
+            shop,
+        )
     assert [r["payload"] for r in rows] == [{"version": 1, "delivery_id": deliveries[0]["id"]}]

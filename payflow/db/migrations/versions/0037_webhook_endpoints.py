@@ -15,6 +15,9 @@ it inserts the event once per (type, subject) and, in the same statement, one de
 enabled endpoint of the merchant that wants the type and one `endpoint.deliver` outbox row
 per delivery (the relay publishes them after the commit). It returns the event's id, or
 NULL when the (type, subject) was recorded already (nothing fanned out twice).
+SECURITY DEFINER with a pinned search_path, as the stream's own recording function is: the
+service role need not insert into `merchant_events` itself (a revision that revokes that
+INSERT keeps every event recorded and fanned out).
 
 Revision ID: 0037_webhook_endpoints
 Revises: 0036_event_legs_checked_once
@@ -113,7 +116,7 @@ RECORD_FUNCTION = """
         p_merchant uuid, p_type text, p_subject text, p_data jsonb
     ) RETURNS text
     LANGUAGE plpgsql
-    SECURITY INVOKER
+    SECURITY DEFINER
     SET search_path = public, pg_catalog, pg_temp
     AS $$
     DECLARE
@@ -165,6 +168,8 @@ GRANTS = """
         EXECUTE format('GRANT SELECT, INSERT ON public.webhook_delivery_attempts TO %I', app);
         EXECUTE format('REVOKE ALL ON public.webhook_redeliveries FROM %I', app);
         EXECUTE format('GRANT SELECT, INSERT ON public.webhook_redeliveries TO %I', app);
+        -- Events (and so their deliveries) are recorded only through the function.
+        EXECUTE format('REVOKE INSERT ON public.merchant_events FROM %I', app);
         EXECUTE format('GRANT EXECUTE ON FUNCTION public.merchant_event_record(uuid, text,'
                        ' text, jsonb) TO %I', app);
     END
