@@ -28,6 +28,7 @@ from .middleware import RequestMiddleware
 from .routes import (
     accounts,
     admin,
+    api_keys,
     events,
     health,
     ingress,
@@ -96,6 +97,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         payouts,
         ingress,
         admin,
+        api_keys,
         health,
     ):
         app.include_router(module.router)

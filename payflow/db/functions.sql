@@ -331,3 +331,21 @@ AS $function$
                        ' integer) TO %I', app);
     END
     $function$;
+
+-- name: payflow_grant_extra_0037_api_keys
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0037_api_keys(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        -- Keys are read, created and revoked (and their use stamped); never deleted,
+        -- never re-scoped, never given back their secret or another merchant.
+        EXECUTE format('REVOKE ALL ON public.api_keys FROM %I', app);
+        EXECUTE format('GRANT SELECT ON public.api_keys TO %I', app);
+        EXECUTE format('GRANT INSERT (merchant_id, name, scope, key_hash, hint, expires_at)'
+                       ' ON public.api_keys TO %I', app);
+        EXECUTE format('GRANT UPDATE (revoked_at, last_used_at) ON public.api_keys TO %I',
+                       app);
+    END
+    $function$;
