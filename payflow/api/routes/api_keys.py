@@ -39,12 +39,19 @@ from payflow.errors import BadInput
 router = api_router(prefix="/api/v1", tags=["api keys"])
 
 
+def _timestamp_text(value: object) -> object:
+    """Only RFC 3339 text is an expiry: a JSON number would be read as epoch seconds."""
+    if value is not None and not isinstance(value, str):
+        raise ValueError("must be an RFC 3339 timestamp string, such as 2027-01-01T00:00:00Z")
+    return rfc3339_text(value)
+
+
 class ApiKeyCreate(Strict):
     name: str = Field(min_length=1, max_length=MAX_KEY_NAME, examples=["checkout server"])
     scope: Literal["read", "write"] = Field(
         description="`write` may move money; `read` may only GET and HEAD"
     )
-    expires_at: Annotated[AwareDatetime | None, BeforeValidator(rfc3339_text)] = Field(
+    expires_at: Annotated[AwareDatetime | None, BeforeValidator(_timestamp_text)] = Field(
         default=None, description="RFC 3339 with an offset, in the future; absent: never"
     )
 
