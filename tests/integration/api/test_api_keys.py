@@ -119,9 +119,7 @@ async def test_another_merchants_keys_are_404(
     for method in ("GET", "DELETE"):
         answer = await other.request(method, f"/api/v1/api-keys/{mine['id']}")
         assert answer.status_code == 404, answer.text
-    assert [k["name"] for k in (await other.get("/api/v1/api-keys")).json()["items"]] == [
-        "default"
-    ]
+    assert [k["name"] for k in (await other.get("/api/v1/api-keys")).json()["items"]] == ["default"]
     assert (await _row(app, mine["id"]))["revoked_at"] is None
 
 
