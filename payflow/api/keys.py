@@ -14,10 +14,14 @@ from uuid import UUID
 
 import asyncpg
 
+from payflow.config import DatabaseSettings
+from payflow.db.pool import tool_pool
+from payflow.db.tx import transaction
 from payflow.errors import BadInput, Conflict, NotFound
 
 from .auth import SQL, KeyScope, hash_api_key, new_api_key
 from .checks import utc_bound
+from .db import connection
 
 MAX_KEY_NAME = 100  # api_keys_name_length
 KEY_NAME_RULE = (
@@ -168,3 +172,45 @@ async def revoke_key(
         )
     digest: str | None = await conn.fetchval(SQL["revoke_api_key"], key_id, merchant_id)
     return await get_key(conn, key_id, merchant_id), digest
+
+
+# --- `payflow merchants keys`: each call in its own short transaction on a tool pool ----
+
+
+async def create_key_cli(
+    settings: DatabaseSettings,
+    merchant_id: UUID,
+    name: str,
+    scope: str,
+    expires_at: datetime | None,
+) -> tuple[ApiKey, str]:
+    """`create_key` for an operator; `NotFound` when the merchant does not exist."""
+    async with tool_pool(settings) as pool, connection(pool) as conn:
+        async with transaction(conn, settings):
+            if not await conn.fetchval(SQL["merchant_exists"], merchant_id):
+                raise NotFound(f"merchant {merchant_id} does not exist")
+            return await create_key(conn, merchant_id, name, scope, expires_at)
+
+
+async def list_keys_cli(settings: DatabaseSettings, merchant_id: UUID | None) -> list[ApiKey]:
+    """`list_keys` for an operator (every merchant's when `merchant_id` is None)."""
+    async with tool_pool(settings) as pool, connection(pool) as conn:
+        return await list_keys(conn, merchant_id)
+
+
+async def revoke_key_cli(
+    settings: DatabaseSettings, key_id: UUID, *, force: bool
+) -> tuple[ApiKey, bool, bool]:
+    """Revoke any merchant's key; returns (the key now, whether this call revoked it,
+    whether it was its merchant's last active write key). Without `force` the last write
+    key is refused (`Conflict`), as in the API. `NotFound` for an unknown key."""
+    async with tool_pool(settings) as pool, connection(pool) as conn:
+        async with transaction(conn, settings):
+            found = await get_key(conn, key_id, None)
+            before = await conn.fetch(SQL["lock_merchant_keys"], found.merchant_id)
+            writes = [k for k in before if k["live"] and k["scope"] == KeyScope.WRITE.value]
+            last = [k["id"] for k in writes] == [key_id]
+            key, digest = await revoke_key(
+                conn, key_id, found.merchant_id, keep_a_write_key=not force
+            )
+            return key, digest is not None, last

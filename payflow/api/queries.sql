@@ -36,6 +36,10 @@ INSERT INTO merchants (name, webhook_secret, is_admin)
 VALUES ($1, $2, $3)
 RETURNING id;
 
+-- name: merchant_exists
+-- $1 merchant id
+SELECT EXISTS (SELECT 1 FROM merchants WHERE id = $1);
+
 -- name: insert_api_key
 -- $1 merchant id, $2 name, $3 scope, $4 sha-256 hex of the key, $5 its last four
 -- characters or null, $6 expiry or null
