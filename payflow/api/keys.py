@@ -14,14 +14,13 @@ from uuid import UUID
 
 import asyncpg
 
+from payflow.api.auth import SQL, KeyScope, hash_api_key, new_api_key
+from payflow.api.checks import utc_bound
+from payflow.api.db import connection
 from payflow.config import DatabaseSettings
 from payflow.db.pool import tool_pool
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, Conflict, NotFound
-
-from .auth import SQL, KeyScope, hash_api_key, new_api_key
-from .checks import utc_bound
-from .db import connection
 
 MAX_KEY_NAME = 100  # api_keys_name_length
 KEY_NAME_RULE = (
