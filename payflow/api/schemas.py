@@ -317,7 +317,7 @@ class Readiness(BaseModel):
 PROBLEM_TITLES = {
     400: "Malformed request body",
     401: "Missing or invalid credentials",
-    403: "Admin key required",
+    403: "Forbidden: an admin key, or a write key (a read key may only GET and HEAD)",
     404: "Not found",
     409: "Conflict (Idempotency-Key in progress or reused, or duplicate)",
     413: "Request body too large",
