@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -20,8 +21,10 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 
 from payflow.api.auth import authenticate
+from payflow.api.keys import revoke_key
 from payflow.app import create_app
 from payflow.config import Settings
+from payflow.errors import Conflict
 
 from .conftest import API_KEY, _client
 
@@ -300,3 +303,49 @@ async def test_last_used_at_is_stamped_and_throttled(two_apps: tuple[FastAPI, Fa
             assert (await _row(here, key["id"]))["last_used_at"] == first
         one = await owner.get(f"/api/v1/api-keys/{key['id']}")
         assert one.json()["last_used_at"] is not None
+
+
+async def test_the_service_role_may_only_revoke_and_stamp_keys(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    """Least privilege (payflow_grant_extra_0037_api_keys): no DELETE, no change of a
+    key's secret, scope, merchant or name; only revoked_at and last_used_at move."""
+    key = await _create(client, name="guarded", scope="read")
+    async with app.state.api.pool.acquire() as conn:
+        for statement in (
+            "DELETE FROM api_keys WHERE id = $1::uuid",
+            "UPDATE api_keys SET scope = 'write' WHERE id = $1::uuid",
+            "UPDATE api_keys SET key_hash = repeat('0', 64) WHERE id = $1::uuid",
+            "UPDATE api_keys SET expires_at = NULL WHERE id = $1::uuid",
+        ):
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.execute(statement, key["id"])
+        await conn.execute(
+            "UPDATE api_keys SET last_used_at = now() WHERE id = $1::uuid", key["id"]
+        )
+    assert (await _row(app, key["id"]))["scope"] == "read"
+
+
+async def test_two_revocations_at_once_keep_one_write_key(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    """Each revocation locks the merchant's keys: the second waits for the first, then
+    sees it and refuses to revoke what became the last write key."""
+    second = await _create(client, name="second")
+    (default,) = [k for k in (await client.get("/api/v1/api-keys")).json()["items"]
+                  if k["name"] == "default"]  # fmt: skip
+    merchant = (await _row(app, default["id"]))["merchant_id"]
+    pool = app.state.api.pool
+    async with pool.acquire() as first_conn, pool.acquire() as second_conn:
+        first_tx = first_conn.transaction()
+        await first_tx.start()
+        await revoke_key(first_conn, uuid.UUID(default["id"]), merchant)
+        async with second_conn.transaction():
+            racing = asyncio.create_task(revoke_key(second_conn, uuid.UUID(second["id"]), merchant))
+            await asyncio.sleep(0.3)
+            assert not racing.done()  # waiting on the first revocation's locks
+            await first_tx.commit()
+            with pytest.raises(Conflict):
+                await racing
+    assert (await _row(app, default["id"]))["revoked_at"] is not None
+    assert (await _row(app, second["id"]))["revoked_at"] is None
