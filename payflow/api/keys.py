@@ -27,7 +27,8 @@ KEY_NAME_RULE = (
     f"a key name is 1 to {MAX_KEY_NAME} printable characters"
     " (no NUL, control characters or line breaks)"
 )
-LIST_LIMIT = 1000  # keys shown per list; a merchant needs a handful
+LIST_LIMIT = 1000  # keys shown per list, oldest first; a merchant needs a handful
+MAX_ACTIVE_KEYS = 100  # active keys per merchant (checked before each create)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +116,13 @@ async def create_key(
     """Create a key for `merchant_id`; returns (the key's record, the key itself), the
     key to be shown once and never again (only its SHA-256 is stored).
 
-    Raises `BadInput` for a name, scope or expiry the checks above refuse."""
+    Raises `BadInput` for a name, scope or expiry the checks above refuse, `Conflict`
+    when the merchant already has `MAX_ACTIVE_KEYS` active keys (two creates racing may
+    pass it by one: the cap bounds growth, it guards no money)."""
     clean_name, clean_scope = checked_name(name), checked_scope(scope)
     moment = checked_expiry(expires_at)
+    if await conn.fetchval(SQL["count_active_keys"], merchant_id) >= MAX_ACTIVE_KEYS:
+        raise Conflict(f"a merchant has at most {MAX_ACTIVE_KEYS} active keys: revoke one first")
     key = new_api_key()
     row = await conn.fetchrow(
         SQL["insert_api_key"],

@@ -48,6 +48,11 @@ VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id, merchant_id, name, scope, hint, created_at, expires_at, revoked_at,
           last_used_at;
 
+-- name: count_active_keys
+-- $1 merchant id: its keys neither revoked nor expired (through api_keys_merchant_idx)
+SELECT count(*) FROM api_keys
+WHERE merchant_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now());
+
 -- name: list_api_keys
 -- $1 merchant id or null (every merchant's keys), $2 page size. Oldest first per merchant.
 SELECT k.id, k.merchant_id, m.name AS merchant_name, k.name, k.scope, k.hint, k.created_at,

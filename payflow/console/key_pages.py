@@ -89,6 +89,8 @@ async def api_key_create(request: Request, session: Live) -> HTMLResponse:
             )
     except BadInput as error:
         return await _render(request, session, 422, message=str(error))
+    except Conflict as error:
+        return await _render(request, session, 409, message=f"Not created: {error}.")
     return await _render(request, session, 201, created=created)
 
 

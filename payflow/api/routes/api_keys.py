@@ -106,11 +106,12 @@ def key_view(key: ApiKey) -> dict[str, Any]:
     "/api-keys",
     status_code=201,
     response_model=ApiKeyCreated,
-    responses=problem_responses(400, 403, 415, *COMMON_PROBLEMS),
+    responses=problem_responses(400, 403, 409, 415, *COMMON_PROBLEMS),
     summary="Create an API key for the calling merchant (the key is shown once)",
 )
 async def create(request: Request, body: ApiKeyCreate, merchant: CurrentMerchant) -> JsonResponse:
-    """Needs a write key. The answer's `key` is the only time payflow shows it."""
+    """Needs a write key. The answer's `key` is the only time payflow shows it. 409 when
+    the merchant has `MAX_ACTIVE_KEYS` (100) active keys already."""
     state = api_state(request)
     expires_at: datetime | None
     try:

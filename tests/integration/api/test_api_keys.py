@@ -349,3 +349,14 @@ async def test_two_revocations_at_once_keep_one_write_key(
                 await racing
     assert (await _row(app, default["id"]))["revoked_at"] is not None
     assert (await _row(app, second["id"]))["revoked_at"] is None
+
+
+async def test_a_merchant_holds_at_most_the_cap_of_active_keys(
+    app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("payflow.api.keys.MAX_ACTIVE_KEYS", 3)
+    extra = [await _create(client, name=f"k{n}", scope="read") for n in range(2)]
+    refused = await client.post("/api/v1/api-keys", json={"name": "k3", "scope": "read"})
+    assert refused.status_code == 409 and "at most 3 active keys" in refused.json()["detail"]
+    assert (await client.delete(f"/api/v1/api-keys/{extra[0]['id']}")).status_code == 200
+    await _create(client, name="k3", scope="read")
