@@ -1,7 +1,7 @@
-"""Migration 0037 (api_keys): an existing merchant's key keeps working after the upgrade,
-as its `default` write key, and its console session names that key; the downgrade puts the
-key back into `merchants` and refuses while it would lose a key (or revive a revoked,
-expired or read-only one) unless forced."""
+"""The api_keys migration (0037_api_keys): an existing merchant's key keeps working after
+the upgrade, as its `default` write key, and its console session names that key; the
+downgrade puts the key back into `merchants` and refuses while it would lose a key (or
+revive a revoked, expired or read-only one) unless forced."""
 
 from __future__ import annotations
 
@@ -19,8 +19,12 @@ from payflow.db import migrate
 from payflow.db.migrations.statements import DataLossRefused
 from tests.integration.db.scratch import run_sql, scratch_database
 
-BEFORE = "0036_event_legs_checked_once"
-AFTER = "0037_api_keys"
+# The api_keys revision and the one before it, by name: right after any renumbering.
+(_REVISION,) = [
+    r for r in migrate.script_directory().walk_revisions() if r.revision.endswith("_api_keys")
+]
+AFTER = _REVISION.revision
+BEFORE = str(_REVISION.down_revision)
 KEY = "pf_" + "k" * 43  # a key of the older releases' shape
 DIGEST = hashlib.sha256(KEY.encode()).hexdigest()
 SESSION = "ab" * 32
