@@ -21,6 +21,7 @@ from payflow.config import DatabaseSettings
 from payflow.db.pool import tool_pool
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, Conflict, NotFound
+from payflow.observability import log
 
 MAX_KEY_NAME = 100  # api_keys_name_length
 KEY_NAME_RULE = (
@@ -133,7 +134,14 @@ async def create_key(
         key[-4:],
         moment,
     )
-    return _key(row), key
+    record = _key(row)
+    log.info(
+        "payflow.api.key_created",
+        merchant_id=str(merchant_id),
+        key_id=str(record.id),
+        scope=record.scope.value,
+    )
+    return record, key
 
 
 async def list_keys(conn: asyncpg.Connection, merchant_id: UUID | None) -> list[ApiKey]:
@@ -175,6 +183,8 @@ async def revoke_key(
             "this is the merchant's last active write key: create another write key first"
         )
     digest: str | None = await conn.fetchval(SQL["revoke_api_key"], key_id, merchant_id)
+    if digest is not None:
+        log.info("payflow.api.key_revoked", merchant_id=str(merchant_id), key_id=str(key_id))
     return await get_key(conn, key_id, merchant_id), digest
 
 
