@@ -116,7 +116,7 @@ async def list_events(
     previous page, in the same order; None: from the start). A keyset scan of the
     merchant's index: the cost is the page's, however deep the page."""
     rows = await conn.fetch(
-        SQL["list_merchant_events_desc" if descending else "list_merchant_events_asc"],
+        SQL["list_merchant_events_desc"] if descending else SQL["list_merchant_events_asc"],
         merchant_id,
         [kind.value for kind in kinds] if kinds else None,
         created_from,
