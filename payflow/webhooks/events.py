@@ -1,5 +1,8 @@
 """The merchant's event stream: every money event of a merchant, recorded once, in the
-transaction that causes it (table `merchant_events`, migration 0035).
+transaction that causes it (table `merchant_events`, migration 0035), always through the
+one SQL function `merchant_event_record` (migration 0037): `payment_finalize` calls it for
+payments, `record_event` for everything else. Read by the events API (`list_events`,
+`get_event`: keyset pages over (created_at, id) per merchant).
 
 An event is `{"type", "timestamp", "data"}` on every wire (Standard Webhooks), its id the
 `webhook-id` of every delivery of it. `data` carries amounts as strings at the asset's
