@@ -2,7 +2,7 @@
 
 Used by the API's `/api/v1/api-keys` routes, the console's key page and `payflow
 merchants keys`. Every function takes a connection and never commits: the caller owns
-the transaction. Keys live in `api_keys` (migration 0037) as SHA-256 digests only.
+the transaction. Keys live in `api_keys` (migration 0038) as SHA-256 digests only.
 """
 
 from __future__ import annotations

@@ -332,8 +332,23 @@ AS $function$
     END
     $function$;
 
--- name: payflow_grant_extra_0037_api_keys
-CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0037_api_keys(app name)
+-- name: payflow_grant_extra_0037_event_emission
+-- merchant_events: no direct INSERT; EXECUTE on merchant_event_record (0037).
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0037_event_emission(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        -- Events are recorded only through merchant_event_record (after 0035's hook,
+        -- which granted INSERT: the hooks run in name order).
+        EXECUTE format('REVOKE INSERT ON public.merchant_events FROM %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.merchant_event_record(uuid, text, text, jsonb) TO %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0038_api_keys
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0038_api_keys(app name)
  RETURNS void
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'

@@ -784,6 +784,26 @@ CREATE FUNCTION public.ledger_release_payout_hold(p_payout uuid) RETURNS numeric
     $$;
 
 --
+-- Name: merchant_event_record(uuid, text, text, jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
+    DECLARE
+        v_id text;
+    BEGIN
+        INSERT INTO merchant_events (id, merchant_id, type, subject_id, data)
+        VALUES ('evt_' || replace(gen_random_uuid()::text, '-', ''), p_merchant, p_type,
+                p_subject, p_data)
+        ON CONFLICT ON CONSTRAINT merchant_events_once DO NOTHING
+        RETURNING id INTO v_id;
+        RETURN v_id;
+    END
+    $$;
+
+--
 -- Name: payflow_grant_extra_0013_chain_deposits(name); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1055,10 +1075,26 @@ CREATE FUNCTION public.payflow_grant_extra_0035_merchant_events(app name) RETURN
     $$;
 
 --
--- Name: payflow_grant_extra_0037_api_keys(name); Type: FUNCTION; Schema: public; Owner: -
+-- Name: payflow_grant_extra_0037_event_emission(name); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.payflow_grant_extra_0037_api_keys(app name) RETURNS void
+CREATE FUNCTION public.payflow_grant_extra_0037_event_emission(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        -- Events are recorded only through merchant_event_record (after 0035's hook,
+        -- which granted INSERT: the hooks run in name order).
+        EXECUTE format('REVOKE INSERT ON public.merchant_events FROM %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.merchant_event_record(uuid, text, text, jsonb) TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0038_api_keys(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0038_api_keys(app name) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1236,6 +1272,28 @@ CREATE FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, t
                (SELECT webhook_job.id FROM webhook_job, fin WHERE fin.lease_until IS NOT NULL)
         INTO o_finalized, o_credited, o_credit_job, o_held_webhook_job
         FROM (SELECT count(*) FROM wake) AS woken;
+
+        IF o_finalized THEN
+            -- The merchant's event of this outcome (subject: the payment), amounts as
+            -- text at the currency's scale, never fewer digits than stored.
+            PERFORM merchant_event_record(
+                p.merchant_id, 'payment.' || p.status, p.id::text,
+                jsonb_build_object(
+                    'payment_id', p.id::text,
+                    'status', p.status,
+                    'amount', round(trim_scale(p.amount),
+                                    greatest(coalesce(s.scale, 0),
+                                             scale(trim_scale(p.amount))))::text,
+                    'currency', p.currency,
+                    'description', p.description,
+                    'metadata', p.metadata,
+                    'created_at', to_char(p.created_at AT TIME ZONE 'UTC',
+                                          'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                    'processed_at', to_char(p.processed_at AT TIME ZONE 'UTC',
+                                            'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
+            FROM payments p LEFT JOIN assets s ON s.code = p.currency
+            WHERE p.id = $1;
+        END IF;
 
         IF $20 IS NULL OR NOT o_finalized OR NOT o_credited OR $5 IS NULL THEN
             RETURN;
@@ -3429,6 +3487,13 @@ REVOKE ALL ON FUNCTION public.ledger_release_payout_hold(p_payout uuid) FROM PUB
 GRANT ALL ON FUNCTION public.ledger_release_payout_hold(p_payout uuid) TO payflow_app;
 
 --
+-- Name: FUNCTION merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb) TO payflow_app;
+
+--
 -- Name: FUNCTION payflow_grant_extra_0013_chain_deposits(app name); Type: ACL; Schema: public; Owner: -
 --
 
@@ -3531,10 +3596,16 @@ REVOKE ALL ON FUNCTION public.payflow_grant_extra_0034_hold_released_once(app na
 REVOKE ALL ON FUNCTION public.payflow_grant_extra_0035_merchant_events(app name) FROM PUBLIC;
 
 --
--- Name: FUNCTION payflow_grant_extra_0037_api_keys(app name); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION payflow_grant_extra_0037_event_emission(app name); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.payflow_grant_extra_0037_api_keys(app name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0037_event_emission(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0038_api_keys(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0038_api_keys(app name) FROM PUBLIC;
 
 --
 -- Name: FUNCTION payflow_grant_hooks(app name); Type: ACL; Schema: public; Owner: -
@@ -3841,7 +3912,7 @@ GRANT SELECT,USAGE ON SEQUENCE public.ledger_transfers_id_seq TO payflow_app;
 -- Name: TABLE merchant_events; Type: ACL; Schema: public; Owner: -
 --
 
-GRANT SELECT,INSERT ON TABLE public.merchant_events TO payflow_app;
+GRANT SELECT ON TABLE public.merchant_events TO payflow_app;
 
 --
 -- Name: TABLE merchants; Type: ACL; Schema: public; Owner: -

@@ -27,3 +27,27 @@ AS $function$
         RETURN deleted;
     END
     $function$;
+
+-- name: merchant_event_record
+-- Records one event of merchant p_merchant (p_type one of the nine types, p_subject the
+-- cause's id, p_data the event's `data` object) under a new `evt_` id and returns it;
+-- NULL when (p_type, p_subject) was recorded already (merchant_events_once). The one way
+-- into merchant_events (SECURITY DEFINER, migration 0037): the service role may call it,
+-- never insert directly; payment_finalize and payflow.webhooks.record_event call it.
+CREATE OR REPLACE FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+AS $function$
+    DECLARE
+        v_id text;
+    BEGIN
+        INSERT INTO merchant_events (id, merchant_id, type, subject_id, data)
+        VALUES ('evt_' || replace(gen_random_uuid()::text, '-', ''), p_merchant, p_type,
+                p_subject, p_data)
+        ON CONFLICT ON CONSTRAINT merchant_events_once DO NOTHING
+        RETURNING id INTO v_id;
+        RETURN v_id;
+    END
+    $function$;

@@ -308,7 +308,7 @@ async def test_last_used_at_is_stamped_and_throttled(two_apps: tuple[FastAPI, Fa
 async def test_the_service_role_may_only_revoke_and_stamp_keys(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:
-    """Least privilege (payflow_grant_extra_0037_api_keys): no DELETE, no change of a
+    """Least privilege (payflow_grant_extra_0038_api_keys): no DELETE, no change of a
     key's secret, scope, merchant or name; only revoked_at and last_used_at move."""
     key = await _create(client, name="guarded", scope="read")
     async with app.state.api.pool.acquire() as conn:

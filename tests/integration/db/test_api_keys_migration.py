@@ -1,4 +1,4 @@
-"""The api_keys migration (0037_api_keys): an existing merchant's key keeps working after
+"""The api_keys migration (0038_api_keys): an existing merchant's key keeps working after
 the upgrade, as its `default` write key, and its console session names that key; the
 downgrade puts the key back into `merchants` and refuses while it would lose a key (or
 revive a revoked, expired or read-only one) unless forced."""

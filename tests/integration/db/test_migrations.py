@@ -139,7 +139,7 @@ DATA_TABLES = (
 
 
 # Columns a later revision moved to another table: read from there when the column is gone.
-# 0037 moved each merchant's key into api_keys (its `default` write key).
+# 0038 moved each merchant's key into api_keys (its `default` write key).
 MOVED = {
     ("merchants", "api_key_hash"): "(SELECT k.key_hash FROM api_keys k"
     " WHERE k.merchant_id = merchants.id ORDER BY k.created_at, k.id LIMIT 1)",

@@ -21,16 +21,16 @@ refuses while a merchant has more than one key or any key is read-only, expired 
 (the older schema would lose it or bring it back to life), unless forced. Forced, a
 merchant without a live write key gets a hash no key has.
 
-Revision ID: 0037_api_keys
-Revises: 0036_event_legs_checked_once
+Revision ID: 0038_api_keys
+Revises: 0037_event_emission
 """
 
 import importlib
 
 from payflow.db.migrations.statements import execute_all, refuse_data_loss
 
-revision = "0037_api_keys"
-down_revision = "0036_event_legs_checked_once"
+revision = "0038_api_keys"
+down_revision = "0037_event_emission"
 branch_labels = None
 depends_on = None
 
@@ -58,7 +58,7 @@ TABLE = """
 """
 
 GRANT_HOOK = """
-    CREATE FUNCTION payflow_grant_extra_0037_api_keys(app name) RETURNS void
+    CREATE FUNCTION payflow_grant_extra_0038_api_keys(app name) RETURNS void
     LANGUAGE plpgsql
     SECURITY INVOKER
     SET search_path = pg_catalog, pg_temp
@@ -93,7 +93,7 @@ UPGRADE: list[str] = [
     "ALTER TABLE merchants DROP CONSTRAINT merchants_api_key_hash_unique",
     "ALTER TABLE merchants DROP COLUMN api_key_hash",
     GRANT_HOOK,
-    "REVOKE ALL ON FUNCTION payflow_grant_extra_0037_api_keys(name) FROM PUBLIC",
+    "REVOKE ALL ON FUNCTION payflow_grant_extra_0038_api_keys(name) FROM PUBLIC",
     _0032.APPLY_HOOK,
 ]
 
@@ -123,7 +123,7 @@ DOWNGRADE: list[str] = [
     "ALTER TABLE merchants ALTER COLUMN api_key_hash SET NOT NULL",
     "ALTER TABLE merchants ADD CONSTRAINT merchants_api_key_hash_unique UNIQUE (api_key_hash)",
     "ALTER TABLE console_sessions DROP COLUMN api_key_id",
-    "DROP FUNCTION payflow_grant_extra_0037_api_keys(name)",
+    "DROP FUNCTION payflow_grant_extra_0038_api_keys(name)",
     "DROP TABLE api_keys",
 ]
 
