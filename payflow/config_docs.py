@@ -51,6 +51,7 @@ COMMON: tuple[str, ...] = (
     "fiat_currencies",
     "webhook_allow_hosts",
     "webhook_ca_bundle",
+    "event_retention_days",
     "log_level",
     "log_json",
     "eth_rpc_url",

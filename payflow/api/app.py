@@ -28,6 +28,7 @@ from .middleware import RequestMiddleware
 from .routes import (
     accounts,
     admin,
+    api_keys,
     events,
     health,
     ingress,
@@ -100,6 +101,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         webhook_deliveries,
         ingress,
         admin,
+        api_keys,
         health,
     ):
         app.include_router(module.router)

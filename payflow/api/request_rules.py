@@ -10,15 +10,19 @@ from starlette.requests import Request
 
 from payflow.api.errors import ApiProblem, FieldError
 
+# The parameters that are lists, each copy one more value (the events API's `type`).
+REPEATABLE = frozenset({("/api/v1/events", "type")})
+
 
 def refuse_repeated_query_parameters(request: Request) -> None:
     """Raise `FieldError` (422 on `query.<name>`) when a query parameter comes more than
     once: every API parameter takes one value, and which copy a framework keeps is not
     the client's choice to leave open: a repeated parameter such as `limit=1&limit=2` is
-    refused, never silently resolved. The same rule as for headers that must come once."""
+    refused, never silently resolved. The same rule as for headers that must come once.
+    A list parameter (`REPEATABLE`: path and name) may come several times."""
     seen: set[str] = set()
     for name, _value in request.query_params.multi_items():
-        if name in seen:
+        if name in seen and (request.url.path, name) not in REPEATABLE:
             raise FieldError(f"query.{name}", "must be given once")
         seen.add(name)
 

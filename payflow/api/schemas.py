@@ -213,6 +213,22 @@ class WithdrawalCreate(Strict):
         return None if value is None else checked_evm_address(value)
 
 
+class MerchantEventView(BaseModel):
+    """One event of the caller's stream: the Standard Webhooks body a webhook of it carries
+    (`type`, `timestamp`, `data`), with its id (`evt_` + 32 hex digits, the `webhook-id`)."""
+
+    id: str
+    type: str
+    timestamp: str = Field(description="RFC 3339 in UTC with Z, when the event was recorded")
+    data: dict[str, Any] = Field(description="The type's fields (docs/api.md, Event types)")
+
+
+class MerchantEventPage(BaseModel):
+    data: list[MerchantEventView]
+    has_more: bool
+    next_cursor: str | None
+
+
 class EventView(BaseModel):
     event_id: str
     account_id: str
@@ -317,7 +333,7 @@ class Readiness(BaseModel):
 PROBLEM_TITLES = {
     400: "Malformed request body",
     401: "Missing or invalid credentials",
-    403: "Admin key required",
+    403: "Forbidden: an admin key, or a write key (a read key may only GET and HEAD)",
     404: "Not found",
     409: "Conflict (Idempotency-Key in progress or reused, or duplicate)",
     413: "Request body too large",

@@ -22,11 +22,13 @@ from decimal import Decimal
 from enum import StrEnum
 from uuid import UUID
 
+from payflow.chain.deposit_events import record_deposit_event
 from payflow.chain.transfers import NATIVE_POSITION, Transfer, transfer_id
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.ledger.limits import LimitExceeded, LimitKind, check_limit
 from payflow.money import from_base_units
+from payflow.webhooks import EventKind
 
 SQL = load_queries("payflow.chain")
 SOURCES = frozenset({"webhook", "alchemy", "scanner"})
@@ -205,7 +207,8 @@ async def record_verified(
 
     A new deposit is `verified`; an existing one gains `source`; an `orphaned` one
     seen again (re-included) is `verified` at the new block; a `verified` one moves to
-    the new block. A credited or reversed deposit keeps its status and block.
+    the new block. A credited or reversed deposit keeps its status and block. A verified
+    deposit records its merchant's `deposit.pending` (once per round).
     """
     status: str = await conn.fetchval(
         SQL["upsert_deposit"],
@@ -224,6 +227,8 @@ async def record_verified(
         source,
         trace_id,
     )
+    if status == "verified":
+        await record_deposit_event(conn, EventKind.DEPOSIT_PENDING, transfer_id)
     return status
 
 

@@ -31,6 +31,7 @@ each decision is a short transaction with a compare-and-set on the status.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -38,6 +39,7 @@ import structlog
 
 from payflow.alerts import AlertSink, Severity
 from payflow.chain.config import PolicyKind
+from payflow.chain.deposit_events import record_deposit_event
 from payflow.chain.deposits import BEFORE_ASSIGNMENT, SQL, destination, record_verified
 from payflow.chain.finality import FinalityOracle
 from payflow.chain.identity import NodeMisconfigured, check_node
@@ -54,6 +56,7 @@ from payflow.ledger.moves import post_reorg_recovery
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType
 from payflow.money import format_amount
+from payflow.webhooks import EventKind
 
 log = structlog.get_logger("payflow.chain.lifecycle")
 MAX_BACKOFF_S = 300.0
@@ -265,6 +268,7 @@ async def _deposits(
                 # The transfer a deep reorg removed is back: verified at its new block,
                 # credited again (under the next event id) once that block is final.
                 await conn.execute(SQL["reinclude_reversed"], row["transfer_id"], *where)
+                await record_deposit_event(conn, EventKind.DEPOSIT_PENDING, row["transfer_id"])
                 stats.reincluded += 1
                 log.warning("payflow.chain.reincluded", transfer_id=row["transfer_id"])
             elif where is not None:
@@ -312,6 +316,9 @@ async def credit(pool: asyncpg.Pool, settings: DatabaseSettings, row: Any) -> bo
             return False
         # the shortfall its reversal booked as payflow's loss is on chain again
         await post_reorg_recovery(conn, event_id, tid, marked["recovered"])
+        await record_deposit_event(
+            conn, EventKind.DEPOSIT_CREDITED, tid, credited=max(marked["amount"], Decimal(0))
+        )
         if marked["amount"] <= 0:  # a re-credit of a reversal that debited nothing
             log.info("payflow.chain.credited", transfer_id=tid, event_id=None)
             return True

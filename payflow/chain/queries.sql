@@ -353,3 +353,15 @@ SELECT ledger_post_system_transfer($1, $2,
     ledger_account(split_part($3, ':', 1), split_part($3, ':', 2), split_part($3, ':', 3)),
     ledger_account(split_part($4, ':', 1), split_part($4, ':', 2), split_part($4, ':', 3)),
     $5);
+
+-- name: deposit_event_facts
+-- $1 transfer id: what a merchant's deposit event says about the deposit (its merchant:
+-- the owner of the deposit address's account; NULL for an account no merchant owns), its
+-- asset's scale and how many earlier credits a reorg reversed (`generation`)
+SELECT d.transfer_id, d.chain, d.tx_hash, d.position, d.to_address, d.contract, d.account_id,
+       d.asset, d.amount, d.block_number, d.block_hash, d.status, d.shortfall,
+       a.merchant_id, s.scale, cardinality(d.past_credit_events) AS generation
+FROM chain_deposits d
+JOIN accounts a ON a.id = d.account_id
+JOIN assets s ON s.code = d.asset
+WHERE d.transfer_id = $1;

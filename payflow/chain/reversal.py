@@ -24,6 +24,7 @@ import asyncpg
 import structlog
 
 from payflow.alerts import AlertSink, Severity
+from payflow.chain.deposit_events import record_deposit_event
 from payflow.chain.deposits import SQL
 from payflow.config import DatabaseSettings
 from payflow.db.tx import transaction
@@ -32,6 +33,7 @@ from payflow.ledger.moves import post_reorg_shortfall
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import AccountStatus, EventType, Outcome
 from payflow.money import EXACT, format_amount
+from payflow.webhooks import EventKind
 
 log = structlog.get_logger("payflow.chain.reversal")
 
@@ -81,6 +83,7 @@ async def reverse(
         if shortfall > 0:
             await post_reorg_shortfall(conn, event_id, tid, shortfall)
             await set_account_status(conn, deposit["account_id"], AccountStatus.FROZEN)
+        await record_deposit_event(conn, EventKind.DEPOSIT_REVERSED, tid, debited=debit)
     if debit > 0:
         result = await post_event(pool, settings, event_id)
         if result.outcome is not Outcome.SUCCESS:

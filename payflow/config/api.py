@@ -17,9 +17,9 @@ class ApiSettings(Slice):
     slice_name = "api"
 
     api_key: str | None = None
-    """Bootstrap merchant key for local runs and tests."""
+    """Bootstrap merchant key for local runs and tests (its merchant's `default` write key)."""
     admin_api_key: str | None = None
-    """Operator key for admin endpoints."""
+    """Operator key for admin endpoints (its merchant's `default` write key)."""
     api_host: str = "127.0.0.1"
     """Address the API's uvicorn binds."""
     api_port: int = Field(default=8000, ge=1, le=65535)
@@ -51,8 +51,8 @@ class ApiSettings(Slice):
     """X-API-Keys that resolve to no merchant, per client address per minute; above it that
     address's unresolved keys are 429 before any database lookup."""
     api_auth_cache_seconds: float = Field(default=30.0, ge=0)
-    """How long a process caches a resolved API key (0 disables); a deleted key keeps working that
-    long."""
+    """How long a process caches a resolved API key (0 disables), never past the key's expiry; a
+    key revoked elsewhere keeps working in this process at most that long."""
     api_ready_timeout_seconds: float = Field(default=2.0, gt=0)
     """Timeout of each `/ready` check."""
 

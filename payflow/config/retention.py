@@ -1,5 +1,5 @@
 """How long finished rows are kept (claims, idempotency keys, outbox rows, job runs,
-webhook attempts) and the batches their cleanup jobs delete in."""
+webhook attempts, merchant events) and the batches their cleanup jobs delete in."""
 
 from __future__ import annotations
 
@@ -39,3 +39,10 @@ class RetentionSettings(Slice):
     """Attempt rows deleted per batch by `cleanup_webhook_attempt_log` (1-10,000)."""
     webhook_attempt_log_cleanup_max_batches: int = Field(default=20, ge=1)
     """Batches per run of `cleanup_webhook_attempt_log`; the next run continues."""
+    event_retention_days: int = Field(default=30, ge=1, le=36500)
+    """Merchant events (`merchant_events`, the events API) are kept at least this many days,
+    then deleted by the job `cleanup_merchant_events` (1-36,500)."""
+    event_cleanup_batch: int = Field(default=5000, ge=1, le=10000)
+    """Events deleted per batch by `cleanup_merchant_events` (1-10,000)."""
+    event_cleanup_max_batches: int = Field(default=20, ge=1)
+    """Batches per run of `cleanup_merchant_events`; the next run continues."""

@@ -19,7 +19,16 @@ STYLESHEET = "console.css"
 
 def install_console(app: FastAPI) -> None:
     """Mount /console on `app` (pages, forms, /console/static/console.css, error pages)."""
-    from . import actions, books_pages, chain_pages, endpoint_pages, money_pages, ops_pages, pages
+    from . import (
+        actions,
+        books_pages,
+        chain_pages,
+        endpoint_pages,
+        key_pages,
+        money_pages,
+        ops_pages,
+        pages,
+    )
 
     css = (HERE / "static" / STYLESHEET).read_bytes()
 
@@ -36,6 +45,7 @@ def install_console(app: FastAPI) -> None:
     app.include_router(chain_pages.router)  # these before pages' catch-all /console/{rest:path}
     app.include_router(money_pages.router)
     app.include_router(books_pages.router)
+    app.include_router(key_pages.router)
     app.include_router(ops_pages.router)
     app.include_router(endpoint_pages.router)
     app.include_router(pages.router)

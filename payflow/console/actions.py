@@ -96,8 +96,8 @@ async def signin(request: Request) -> Response:
 
 @router.post("/signout")
 async def signout(request: Request, session: Live) -> Response:
-    """End the session server-side and drop the cookie."""
-    await check_csrf(request, session)
+    """End the session server-side and drop the cookie (a read key's session too)."""
+    await check_csrf(request, session, writes=False)
     st = state(request)
     await sign_out(st.pool, session)
     response = redirect("/console/signin")

@@ -2,15 +2,20 @@
 -- merchant's id, or NULL for an admin (who sees every merchant): the same tenancy as the API.
 
 -- name: insert_session
--- $1 sha-256 hex of the session token, $2 merchant id, $3 csrf token, $4 lifetime in seconds
-INSERT INTO console_sessions (token_sha256, merchant_id, csrf_token, expires_at)
-VALUES ($1, $2, $3, now() + make_interval(secs => $4::double precision));
+-- $1 sha-256 hex of the session token, $2 merchant id, $3 the API key's id it signed in
+-- with, $4 csrf token, $5 lifetime in seconds
+INSERT INTO console_sessions (token_sha256, merchant_id, api_key_id, csrf_token, expires_at)
+VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::double precision));
 
 -- name: live_session
--- $1 sha-256 hex of the session token: the session if not revoked and not expired
-SELECT s.merchant_id, s.csrf_token, m.name, m.is_admin
-FROM console_sessions s JOIN merchants m ON m.id = s.merchant_id
-WHERE s.token_sha256 = $1 AND s.revoked_at IS NULL AND s.expires_at > now();
+-- $1 sha-256 hex of the session token: the session if neither it nor the API key it
+-- signed in with is revoked or expired, with that key's scope
+SELECT s.merchant_id, s.api_key_id, s.csrf_token, m.name, m.is_admin, k.scope
+FROM console_sessions s
+JOIN merchants m ON m.id = s.merchant_id
+JOIN api_keys k ON k.id = s.api_key_id
+WHERE s.token_sha256 = $1 AND s.revoked_at IS NULL AND s.expires_at > now()
+  AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now());
 
 -- name: revoke_session
 -- $1 sha-256 hex of the session token

@@ -3,10 +3,13 @@
 A browser signs in with an API key (the same keys and digests as `payflow.api.auth`).
 It gets a random session token in a cookie signed with itsdangerous (HttpOnly,
 SameSite=Strict, Path=/console, Secure behind HTTPS, Max-Age = the session lifetime).
-PostgreSQL keeps only the token's SHA-256 (`console_sessions`), the merchant, the CSRF
-token, the expiry and the revocation time: sign-out revokes the row, so a copy of the
-cookie stops working at once. Failed sign-ins are counted per client address in Redis
-and refused over `CONSOLE_SIGNIN_MAX_FAILURES` per `CONSOLE_SIGNIN_WINDOW_S`.
+PostgreSQL keeps only the token's SHA-256 (`console_sessions`), the merchant, the API key
+it signed in with, the CSRF token, the expiry and the revocation time: sign-out revokes the
+row, so a copy of the cookie stops working at once, and so does revoking (or the expiry
+of) the key it signed in with. A session keeps its key's scope: a `read` key's session
+shows pages but may not submit a form that changes anything. Failed sign-ins are counted
+per client address in Redis and refused over `CONSOLE_SIGNIN_MAX_FAILURES` per
+`CONSOLE_SIGNIN_WINDOW_S`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from payflow.api.auth import MAX_KEY_LENGTH, Merchant, hash_api_key, merchant_by_key_hash
+from payflow.api.auth import (
+    MAX_KEY_LENGTH,
+    KeyScope,
+    Merchant,
+    hash_api_key,
+    merchant_by_key_hash,
+)
 from payflow.api.db import connection
 from payflow.config import ConsoleSettings, Settings
 from payflow.db.queries import load_queries
@@ -202,6 +211,7 @@ async def sign_in(
             SQL["insert_session"],
             _digest(token),
             merchant.id,
+            merchant.key_id,
             secrets.token_urlsafe(32),
             settings.console_session_ttl_s,
         )
@@ -211,7 +221,8 @@ async def sign_in(
 
 async def session_of(pool: asyncpg.Pool, settings: Settings, cookie: str | None) -> Session | None:
     """The live session of a cookie value; None when missing, badly signed, older than
-    the session lifetime, expired, revoked or of a deleted merchant."""
+    the session lifetime, expired, revoked, or signed in with a key since revoked or
+    expired."""
     if not cookie:
         return None
     try:
@@ -227,7 +238,13 @@ async def session_of(pool: asyncpg.Pool, settings: Settings, cookie: str | None)
         row = await conn.fetchrow(SQL["live_session"], digest)
     if row is None:
         return None
-    merchant = Merchant(id=row["merchant_id"], name=row["name"], is_admin=row["is_admin"])
+    merchant = Merchant(
+        id=row["merchant_id"],
+        name=row["name"],
+        is_admin=row["is_admin"],
+        key_id=row["api_key_id"],
+        scope=KeyScope(row["scope"]),
+    )
     return Session(merchant, row["csrf_token"], digest)
 
 

@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from payflow.api.auth import KeyScope
 from payflow.api.state import ApiState, api_state
 from payflow.money import format_at_scale
 
@@ -164,9 +165,13 @@ def require_admin(session: Session) -> None:
         raise ConsoleError(404, "There is no such page.")
 
 
-async def check_csrf(request: Request, session: Session) -> dict[str, str]:
+async def check_csrf(request: Request, session: Session, *, writes: bool = True) -> dict[str, str]:
     """The POSTed form, after checking its CSRF token against the session's; 403 when
-    missing or wrong (constant-time comparison)."""
+    missing or wrong (constant-time comparison), and 403 for a session signed in with a
+    `read` key unless the form changes nothing of the merchant's (`writes=False`: sign-out).
+    Every console form goes through here, so a read key's session changes nothing."""
+    if writes and session.merchant.scope is not KeyScope.WRITE:
+        raise ConsoleError(403, "You signed in with a read-only API key: this needs a write key.")
     form = await request.form()
     fields = {k: v for k, v in form.items() if isinstance(v, str)}
     if not tokens_match(session.csrf_token, fields.get("csrf_token")):

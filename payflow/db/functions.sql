@@ -332,8 +332,41 @@ AS $function$
     END
     $function$;
 
--- name: payflow_grant_extra_0037_webhook_endpoints
-CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0037_webhook_endpoints(app name)
+-- name: payflow_grant_extra_0037_event_emission
+-- merchant_events: no direct INSERT; EXECUTE on merchant_event_record (0037).
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0037_event_emission(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        -- Events are recorded only through merchant_event_record (after 0035's hook,
+        -- which granted INSERT: the hooks run in name order).
+        EXECUTE format('REVOKE INSERT ON public.merchant_events FROM %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.merchant_event_record(uuid, text, text, jsonb) TO %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0038_api_keys
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0038_api_keys(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        -- Keys are read, created and revoked (and their use stamped); never deleted,
+        -- never re-scoped, never given back their secret or another merchant.
+        EXECUTE format('REVOKE ALL ON public.api_keys FROM %I', app);
+        EXECUTE format('GRANT SELECT ON public.api_keys TO %I', app);
+        EXECUTE format('GRANT INSERT (merchant_id, name, scope, key_hash, hint, expires_at)'
+                       ' ON public.api_keys TO %I', app);
+        EXECUTE format('GRANT UPDATE (revoked_at, last_used_at) ON public.api_keys TO %I',
+                       app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0039_webhook_endpoints
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0039_webhook_endpoints(app name)
  RETURNS void
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'

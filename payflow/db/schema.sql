@@ -1093,10 +1093,46 @@ CREATE FUNCTION public.payflow_grant_extra_0035_merchant_events(app name) RETURN
     $$;
 
 --
--- Name: payflow_grant_extra_0037_webhook_endpoints(name); Type: FUNCTION; Schema: public; Owner: -
+-- Name: payflow_grant_extra_0037_event_emission(name); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.payflow_grant_extra_0037_webhook_endpoints(app name) RETURNS void
+CREATE FUNCTION public.payflow_grant_extra_0037_event_emission(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        -- Events are recorded only through merchant_event_record (after 0035's hook,
+        -- which granted INSERT: the hooks run in name order).
+        EXECUTE format('REVOKE INSERT ON public.merchant_events FROM %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.merchant_event_record(uuid, text, text, jsonb) TO %I', app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0038_api_keys(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0038_api_keys(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        -- Keys are read, created and revoked (and their use stamped); never deleted,
+        -- never re-scoped, never given back their secret or another merchant.
+        EXECUTE format('REVOKE ALL ON public.api_keys FROM %I', app);
+        EXECUTE format('GRANT SELECT ON public.api_keys TO %I', app);
+        EXECUTE format('GRANT INSERT (merchant_id, name, scope, key_hash, hint, expires_at)'
+                       ' ON public.api_keys TO %I', app);
+        EXECUTE format('GRANT UPDATE (revoked_at, last_used_at) ON public.api_keys TO %I',
+                       app);
+    END
+    $$;
+
+--
+-- Name: payflow_grant_extra_0039_webhook_endpoints(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0039_webhook_endpoints(app name) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1282,6 +1318,28 @@ CREATE FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, t
         INTO o_finalized, o_credited, o_credit_job, o_held_webhook_job
         FROM (SELECT count(*) FROM wake) AS woken;
 
+        IF o_finalized THEN
+            -- The merchant's event of this outcome (subject: the payment), amounts as
+            -- text at the currency's scale, never fewer digits than stored.
+            PERFORM merchant_event_record(
+                p.merchant_id, 'payment.' || p.status, p.id::text,
+                jsonb_build_object(
+                    'payment_id', p.id::text,
+                    'status', p.status,
+                    'amount', round(trim_scale(p.amount),
+                                    greatest(coalesce(s.scale, 0),
+                                             scale(trim_scale(p.amount))))::text,
+                    'currency', p.currency,
+                    'description', p.description,
+                    'metadata', p.metadata,
+                    'created_at', to_char(p.created_at AT TIME ZONE 'UTC',
+                                          'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                    'processed_at', to_char(p.processed_at AT TIME ZONE 'UTC',
+                                            'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
+            FROM payments p LEFT JOIN assets s ON s.code = p.currency
+            WHERE p.id = $1;
+        END IF;
+
         IF $20 IS NULL OR NOT o_finalized OR NOT o_credited OR $5 IS NULL THEN
             RETURN;
         END IF;
@@ -1386,6 +1444,27 @@ CREATE TABLE public.api_idempotency (
     CONSTRAINT api_idempotency_response_when_completed CHECK (((state = 'completed'::text) = ((response_status IS NOT NULL) AND (response_body IS NOT NULL)))),
     CONSTRAINT api_idempotency_scope_length CHECK (((length(scope) >= 1) AND (length(scope) <= 200))),
     CONSTRAINT api_idempotency_state_valid CHECK ((state = ANY (ARRAY['in_progress'::text, 'completed'::text])))
+);
+
+--
+-- Name: api_keys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.api_keys (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    merchant_id uuid NOT NULL,
+    name text NOT NULL,
+    scope text NOT NULL,
+    key_hash text NOT NULL,
+    hint text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone,
+    revoked_at timestamp with time zone,
+    last_used_at timestamp with time zone,
+    CONSTRAINT api_keys_expiry_after_creation CHECK (((expires_at IS NULL) OR (expires_at > created_at))),
+    CONSTRAINT api_keys_hint_length CHECK (((hint IS NULL) OR (length(hint) = 4))),
+    CONSTRAINT api_keys_name_length CHECK (((length(name) >= 1) AND (length(name) <= 100))),
+    CONSTRAINT api_keys_scope_valid CHECK ((scope = ANY (ARRAY['read'::text, 'write'::text])))
 );
 
 --
@@ -1616,6 +1695,7 @@ CREATE TABLE public.console_sessions (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     revoked_at timestamp with time zone,
+    api_key_id uuid NOT NULL,
     CONSTRAINT console_sessions_csrf_length CHECK ((length(csrf_token) >= 32)),
     CONSTRAINT console_sessions_expiry_after_creation CHECK ((expires_at > created_at)),
     CONSTRAINT console_sessions_token_hex CHECK ((token_sha256 ~ '^[0-9a-f]{64}$'::text))
@@ -1903,7 +1983,6 @@ CREATE TABLE public.merchant_events (
 CREATE TABLE public.merchants (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     name text NOT NULL,
-    api_key_hash text NOT NULL,
     webhook_secret text NOT NULL,
     is_admin boolean DEFAULT false NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -2415,6 +2494,20 @@ ALTER TABLE ONLY public.api_idempotency
     ADD CONSTRAINT api_idempotency_pkey PRIMARY KEY (merchant_id, scope, key);
 
 --
+-- Name: api_keys api_keys_hash_unique; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_hash_unique UNIQUE (key_hash);
+
+--
+-- Name: api_keys api_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
+
+--
 -- Name: assets assets_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2646,13 +2739,6 @@ ALTER TABLE ONLY public.merchant_events
     ADD CONSTRAINT merchant_events_pkey PRIMARY KEY (id);
 
 --
--- Name: merchants merchants_api_key_hash_unique; Type: CONSTRAINT; Schema: public; Owner: -
---
-
-ALTER TABLE ONLY public.merchants
-    ADD CONSTRAINT merchants_api_key_hash_unique UNIQUE (api_key_hash);
-
---
 -- Name: merchants merchants_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -2842,6 +2928,12 @@ CREATE UNIQUE INDEX alerts_one_open_per_key ON public.alerts USING btree (key) W
 --
 
 CREATE INDEX api_idempotency_created_idx ON public.api_idempotency USING btree (created_at);
+
+--
+-- Name: api_keys_merchant_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX api_keys_merchant_idx ON public.api_keys USING btree (merchant_id, created_at, id);
 
 --
 -- Name: balance_events_account_idx; Type: INDEX; Schema: public; Owner: -
@@ -3231,6 +3323,13 @@ ALTER TABLE ONLY public.api_idempotency
     ADD CONSTRAINT api_idempotency_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
 
 --
+-- Name: api_keys api_keys_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES public.merchants(id);
+
+--
 -- Name: balance_events balance_events_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -3313,6 +3412,13 @@ ALTER TABLE ONLY public.chains
 
 ALTER TABLE ONLY public.charge_attempts
     ADD CONSTRAINT charge_attempts_payment_fk FOREIGN KEY (payment_id) REFERENCES public.payments(id);
+
+--
+-- Name: console_sessions console_sessions_api_key_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.console_sessions
+    ADD CONSTRAINT console_sessions_api_key_id_fkey FOREIGN KEY (api_key_id) REFERENCES public.api_keys(id);
 
 --
 -- Name: console_sessions console_sessions_merchant_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
@@ -3779,10 +3885,22 @@ REVOKE ALL ON FUNCTION public.payflow_grant_extra_0034_hold_released_once(app na
 REVOKE ALL ON FUNCTION public.payflow_grant_extra_0035_merchant_events(app name) FROM PUBLIC;
 
 --
--- Name: FUNCTION payflow_grant_extra_0037_webhook_endpoints(app name); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION payflow_grant_extra_0037_event_emission(app name); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.payflow_grant_extra_0037_webhook_endpoints(app name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0037_event_emission(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0038_api_keys(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0038_api_keys(app name) FROM PUBLIC;
+
+--
+-- Name: FUNCTION payflow_grant_extra_0039_webhook_endpoints(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0039_webhook_endpoints(app name) FROM PUBLIC;
 
 --
 -- Name: FUNCTION payflow_grant_hooks(app name); Type: ACL; Schema: public; Owner: -
@@ -3868,6 +3986,60 @@ GRANT SELECT,USAGE ON SEQUENCE public.alerts_id_seq TO payflow_app;
 --
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.api_idempotency TO payflow_app;
+
+--
+-- Name: TABLE api_keys; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT SELECT ON TABLE public.api_keys TO payflow_app;
+
+--
+-- Name: COLUMN api_keys.merchant_id; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(merchant_id) ON TABLE public.api_keys TO payflow_app;
+
+--
+-- Name: COLUMN api_keys.name; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(name) ON TABLE public.api_keys TO payflow_app;
+
+--
+-- Name: COLUMN api_keys.scope; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(scope) ON TABLE public.api_keys TO payflow_app;
+
+--
+-- Name: COLUMN api_keys.key_hash; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(key_hash) ON TABLE public.api_keys TO payflow_app;
+
+--
+-- Name: COLUMN api_keys.hint; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(hint) ON TABLE public.api_keys TO payflow_app;
+
+--
+-- Name: COLUMN api_keys.expires_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT INSERT(expires_at) ON TABLE public.api_keys TO payflow_app;
+
+--
+-- Name: COLUMN api_keys.revoked_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(revoked_at) ON TABLE public.api_keys TO payflow_app;
+
+--
+-- Name: COLUMN api_keys.last_used_at; Type: ACL; Schema: public; Owner: -
+--
+
+GRANT UPDATE(last_used_at) ON TABLE public.api_keys TO payflow_app;
 
 --
 -- Name: TABLE assets; Type: ACL; Schema: public; Owner: -

@@ -8,6 +8,8 @@
 -- (the posting key) is given, its posting through ledger_post_success, in one commit.
 -- $1-$19 as the old `finalize_payment` statement, $20 the posting key, $21-$23 the success
 -- path's source statuses, credit types and the types a frozen account refuses.
+-- Since 0037 the same statement records the merchant's payment.succeeded or payment.failed
+-- event (subject: the payment id) through merchant_event_record.
 CREATE OR REPLACE FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric)
  RETURNS record
  LANGUAGE plpgsql
@@ -75,6 +77,28 @@ AS $function$
                (SELECT webhook_job.id FROM webhook_job, fin WHERE fin.lease_until IS NOT NULL)
         INTO o_finalized, o_credited, o_credit_job, o_held_webhook_job
         FROM (SELECT count(*) FROM wake) AS woken;
+
+        IF o_finalized THEN
+            -- The merchant's event of this outcome (subject: the payment), amounts as
+            -- text at the currency's scale, never fewer digits than stored.
+            PERFORM merchant_event_record(
+                p.merchant_id, 'payment.' || p.status, p.id::text,
+                jsonb_build_object(
+                    'payment_id', p.id::text,
+                    'status', p.status,
+                    'amount', round(trim_scale(p.amount),
+                                    greatest(coalesce(s.scale, 0),
+                                             scale(trim_scale(p.amount))))::text,
+                    'currency', p.currency,
+                    'description', p.description,
+                    'metadata', p.metadata,
+                    'created_at', to_char(p.created_at AT TIME ZONE 'UTC',
+                                          'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                    'processed_at', to_char(p.processed_at AT TIME ZONE 'UTC',
+                                            'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
+            FROM payments p LEFT JOIN assets s ON s.code = p.currency
+            WHERE p.id = $1;
+        END IF;
 
         IF $20 IS NULL OR NOT o_finalized OR NOT o_credited OR $5 IS NULL THEN
             RETURN;

@@ -9,7 +9,16 @@ from payflow.webhooks.chains import WEBHOOK_DEAD_LETTERER
 from payflow.webhooks.client import WebhookClient, build_http_client
 from payflow.webhooks.dead import replay_webhook
 from payflow.webhooks.direct import DirectSends
-from payflow.webhooks.events import EventKind, event_body, record_event
+from payflow.webhooks.event_retention import purge_merchant_events
+from payflow.webhooks.events import (
+    EventKind,
+    MerchantEvent,
+    event_body,
+    get_event,
+    list_events,
+    record_event,
+    rfc3339,
+)
 from payflow.webhooks.jobs import JOBS
 from payflow.webhooks.sender import WebhookSender, dead_letter_webhook
 from payflow.webhooks.ssrf import check_webhook_url
@@ -19,6 +28,7 @@ __all__ = [
     "WEBHOOK_DEAD_LETTERER",
     "DirectSends",
     "EventKind",
+    "MerchantEvent",
     "WebhookClient",
     "WebhookSender",
     "attempts_of",
@@ -26,6 +36,10 @@ __all__ = [
     "check_webhook_url",
     "dead_letter_webhook",
     "event_body",
+    "get_event",
+    "list_events",
+    "purge_merchant_events",
     "record_event",
     "replay_webhook",
+    "rfc3339",
 ]

@@ -29,10 +29,11 @@ AS $function$
     $function$;
 
 -- name: merchant_event_record
--- Records a merchant event once per (type, subject) and, in the same statement, one
--- webhook_deliveries row per enabled endpoint of the merchant whose enabled_events want
--- the type ('*' or the type) and one `endpoint.deliver` outbox row per delivery (NOTIFY
--- at commit); returns the new event id, NULL when recorded already (migration 0037).
+-- Records one event of merchant p_merchant (p_type one of the nine types, p_subject the
+-- cause's id, p_data the event's `data` object) under a new `evt_` id and returns it;
+-- NULL when (p_type, p_subject) was recorded already (merchant_events_once). The one way
+-- into merchant_events (SECURITY DEFINER, migration 0037): the service role may call it,
+-- never insert directly; payment_finalize and payflow.webhooks.record_event call it.
 CREATE OR REPLACE FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb)
  RETURNS text
  LANGUAGE plpgsql

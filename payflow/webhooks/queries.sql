@@ -259,10 +259,51 @@ UPDATE payments SET webhook_sweeps = webhook_sweeps + 1, webhook_swept_at = now(
 WHERE id = $1 AND webhook_delivered_at IS NULL AND webhook_dead_at IS NULL
 RETURNING webhook_sweeps;
 
-
 -- name: record_merchant_event
--- $1 merchant, $2 type, $3 subject id, $4 data (jsonb object, a dict for the pool's codec).
--- The one way an event is recorded (`merchant_event_record`, migration 0037): the event,
--- one delivery per enabled endpoint that wants its type and their outbox rows, in one
--- statement; the id, or NULL when (type, subject) was recorded already.
+-- $1 merchant, $2 type, $3 subject id, $4 data (a jsonb object). Once per (type, subject),
+-- through the one recording function: the new event's id, or NULL when the cause was
+-- recorded already.
 SELECT merchant_event_record($1, $2, $3, $4);
+
+-- name: list_merchant_events_asc
+-- $1 merchant, $2 types (text[]; NULL: every type), $3 created from (inclusive; NULL:
+-- no bound), $4 created to (exclusive; NULL: no bound), $5 cursor time and $6 cursor id
+-- (the last event of the previous page; NULL: from the start), $7 limit. Oldest first: a
+-- keyset scan of merchant_events_merchant_idx (merchant_id, created_at, id), the bounds
+-- folded into one row comparison so the index seeks to them.
+SELECT id, type, created_at, data FROM merchant_events
+WHERE merchant_id = $1
+  AND (created_at, id) > (greatest(coalesce($5::timestamptz, '-infinity'),
+                                   coalesce($3::timestamptz, '-infinity')),
+                          CASE WHEN $5::timestamptz IS NOT NULL
+                                AND $5::timestamptz >= coalesce($3::timestamptz, '-infinity')
+                               THEN $6::text ELSE '' END)
+  AND created_at < coalesce($4::timestamptz, 'infinity')
+  AND ($2::text[] IS NULL OR type = ANY ($2::text[]))
+ORDER BY created_at, id
+LIMIT $7;
+
+-- name: list_merchant_events_desc
+-- As list_merchant_events_asc, newest first ($6: the cursor id, events before it).
+SELECT id, type, created_at, data FROM merchant_events
+WHERE merchant_id = $1
+  AND (created_at, id) < (least(coalesce($5::timestamptz, 'infinity'),
+                                coalesce($4::timestamptz, 'infinity')),
+                          CASE WHEN $5::timestamptz IS NOT NULL
+                                AND $5::timestamptz < coalesce($4::timestamptz, 'infinity')
+                               THEN $6::text ELSE '' END)
+  AND created_at >= coalesce($3::timestamptz, '-infinity')
+  AND ($2::text[] IS NULL OR type = ANY ($2::text[]))
+ORDER BY created_at DESC, id DESC
+LIMIT $7;
+
+-- name: get_merchant_event
+-- $1 event id, $2 merchant, $3 is admin: the event if it is the merchant's (any for an
+-- admin); no row otherwise
+SELECT id, type, created_at, data FROM merchant_events
+WHERE id = $1 AND (merchant_id = $2 OR $3);
+
+-- name: cleanup_merchant_events
+-- $1 minimum age in days (EVENT_RETENTION_DAYS; the function never goes below 1), $2 batch
+-- size: deletes one batch of older events, oldest first; how many rows
+SELECT cleanup_merchant_events($1, $2);

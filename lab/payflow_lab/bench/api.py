@@ -58,13 +58,17 @@ async def _prepare(url: str, api_key: str, prefill: int) -> None:
     """Migrate, create the bench merchant, account and address, pre-fill, VACUUM ANALYZE."""
     conn = await asyncpg.connect(url)
     try:
-        await conn.execute(
-            API_SQL["ensure_merchant"], "bench", hash_api_key(api_key), "whsec_bench", False
-        )
+        digest = hash_api_key(api_key)
         merchant_id = await conn.fetchval(
-            API_SQL["merchant_by_key_hash"].replace("id, name, is_admin", "id"),
-            hash_api_key(api_key),
+            "SELECT merchant_id FROM api_keys WHERE key_hash = $1", digest
         )
+        if merchant_id is None:
+            merchant_id = await conn.fetchval(
+                API_SQL["create_merchant"], "bench", "whsec_bench", False
+            )
+            await conn.execute(
+                API_SQL["insert_api_key"], merchant_id, "default", "write", digest, None, None
+            )
         exists = await conn.fetchval(
             "SELECT 1 FROM deposit_addresses WHERE chain = 'ETH_MAINNET' AND address = $1",
             DEPOSIT_ADDRESS,

@@ -40,9 +40,13 @@ out = Console()
 
 FILL = [
     """
-    INSERT INTO merchants (name, api_key_hash, webhook_secret)
-    SELECT 'bench-' || g, md5('bench-key-' || g) || md5('x' || g), 'whsec_x'
-    FROM generate_series(1, {merchants}) g
+    INSERT INTO merchants (name, webhook_secret)
+    SELECT 'bench-' || g, 'whsec_x' FROM generate_series(1, {merchants}) g
+    """,
+    """
+    INSERT INTO api_keys (merchant_id, name, scope, key_hash)
+    SELECT id, 'default', 'write', md5('bench-key-' || name) || md5('x' || name)
+    FROM merchants WHERE name LIKE 'bench-%'
     """,
     """
     INSERT INTO accounts (asset, merchant_id)

@@ -24,8 +24,8 @@ HISTORY_AMOUNT = Decimal("10.00")  # each history payment's amount, USD
 
 FILL = """
 WITH m AS (
-    INSERT INTO merchants (name, api_key_hash, webhook_secret)
-    VALUES ('history', 'history-' || md5(random()::text), 'whsec_history')
+    INSERT INTO merchants (name, webhook_secret)
+    VALUES ('history', 'whsec_history')
     RETURNING id
 ), acct AS (
     INSERT INTO accounts (asset, balance, merchant_id, settlement)

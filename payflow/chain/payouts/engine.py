@@ -159,7 +159,7 @@ class PayoutEngine:
                 await conn.execute(SQL["mark_broadcast"], tx_hash)
             row = await conn.fetchrow(SQL["mark_sent"], payout_id)
             if row is not None:
-                await enqueue_notification(conn, row)
+                await enqueue_notification(conn, row, tx_hash=tx_hash)
         if row is not None:  # committed
             PAYOUTS.labels("sent").inc()
 

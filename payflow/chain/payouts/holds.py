@@ -15,6 +15,7 @@ from uuid import UUID
 
 import asyncpg
 
+from payflow.chain.payouts.events import record_payout_event
 from payflow.chain.payouts.records import TOPIC_PAYOUT_NOTIFICATION, PayoutStatus
 from payflow.chain.payouts.sinks import known_sink
 from payflow.config import PayoutSettings
@@ -171,6 +172,7 @@ async def place_payout(
     if row is None:  # the key's advisory lock makes this unreachable; never hold twice
         raise PayoutKeyReused("a payout with this Idempotency-Key was made concurrently")
     await enqueue(conn, TOPIC_PAYOUT_NOTIFICATION, payout_event(row, PayoutStatus.HELD), trace_id)
+    await record_payout_event(conn, row, PayoutStatus.HELD)
     return row, True
 
 

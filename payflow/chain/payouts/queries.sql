@@ -278,3 +278,8 @@ RETURNING next_nonce;
 UPDATE payouts SET fee_hold = fee_hold + $2, updated_at = now()
 WHERE id = $1 AND status IN ('signed', 'sent')
 RETURNING fee_hold;
+
+-- name: payout_event_facts
+-- $1 account id: the merchant owning a payout's account (NULL: none) and its asset's scale
+SELECT a.merchant_id, s.scale FROM accounts a JOIN assets s ON s.code = a.asset
+WHERE a.id = $1;

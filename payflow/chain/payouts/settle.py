@@ -29,6 +29,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from payflow.chain.payouts.events import record_payout_event
 from payflow.chain.payouts.holds import SQL, payout_event
 from payflow.chain.payouts.records import (
     TOPIC_PAYOUT_NOTIFICATION,
@@ -156,6 +157,9 @@ async def finalize_within(
     return row
 
 
-async def enqueue_notification(conn: Connection, row: Any) -> None:
-    """The notification of `row`'s current status, in the caller's transaction."""
+async def enqueue_notification(conn: Connection, row: Any, *, tx_hash: str | None = None) -> None:
+    """The notification of `row`'s current status and its merchant's event (sent,
+    confirmed, failed), in the caller's transaction; `tx_hash`: the transaction a node
+    accepted (sent; otherwise the landed one)."""
     await enqueue(conn, TOPIC_PAYOUT_NOTIFICATION, payout_event(row), row["trace_id"])
+    await record_payout_event(conn, row, PayoutStatus(row["status"]), tx_hash=tx_hash)

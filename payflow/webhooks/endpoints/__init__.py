@@ -1,5 +1,5 @@
 """Webhook endpoints per merchant: each merchant event delivered to every enabled endpoint
-that wants its type (`merchant_event_record`, migration 0037), signed per Standard
+that wants its type (`merchant_event_record`, migration 0039), signed per Standard
 Webhooks with the endpoint's own secret (two signatures during a rotation's overlap), with
 a delivery log, audited redelivery, a sweep for lost deliveries, the DLQ, and the
 auto-disable of endpoints that only fail. See docs/webhooks.md."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 
 import asyncpg
@@ -52,10 +53,13 @@ async def test_merchants_create_prints_a_working_key_once(
         response = await client.get("/health", headers={"X-API-Key": values["api_key"]})
     assert response.status_code == 200
     async with app.state.api.pool.acquire() as conn:
-        stored = await conn.fetchval(
-            "SELECT api_key_hash FROM merchants WHERE id = $1::uuid", values["merchant_id"]
+        stored = await conn.fetchrow(
+            "SELECT key_hash, name, scope FROM api_keys WHERE merchant_id = $1::uuid",
+            values["merchant_id"],
         )
-    assert stored != values["api_key"] and len(stored) == 64
+    assert stored["key_hash"] != values["api_key"] and len(stored["key_hash"]) == 64
+    assert (stored["name"], stored["scope"]) == ("default", "write")
+    assert re.fullmatch(r"pf_live_[A-Za-z0-9_-]{43}", values["api_key"])
 
 
 @pytest.mark.slow

@@ -12,8 +12,10 @@ from __future__ import annotations
 # statistics are taken (the worst case: a VACUUM ANALYZE on a quiet ledger).
 HISTORY: tuple[str, ...] = (
     "INSERT INTO chains (chain, native_asset, native_decimals) VALUES ('PLANTEST', 'ETH', 18)",
-    """INSERT INTO merchants (name, api_key_hash, webhook_secret)
-       SELECT 'merchant ' || g, 'plan-key-' || g, 'secret' FROM generate_series(1, 300) AS g""",
+    """INSERT INTO merchants (name, webhook_secret)
+       SELECT 'merchant ' || g, 'secret' FROM generate_series(1, 300) AS g""",
+    """INSERT INTO api_keys (merchant_id, name, scope, key_hash)
+       SELECT id, 'default', 'write', 'plan-key-' || name FROM merchants""",
     """INSERT INTO accounts (asset, balance, initial_balance)
        SELECT 'USD', 1000, 1000 FROM generate_series(1, 4000)""",
     """INSERT INTO payment_events (event_id, account_id, amount, event_type, status)

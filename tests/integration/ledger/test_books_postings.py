@@ -125,8 +125,7 @@ async def test_chain_deposits_and_payouts_post_to_their_chains_custody(
         account,
     )
     merchant = await owner_pool.fetchval(
-        "INSERT INTO merchants (name, api_key_hash, webhook_secret)"
-        " VALUES ('m', 'sha256:x', 'whsec_x') RETURNING id"
+        "INSERT INTO merchants (name, webhook_secret) VALUES ('m', 'whsec_x') RETURNING id"
     )
     payout = await owner_pool.fetchval(
         "INSERT INTO payouts (merchant_id, idempotency_key, account_id, asset, chain,"

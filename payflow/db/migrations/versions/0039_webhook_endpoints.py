@@ -19,19 +19,20 @@ SECURITY DEFINER with a pinned search_path, as the stream's own recording functi
 service role need not insert into `merchant_events` itself (a revision that revokes that
 INSERT keeps every event recorded and fanned out).
 
-Revision ID: 0037_webhook_endpoints
-Revises: 0036_event_legs_checked_once
+Revision ID: 0039_webhook_endpoints
+Revises: 0038_api_keys
 """
 
 import importlib
 
 from payflow.db.migrations.statements import execute_all, refuse_data_loss
 
-revision = "0037_webhook_endpoints"
-down_revision = "0036_event_legs_checked_once"
+revision = "0039_webhook_endpoints"
+down_revision = "0038_api_keys"
 branch_labels = None
 depends_on = None
 
+_0037 = importlib.import_module("payflow.db.migrations.versions.0037_event_emission")
 _0032 = importlib.import_module("payflow.db.migrations.versions.0032_definer_postings")
 
 ENDPOINTS = """
@@ -151,7 +152,7 @@ RECORD_FUNCTION = """
 """
 
 GRANTS = """
-    CREATE FUNCTION payflow_grant_extra_0037_webhook_endpoints(app name) RETURNS void
+    CREATE FUNCTION payflow_grant_extra_0039_webhook_endpoints(app name) RETURNS void
     LANGUAGE plpgsql
     SECURITY INVOKER
     SET search_path = pg_catalog, pg_temp
@@ -196,7 +197,7 @@ UPGRADE: list[str] = [
     RECORD_FUNCTION,
     "REVOKE ALL ON FUNCTION merchant_event_record(uuid, text, text, jsonb) FROM PUBLIC",
     GRANTS,
-    "REVOKE ALL ON FUNCTION payflow_grant_extra_0037_webhook_endpoints(name) FROM PUBLIC",
+    "REVOKE ALL ON FUNCTION payflow_grant_extra_0039_webhook_endpoints(name) FROM PUBLIC",
     _0032.APPLY_HOOK,
 ]
 
@@ -216,8 +217,9 @@ def downgrade() -> None:
             "ALTER TABLE dead_letter_queue DROP CONSTRAINT dead_letter_queue_source_valid",
             """ALTER TABLE dead_letter_queue ADD CONSTRAINT dead_letter_queue_source_valid
                CHECK (source IN ('payment_event', 'payment', 'webhook'))""",
-            "DROP FUNCTION payflow_grant_extra_0037_webhook_endpoints(name)",
-            "DROP FUNCTION merchant_event_record(uuid, text, text, jsonb)",
+            "DROP FUNCTION payflow_grant_extra_0039_webhook_endpoints(name)",
+            # The event stream's own recording (0037) comes back: payment_finalize calls it.
+            _0037.RECORD_FUNCTION.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1),
             "DROP TABLE webhook_redeliveries",
             "DROP TABLE webhook_delivery_attempts",
             "DROP TABLE webhook_deliveries",
