@@ -165,12 +165,12 @@ async def set_enabled(request: Request, session: Live, endpoint_id: str) -> Resp
 @router.post("/webhook-endpoints/{endpoint_id}/redeliver", response_class=HTMLResponse)
 async def redeliver_event(request: Request, session: Live, endpoint_id: str) -> Response:
     """Send one event again to this endpoint (same webhook-id), audited as
-    `console:<merchant name>`."""
+    `console:key:<the session's API key id>`."""
     form = await check_csrf(request, session)
     st = state(request)
     ident = _endpoint_id(endpoint_id)
     event_id = form.get("event_id", "").strip()[:200]
-    who = f"console:{session.merchant.name}:{session.merchant.id}"
+    who = f"console:key:{session.merchant.key_id}"
     try:
         async with connection(st.pool) as conn, transaction(conn, st.settings):
             await redeliver(conn, _scope(session), event_id, who, ident)

@@ -130,7 +130,7 @@ async def redeliver_event(
     """To `endpoint_id`, or to every endpoint that has or wants the event; 202 with
     `{"redeliveries": [{endpoint_id, delivery_id, requested_at}]}`."""
     state = api_state(request)
-    who = f"api:{merchant.name}:{merchant.id}"
+    who = f"api:key:{merchant.key_id}"  # the merchant is the row's own column
     endpoint_id = None if body is None else body.endpoint_id
     try:
         async with connection(state.pool) as conn, transaction(conn, state.settings):

@@ -142,7 +142,8 @@ async def test_redelivery_is_audited_and_keeps_the_webhook_id(
     assert [r.webhook_id for r in receiver.at("re")] == [event, event]
     assert all(r.verifies_with(secret) for r in receiver.at("re"))
     (audit,) = log["redeliveries"]
-    assert audit["endpoint_id"] == str(endpoint) and audit["requested_by"].startswith("api:shop:")
+    key_id = await pool.fetchval("SELECT id FROM api_keys WHERE merchant_id = $1", shop)
+    assert audit["endpoint_id"] == str(endpoint) and audit["requested_by"] == f"api:key:{key_id}"
     (delivery,) = log["data"]
     assert [a["http_status"] for a in delivery["attempts"]] == [200, 200]
     assert all(a["duration_ms"] >= 0 and a["error"] is None for a in delivery["attempts"])
