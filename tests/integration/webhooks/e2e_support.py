@@ -63,12 +63,15 @@ async def pay(
     return payment_id
 
 
-async def all_events(api: httpx.AsyncClient, limit: int, **query: str) -> list[dict[str, Any]]:
-    """Every event of the caller's stream, oldest first, read `limit` at a time by cursor."""
+async def all_events(
+    api: httpx.AsyncClient, limit: int, order: str = "asc", **query: str
+) -> list[dict[str, Any]]:
+    """Every event of the caller's stream in `order` (`asc`: oldest first), read `limit`
+    at a time by cursor; `query` adds filters (`type=…`)."""
     events: list[dict[str, Any]] = []
     cursor: str | None = None
     while True:
-        params: dict[str, Any] = {"limit": limit, "order": "asc", **query}
+        params: dict[str, Any] = {"limit": limit, "order": order, **query}
         if cursor is not None:
             params["cursor"] = cursor
         answer = await api.get("/api/v1/events", params=params)

@@ -130,9 +130,12 @@ async def test_a_merchant_whose_endpoint_is_down_catches_up_through_the_event_st
             what="a failed attempt per event",
         )
         events = await all_events(api, 2)  # three pages
+        newest_first = await all_events(api, 2, order="desc", type="payment.succeeded")
+        assert await all_events(api, 10, type="payment.failed,deposit.credited") == []
         assert await _deliveries(pool, endpoint["id"], "delivered") == 0
     # Every payment's event exactly once, as the payments were.
     assert len(events) == len({e["id"] for e in events}) == 5
+    assert newest_first == events[::-1]
     assert {e["type"] for e in events} == {"payment.succeeded"}
     assert sorted((e["data"]["payment_id"], e["data"]["amount"]) for e in events) == sorted(
         zip(payments, amounts, strict=True)
