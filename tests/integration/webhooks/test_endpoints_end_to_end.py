@@ -1,6 +1,7 @@
 """The merchant integration end to end, on real PostgreSQL, RabbitMQ, the gateway emulator
 and anvil: a payment made through the HTTP API reaches the endpoint that wants it (and the
-payment's own webhook_url, unchanged), a merchant whose endpoint is down catches up through
+payment's own webhook_url, unchanged), a declined one delivers payment.failed, a merchant
+whose endpoint is down catches up through
 `GET /api/v1/events` and then receives every event under one webhook-id, a chain deposit
 delivers deposit.pending then deposit.credited, and a read key reads but changes nothing.
 Every endpoint delivery is verified with the `standardwebhooks` library."""
@@ -105,6 +106,40 @@ async def test_a_payment_through_the_api_reaches_its_endpoint_and_its_webhook_ur
         == 0
     )
     assert [d["endpoint_id"] for d in log["data"]] == [wants["id"]]
+
+
+async def test_a_declined_payment_delivers_payment_failed_to_the_endpoint_that_wants_it(
+    app: FastAPI,
+    pool: asyncpg.Pool,
+    pipe_settings: Settings,
+    start_roles: Start,
+    receiver: Receiver,
+) -> None:
+    _, key = await _merchant(pool, "shop")
+    await start_roles(settings=pipe_settings.model_copy(update={"gateway_failure_rate": 1.0}))
+    async with client(app, key) as api:
+        failed = await create_endpoint(api, receiver.url("failed"), ["payment.failed"])
+        await create_endpoint(api, receiver.url("succeeded"), ["payment.succeeded"])
+        payment_id = await pay(api, "3.10", "RUB", webhook_url=receiver.url("seed"))
+        await wait_until(
+            lambda: _async(bool(receiver.at("failed")) and bool(receiver.at("seed"))),
+            what="the endpoint delivery and the payment's webhook",
+        )
+        (event,) = await all_events(api, 10)
+    (delivery,) = receiver.at("failed")
+    assert delivery.verifies_with(failed["secret"]) and delivery.webhook_id == event["id"]
+    body = orjson.loads(delivery.body)
+    assert body["type"] == event["type"] == "payment.failed"
+    assert body["data"] == event["data"]
+    assert (body["data"]["payment_id"], body["data"]["status"]) == (payment_id, "failed")
+    assert body["data"]["amount"] == "3.10"
+    assert orjson.loads(receiver.at("seed")[0].body) == {
+        "payment_id": payment_id,
+        "status": "failed",
+        "amount": "3.10",
+        "currency": "RUB",
+    }
+    assert receiver.at("succeeded") == []
 
 
 async def test_a_merchant_whose_endpoint_is_down_catches_up_through_the_event_stream(
