@@ -1,10 +1,10 @@
 """The merchant integration end to end, on real PostgreSQL, RabbitMQ, the gateway emulator
 and anvil: a payment made through the HTTP API reaches the endpoint that wants it (and the
 payment's own webhook_url, unchanged), a declined one delivers payment.failed, a merchant
-whose endpoint is down catches up through
-`GET /api/v1/events` and then receives every event under one webhook-id, a chain deposit
-delivers deposit.pending then deposit.credited, and a read key reads but changes nothing.
-Every endpoint delivery is verified with the `standardwebhooks` library."""
+whose endpoint is down catches up through `GET /api/v1/events` and then receives every
+event under one webhook-id, a chain deposit delivers deposit.pending then
+deposit.credited, and a read key reads but changes nothing. Every endpoint delivery is
+verified with the `standardwebhooks` library."""
 
 from __future__ import annotations
 
