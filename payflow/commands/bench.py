@@ -105,12 +105,22 @@ def bench_e2e(
     prefill: Annotated[
         int, typer.Option(min=0, help="Finished payments in the ledger before the load")
     ] = 100_000,
+    endpoints: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=20,
+            help="Webhook endpoints of the bench merchant (each wants every event; 0: none)",
+        ),
+    ] = 0,
 ) -> None:
     """The whole system (local sink) at a fixed rate and at full speed.
 
     Submits through the HTTP API (merchant payments, signed provider deposits) unless
     `--direct`, which isolates the pipeline from the API. `--gateway-delay 2-5` is the
     seed's slow gateway; the last line then compares payments/s with the seed's 30/s.
+    `--endpoints N` registers N webhook endpoints on the sink first and checks that each
+    payment event reached every one of them once, nothing dead.
     """
     import tempfile
     from pathlib import Path
@@ -135,7 +145,16 @@ def bench_e2e(
         run_e2e_bench(
             _settings(),
             E2EConfig(
-                payments, rate, workers, relays, split, direct, delay, not payments_only, prefill
+                payments,
+                rate,
+                workers,
+                relays,
+                split,
+                direct,
+                delay,
+                not payments_only,
+                prefill,
+                endpoints,
             ),
             log_dir,
         )

@@ -36,6 +36,12 @@ from payflow.ingress.registry import USDC_ETH_MAINNET as USDC_CONTRACT
 from payflow.ingress.service import assign_address
 from payflow.ledger.accounts import create_account
 from payflow_lab.bench.common import bench_database, result_line, setup_url
+from payflow_lab.bench.e2e_endpoints import (
+    EndpointResult,
+    endpoint_verdict,
+    register_endpoints,
+    wait_endpoint_deliveries,
+)
 from payflow_lab.bench.e2e_measure import exactly_once, measure_phase, report, report_full_cpu
 from payflow_lab.bench.history import fill_history
 from payflow_lab.bench.http_submit import DepositAddress, HttpSubmitter
@@ -72,6 +78,7 @@ class E2EConfig:
     gateway_delay_s: tuple[float, float] = (0.0, 0.0)  # the emulator's uniform delay
     deposits: bool = True  # False: merchant payments only (`--payments-only`)
     prefill: int = 100_000  # finished payments written first (`history.fill_history`)
+    endpoints: int = 0  # webhook endpoints of the merchant, each wanting every event
 
 
 class ChainCreditedDeposits:
@@ -212,6 +219,7 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
     sink = WebhookSink(keep_bodies=False)
     await sink.start()
     http: HttpSubmitter | None = None
+    endpoints: EndpointResult | None = None
     async with bench_database(settings) as url:
         console.print(f"filling the ledger: {config.prefill} finished payments, VACUUM ANALYZE")
         await fill_history(setup_url(settings, url), config.prefill)
@@ -233,6 +241,9 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
         service = Service(env, spec, log_dir)
         try:
             await service.wait_healthy(tenant.api_key)
+            targets = await register_endpoints(
+                service.api_url, tenant.api_key, sink, config.endpoints
+            )
             submitter: Submitter
             if config.direct:
                 submitter = DirectSubmitter(pool, bench_settings)
@@ -290,6 +301,11 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             cpu_after = cpu_snapshot()
             wall = time.monotonic() - wall_before
             await _wait_settled(pool, service)
+            if targets:
+                await wait_endpoint_deliveries(
+                    pool, tenant.merchant_id, COMPLETION_LIMIT_S, service.alive
+                )
+                endpoints = await endpoint_verdict(pool, tenant.merchant_id, sink, targets)
             total = 2 * config.payments + 50
             once, clean = await exactly_once(
                 pool, bench_settings, sink, total, total if config.deposits else 0, config.prefill
@@ -310,9 +326,24 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
         f"exactly-once verified: {'yes' if once else 'no'}; "
         f"reconciliation: {'clean' if clean else 'dirty'}"
     )
+    extra: dict[str, object] = {}
+    tail: dict[str, object] = {}
+    if endpoints is not None:
+        console.print(
+            f"webhook endpoints: {endpoints.endpoints}, {endpoints.payment_events} payment "
+            f"events; deliveries delivered {endpoints.delivered}, dead {endpoints.dead}; "
+            f"the sink got {endpoints.received} requests, {endpoints.distinct} distinct "
+            f"webhook-ids; full speed {endpoints.full_per_s:.1f} endpoint deliveries/s; "
+            f"every payment event once per endpoint: {'yes' if endpoints.once else 'no'}"
+        )
+        tail.update(
+            endpoint_deliveries=endpoints.delivered,
+            endpoint_deliveries_per_s=round(endpoints.full_per_s, 1),
+            endpoint_dead=endpoints.dead,
+            endpoint_once="yes" if endpoints.once else "no",
+        )
     fixed, full = results
     low, high = config.gateway_delay_s
-    extra: dict[str, object] = {}
     if high > 0:
         extra["vs_seed"] = round(full.payments_per_s / SEED_PAYMENTS_PER_S_SLOW_GATEWAY, 2)
     print(
@@ -331,6 +362,8 @@ async def run_e2e_bench(settings: Settings, config: E2EConfig, log_dir: Path) ->
             recon="clean" if clean else "dirty",
             rss_mb=round(max(service.peak_rss_mb.values()), 1),
             cpu_busy_full=round(busy_share, 2),
+            endpoints=config.endpoints,
+            **tail,
         )
     )
-    return once and clean
+    return once and clean and (endpoints is None or endpoints.once)

@@ -149,7 +149,7 @@ async def exactly_once(
     merchant_balance: Decimal = await pool.fetchval(
         "SELECT coalesce(sum(balance), 0) FROM accounts WHERE merchant_id IS NOT NULL"
     )
-    ids = [r.headers.get("webhook-id") for r in sink.received]
+    ids = [r.headers.get("webhook-id") for r in sink.at("/hook")]
     once = (
         ledger_rows == total_payments + deposits + history
         and duplicates == 0

@@ -20,6 +20,7 @@ class Received:
     headers: dict[str, str]
     body: bytes
     at: float
+    path: str = "/hook"
 
 
 @dataclass
@@ -39,8 +40,16 @@ class WebhookSink:
 
     @property
     def url(self) -> str:
-        """Where to POST."""
-        return f"http://127.0.0.1:{self.port}/hook"
+        """Where to POST (the path `/hook`)."""
+        return self.url_at("/hook")
+
+    def url_at(self, path: str) -> str:
+        """Where to POST so that the requests carry `path` (starting with `/`)."""
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def at(self, path: str) -> list[Received]:
+        """The requests received on `path`."""
+        return [r for r in self.received if r.path == path]
 
     async def start(self) -> None:
         """Listen on an ephemeral port of 127.0.0.1."""
@@ -64,7 +73,13 @@ class WebhookSink:
                         name, value = line.split(":", 1)
                         headers[name.strip().lower()] = value.strip()
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
-                request = Received(headers, body if self.keep_bodies else b"", time.monotonic())
+                target = lines[0].split(" ")
+                request = Received(
+                    headers,
+                    body if self.keep_bodies else b"",
+                    time.monotonic(),
+                    target[1] if len(target) > 1 else "",
+                )
                 self.in_flight += 1
                 self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
                 try:
