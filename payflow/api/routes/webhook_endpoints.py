@@ -22,7 +22,7 @@ from payflow.api.errors import FieldError
 from payflow.api.headers import idempotency_key_once, strip_ows
 from payflow.api.responses import JsonResponse, iso
 from payflow.api.routing import api_router
-from payflow.api.schemas import COMMON_PROBLEMS, Strict, problem_responses
+from payflow.api.schemas import COMMON_PROBLEMS, JsonBool, Strict, problem_responses
 from payflow.api.state import api_state
 from payflow.config import Settings
 from payflow.db.tx import transaction
@@ -63,7 +63,7 @@ class EndpointCreate(Strict):
         default_factory=lambda: ["*"], max_length=20, description='Event types, or ["*"]'
     )
     description: str = Field(default="", max_length=500)
-    enabled: bool = True
+    enabled: JsonBool = True
 
     @field_validator("url", "description")
     @classmethod
@@ -75,7 +75,7 @@ class EndpointPatch(Strict):
     url: str | None = Field(default=None, max_length=2048)
     enabled_events: list[str] | None = Field(default=None, max_length=20)
     description: str | None = Field(default=None, max_length=500)
-    enabled: bool | None = None
+    enabled: JsonBool | None = None
 
     @field_validator("url", "description")
     @classmethod

@@ -93,6 +93,17 @@ async def test_crud_validation_scoping_and_secrets(app: FastAPI, pool: asyncpg.P
             assert answer.headers["content-type"].startswith("application/problem+json")
         bad_patch = await api.patch(path, json={"enabled_events": ["nope"]})
         assert bad_patch.status_code == 422
+        # `enabled` is a JSON boolean: "yes", "false", 0 or 1 are refused, never coerced
+        # (so a create with `"enabled": "no"` does not make an enabled endpoint).
+        for flag in ("yes", "no", "false", 0, 1):
+            answer = await api.post(
+                "/api/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/h", "enabled": flag}
+            )
+            assert answer.status_code == 422, (flag, answer.text)
+            assert answer.json()["errors"][0]["field"] == "body.enabled"
+            answer = await api.patch(path, json={"enabled": flag})
+            assert answer.status_code == 422, (flag, answer.text)
+        assert (await api.get(path)).json()["enabled"] is True
         assert (await api.get("/api/v1/webhook-endpoints/not-a-uuid")).status_code == 422
         # Idempotency-Key optional; with one, a retry replays the same endpoint and secret.
         body = {"url": "http://127.0.0.1:9/again"}
