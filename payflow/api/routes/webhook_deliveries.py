@@ -5,10 +5,11 @@ endpoints (`routes/webhook_endpoints.py`): another merchant's endpoint or event 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import Path, Query, Request
+from pydantic import BaseModel, Field
 
 from payflow.api.auth import CurrentMerchant, Merchant
 from payflow.api.db import connection
@@ -36,6 +37,53 @@ class Redeliver(Strict):
     endpoint_id: UUID | None = None
 
 
+class AttemptView(BaseModel):
+    attempted_at: str
+    http_status: int | None = Field(description="null: no HTTP answer")
+    duration_ms: int
+    error: str | None
+
+
+class DeliveryView(BaseModel):
+    id: int
+    event_id: str
+    event_type: str
+    endpoint_id: str
+    state: Literal["pending", "delivered", "dead"]
+    attempts_count: int
+    last_http_status: int | None
+    delivered_at: str | None
+    created_at: str
+    attempts: list[AttemptView] = Field(description="Oldest first")
+
+
+class DeliveryPage(BaseModel):
+    data: list[DeliveryView] = Field(description="Newest first")
+    next_before: int | None = Field(description="`before` for the next page; null on the last")
+
+
+class RedeliveryAudit(BaseModel):
+    endpoint_id: str
+    delivery_id: int
+    requested_by: str = Field(description="api:key:<key id> or console:key:<key id>")
+    requested_at: str
+
+
+class EventDeliveries(BaseModel):
+    data: list[DeliveryView] = Field(description="One delivery per endpoint, oldest first")
+    redeliveries: list[RedeliveryAudit]
+
+
+class RedeliveryQueued(BaseModel):
+    endpoint_id: str
+    delivery_id: int
+    requested_at: str
+
+
+class RedeliveryAnswer(BaseModel):
+    redeliveries: list[RedeliveryQueued]
+
+
 def _scope(merchant: Merchant) -> Scope:
     return Scope(merchant.id, merchant.is_admin)
 
@@ -57,6 +105,7 @@ def _delivery_view(row: Any, attempts: list[dict[str, Any]]) -> dict[str, Any]:
 
 @router.get(
     "/webhook-endpoints/{endpoint_id}/deliveries",
+    response_model=DeliveryPage,
     responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="The endpoint's deliveries, newest first, each with its attempts",
 )
@@ -87,6 +136,7 @@ async def endpoint_deliveries(
 
 @router.get(
     "/events/{event_id}/deliveries",
+    response_model=EventDeliveries,
     responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="A merchant event's deliveries (one per endpoint) and its redeliveries",
 )
@@ -118,6 +168,7 @@ async def event_deliveries(
 @router.post(
     "/events/{event_id}/redeliver",
     status_code=202,
+    response_model=RedeliveryAnswer,
     responses=problem_responses(400, 415, 404, *COMMON_PROBLEMS),
     summary="Send a merchant event again (same webhook-id), audited",
 )

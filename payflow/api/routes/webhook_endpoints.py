@@ -98,6 +98,11 @@ class EndpointView(BaseModel):
     secret: str | None = Field(default=None, description="Only in create and rotate answers")
 
 
+class EndpointPage(BaseModel):
+    data: list[EndpointView] = Field(description="Oldest first; never a secret")
+    next_after: str | None = Field(description="`after` for the next page; null on the last")
+
+
 def endpoint_view(row: Any, *, secret: bool = False) -> dict[str, Any]:
     """The wire form of a `webhook_endpoints` row; the secret only when `secret`."""
     view = {
@@ -183,6 +188,7 @@ async def create(
 
 @router.get(
     "/webhook-endpoints",
+    response_model=EndpointPage,
     responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="List webhook endpoints (oldest first)",
 )

@@ -13,6 +13,12 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from payflow.api.routes.webhook_deliveries import (
+    DeliveryPage,
+    EventDeliveries,
+    RedeliveryAnswer,
+)
+from payflow.api.routes.webhook_endpoints import EndpointPage
 from payflow.app import create_app
 from payflow.config import Settings
 from payflow.webhooks import EventKind
@@ -145,6 +151,7 @@ async def test_redelivery_is_audited_and_keeps_the_webhook_id(
         await wait_until(lambda: _async(len(receiver.at("re")) == 2), what="the redelivery")
         await wait_until(lambda: _delivered(pool, event), what="delivered again")
         log = (await api.get(f"/api/v1/events/{event}/deliveries")).json()
+        listed = (await api.get("/api/v1/webhook-endpoints")).json()
         page = (await api.get(f"/api/v1/webhook-endpoints/{endpoint}/deliveries")).json()
         unknown = await api.post(
             f"/api/v1/events/{event}/redeliver", json={"endpoint_id": str(uuid.uuid4())}
@@ -159,3 +166,11 @@ async def test_redelivery_is_audited_and_keeps_the_webhook_id(
     assert [a["http_status"] for a in delivery["attempts"]] == [200, 200]
     assert all(a["duration_ms"] >= 0 and a["error"] is None for a in delivery["attempts"])
     assert page["data"][0]["id"] == delivery["id"] and page["next_before"] is None
+    # The answers are what /openapi.json says they are (every field, nothing more).
+    for model, answer in (
+        (EventDeliveries, log),
+        (DeliveryPage, page),
+        (RedeliveryAnswer, again.json()),
+        (EndpointPage, listed),
+    ):
+        assert model.model_validate(answer).model_dump(exclude_unset=True) == answer, model.__name__
