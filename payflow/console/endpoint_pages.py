@@ -16,7 +16,7 @@ from payflow.api.auth import new_webhook_secret
 from payflow.api.db import connection
 from payflow.api.routing import api_router
 from payflow.db.tx import transaction
-from payflow.errors import BadInput, NotFound
+from payflow.errors import BadInput, Conflict, NotFound
 from payflow.webhooks.endpoints import (
     Scope,
     attempts_by_delivery,
@@ -108,15 +108,18 @@ async def create(request: Request, session: Live) -> Response:
         events = valid_events(raw_events)
     except BadInput as error:
         return await _list_page(request, session, 400, str(error))
-    async with connection(st.pool) as conn, transaction(conn, st.settings):
-        row = await create_endpoint(
-            conn,
-            session.merchant.id,
-            url=url,
-            events=events,
-            secret=new_webhook_secret(),
-            description=form.get("description", "").strip()[:500],
-        )
+    try:
+        async with connection(st.pool) as conn, transaction(conn, st.settings):
+            row = await create_endpoint(
+                conn,
+                session.merchant.id,
+                url=url,
+                events=events,
+                secret=new_webhook_secret(),
+                description=form.get("description", "").strip()[:500],
+            )
+    except Conflict as error:
+        return await _list_page(request, session, 409, f"Not created: {error}.")
     return await _endpoint_page(request, session, row["id"], 201, secret=row["secret"])
 
 

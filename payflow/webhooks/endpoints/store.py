@@ -17,7 +17,7 @@ import asyncpg
 
 from payflow.db import Connection
 from payflow.db.queries import load_queries
-from payflow.errors import BadInput, NotFound
+from payflow.errors import BadInput, Conflict, NotFound
 from payflow.webhooks.endpoints.dead import requeue_delivery
 from payflow.webhooks.events import EventKind
 
@@ -25,6 +25,12 @@ SQL = load_queries("payflow.webhooks.endpoints")
 
 ALL_EVENTS = "*"
 MAX_EVENTS = 20  # webhook_endpoints_events_valid
+# Endpoints a merchant may hold (deleted ones do not count). Every event of the merchant
+# is fanned out to each endpoint inside the transaction that records it (a payment's
+# finalize, a deposit's credit), and each delivery is a POST payflow makes: without a
+# cap one key could make every money event write thousands of rows and payflow POST
+# thousands of times to any public host.
+MAX_ENDPOINTS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +73,14 @@ async def create_endpoint(
     enabled: bool = True,
 ) -> asyncpg.Record:
     """Insert an endpoint of `merchant_id` (url already checked by the SSRF rules, events
-    by `valid_events`, `secret` a fresh `whsec_…`); returns its row."""
+    by `valid_events`, `secret` a fresh `whsec_…`); returns its row. `Conflict` when the
+    merchant holds `MAX_ENDPOINTS` endpoints already; inside the caller's transaction
+    two creations at once cannot both pass the cap (a lock per merchant)."""
+    await conn.execute(SQL["lock_merchant_endpoints"], merchant_id)
+    if await conn.fetchval(SQL["count_endpoints"], merchant_id) >= MAX_ENDPOINTS:
+        raise Conflict(
+            f"a merchant has at most {MAX_ENDPOINTS} webhook endpoints: delete one first"
+        )
     row = await conn.fetchrow(
         SQL["insert_endpoint"], merchant_id, url, description, list(events), enabled, secret
     )

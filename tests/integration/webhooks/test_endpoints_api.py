@@ -5,6 +5,7 @@ same webhook-id, verified with the `standardwebhooks` library."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -22,6 +23,7 @@ from payflow.api.routes.webhook_endpoints import EndpointPage
 from payflow.app import create_app
 from payflow.config import Settings
 from payflow.webhooks import EventKind
+from payflow.webhooks.endpoints.store import MAX_ENDPOINTS
 from tests.integration.support import wait_until
 from tests.integration.webhooks.endpoint_receiver import (
     Receiver,
@@ -174,3 +176,39 @@ async def test_redelivery_is_audited_and_keeps_the_webhook_id(
         (EndpointPage, listed),
     ):
         assert model.model_validate(answer).model_dump(exclude_unset=True) == answer, model.__name__
+
+
+async def test_a_merchant_holds_at_most_the_cap_of_endpoints(
+    app: FastAPI, pool: asyncpg.Pool
+) -> None:
+    """Each endpoint multiplies every money event (its deliveries are written in the
+    event's transaction, each one a POST): a key cannot make thousands. Creations racing
+    at the cap cannot pass it; deleted endpoints do not count; another merchant's cap is
+    its own."""
+    shop, key = await _merchant(pool, "shop")
+    _, other_key = await _merchant(pool, "other")
+    async with _client(app, key) as api, _client(app, other_key) as other:
+        for n in range(MAX_ENDPOINTS - 3):
+            made = await api.post(
+                "/api/v1/webhook-endpoints", json={"url": f"http://127.0.0.1:9/{n}"}
+            )
+            assert made.status_code == 201, made.text
+        racing = await asyncio.gather(
+            *(
+                api.post("/api/v1/webhook-endpoints", json={"url": f"http://127.0.0.1:9/r{n}"})
+                for n in range(8)
+            )
+        )
+        assert sorted(r.status_code for r in racing) == [201] * 3 + [409] * 5
+        refused = next(r for r in racing if r.status_code == 409)
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        assert f"at most {MAX_ENDPOINTS}" in refused.json()["detail"]
+        count = "SELECT count(*) FROM webhook_endpoints WHERE merchant_id = $1"
+        assert await pool.fetchval(count, shop) == MAX_ENDPOINTS
+        assert (
+            await other.post("/api/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/o"})
+        ).status_code == 201
+        first = (await api.get("/api/v1/webhook-endpoints")).json()["data"][0]["id"]
+        assert (await api.delete(f"/api/v1/webhook-endpoints/{first}")).status_code == 204
+        again = await api.post("/api/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/z"})
+        assert again.status_code == 201, again.text
