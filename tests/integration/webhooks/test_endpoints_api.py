@@ -90,6 +90,8 @@ async def test_crud_validation_scoping_and_secrets(app: FastAPI, pool: asyncpg.P
         for body in (
             {"url": "http://169.254.169.254/latest", "enabled_events": ["*"]},
             {"url": "ftp://example.com/x"},
+            {"url": "https://ex%2e.com/x"},  # no resolver finds a host holding `%`
+            {"url": "https://[v1.x]/x"},  # brackets hold IPv6 only
             {"url": "http://127.0.0.1:9/h", "enabled_events": ["payment.exploded"]},
             {"url": "http://127.0.0.1:9/h", "enabled_events": ["*", "payment.failed"]},
             {"url": "http://127.0.0.1:9/h", "enabled_events": []},
