@@ -39,6 +39,7 @@ from payflow.webhooks.endpoints import (
     Scope,
     create_endpoint,
     delete_endpoint,
+    endpoint_position,
     get_endpoint,
     list_endpoints,
     rotate_secret,
@@ -202,7 +203,7 @@ async def list_(
     state = api_state(request)
     scope = _scope(merchant)
     async with connection(state.pool) as conn:
-        last = None if after is None else await get_endpoint(conn, scope, after)
+        last = None if after is None else await endpoint_position(conn, scope, after)
         rows = await list_endpoints(conn, scope, limit + 1, last)
     page = rows[:limit]
     more = len(rows) > limit

@@ -21,6 +21,12 @@ SELECT count(*) FROM webhook_endpoints WHERE merchant_id = $1 AND deleted_at IS 
 SELECT * FROM webhook_endpoints
 WHERE id = $1 AND deleted_at IS NULL AND ($3::boolean OR merchant_id = $2);
 
+-- name: endpoint_position
+-- $1 endpoint id, $2 merchant, $3 admin?: where a list page ended (created_at, id), deleted
+-- endpoints included, so a page's last endpoint deleted meanwhile still continues the list
+SELECT created_at, id FROM webhook_endpoints
+WHERE id = $1 AND ($3::boolean OR merchant_id = $2);
+
 -- name: list_endpoints
 -- $1 merchant, $2 admin?, $3 limit, $4 after (created_at, id) cursor time, $5 cursor id
 SELECT * FROM webhook_endpoints

@@ -96,10 +96,21 @@ async def get_endpoint(conn: Connection, scope: Scope, endpoint_id: UUID) -> asy
     return row
 
 
+async def endpoint_position(conn: Connection, scope: Scope, endpoint_id: UUID) -> asyncpg.Record:
+    """Where a list page that ended at `endpoint_id` continues from: its (created_at, id),
+    also once deleted (a page's last endpoint deleted meanwhile must not end the paging);
+    `NotFound` for an id never in scope."""
+    row = await conn.fetchrow(SQL["endpoint_position"], endpoint_id, scope.merchant_id, scope.admin)
+    if row is None:
+        raise NotFound(f"webhook endpoint {endpoint_id} does not exist")
+    return row
+
+
 async def list_endpoints(
     conn: Connection, scope: Scope, limit: int, after: asyncpg.Record | None = None
 ) -> list[asyncpg.Record]:
-    """Up to `limit` endpoints in creation order, after the endpoint row `after`."""
+    """Up to `limit` endpoints in creation order, after `after` (an `endpoint_position`
+    or an endpoint row)."""
     return list(
         await conn.fetch(
             SQL["list_endpoints"],

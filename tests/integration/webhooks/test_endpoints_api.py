@@ -214,3 +214,32 @@ async def test_a_merchant_holds_at_most_the_cap_of_endpoints(
         assert (await api.delete(f"/api/v1/webhook-endpoints/{first}")).status_code == 204
         again = await api.post("/api/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/z"})
         assert again.status_code == 201, again.text
+
+
+async def test_paging_goes_on_when_the_last_endpoint_of_a_page_is_deleted(
+    app: FastAPI, pool: asyncpg.Pool
+) -> None:
+    """`after` names where a page ended: deleting that endpoint meanwhile must not turn
+    the next page into a 404 (a client paging while another deletes). An id never in the
+    caller's scope stays a 404."""
+    _, key = await _merchant(pool, "shop")
+    _, other_key = await _merchant(pool, "other")
+    async with _client(app, key) as api, _client(app, other_key) as other:
+        made = [
+            (
+                await api.post("/api/v1/webhook-endpoints", json={"url": f"http://127.0.0.1:9/{n}"})
+            ).json()["id"]
+            for n in range(3)
+        ]
+        first = (await api.get("/api/v1/webhook-endpoints", params={"limit": 1})).json()
+        assert [e["id"] for e in first["data"]] == made[:1] and first["next_after"] == made[0]
+        assert (await api.delete(f"/api/v1/webhook-endpoints/{made[0]}")).status_code == 204
+        rest = await api.get("/api/v1/webhook-endpoints", params={"after": made[0]})
+        assert rest.status_code == 200, rest.text
+        assert [e["id"] for e in rest.json()["data"]] == made[1:]
+        # Scope holds: another merchant's endpoint, deleted or not, is not a position.
+        for endpoint in (made[0], made[1]):
+            answer = await other.get("/api/v1/webhook-endpoints", params={"after": endpoint})
+            assert answer.status_code == 404, answer.text
+        unknown = await api.get("/api/v1/webhook-endpoints", params={"after": str(uuid.uuid4())})
+        assert unknown.status_code == 404
