@@ -20,6 +20,7 @@ from payflow.errors import BadInput, Conflict, NotFound
 from payflow.webhooks.endpoints import (
     Scope,
     attempts_by_delivery,
+    checked_description,
     create_endpoint,
     deliveries_of_endpoint,
     get_endpoint,
@@ -106,6 +107,7 @@ async def create(request: Request, session: Live) -> Response:
     try:
         check_webhook_url(url, st.settings.webhook_allow_hosts, st.settings.webhook_nat64_prefixes)
         events = valid_events(raw_events)
+        description = checked_description(form.get("description", "").strip())
     except BadInput as error:
         return await _list_page(request, session, 400, str(error))
     try:
@@ -116,7 +118,7 @@ async def create(request: Request, session: Live) -> Response:
                 url=url,
                 events=events,
                 secret=new_webhook_secret(),
-                description=form.get("description", "").strip()[:500],
+                description=description,
             )
     except Conflict as error:
         return await _list_page(request, session, 409, f"Not created: {error}.")

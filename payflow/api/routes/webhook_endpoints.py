@@ -36,6 +36,7 @@ from payflow.idempotency.records import (
     store,
 )
 from payflow.webhooks.endpoints import (
+    MAX_DESCRIPTION,
     Scope,
     create_endpoint,
     delete_endpoint,
@@ -63,7 +64,7 @@ class EndpointCreate(Strict):
     enabled_events: list[str] = Field(
         default_factory=lambda: ["*"], max_length=20, description='Event types, or ["*"]'
     )
-    description: str = Field(default="", max_length=500)
+    description: str = Field(default="", max_length=MAX_DESCRIPTION)
     enabled: JsonBool = True
 
     @field_validator("url", "description")
@@ -75,7 +76,7 @@ class EndpointCreate(Strict):
 class EndpointPatch(Strict):
     url: str | None = Field(default=None, max_length=2048)
     enabled_events: list[str] | None = Field(default=None, max_length=20)
-    description: str | None = Field(default=None, max_length=500)
+    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION)
     enabled: JsonBool | None = None
 
     @field_validator("url", "description")

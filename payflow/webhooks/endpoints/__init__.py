@@ -7,8 +7,11 @@ auto-disable of endpoints that only fail. See docs/webhooks.md."""
 from payflow.webhooks.endpoints.dead import ENDPOINT_DEAD_LETTERER, replay_delivery
 from payflow.webhooks.endpoints.sender import EndpointSender, delivery_headers
 from payflow.webhooks.endpoints.store import (
+    MAX_DESCRIPTION,
+    MAX_ENDPOINTS,
     Scope,
     attempts_by_delivery,
+    checked_description,
     create_endpoint,
     delete_endpoint,
     deliveries_of_endpoint,
@@ -25,9 +28,12 @@ from payflow.webhooks.endpoints.store import (
 
 __all__ = [
     "ENDPOINT_DEAD_LETTERER",
+    "MAX_DESCRIPTION",
+    "MAX_ENDPOINTS",
     "EndpointSender",
     "Scope",
     "attempts_by_delivery",
+    "checked_description",
     "create_endpoint",
     "delete_endpoint",
     "deliveries_of_endpoint",

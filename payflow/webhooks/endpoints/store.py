@@ -41,6 +41,17 @@ class Scope:
     admin: bool = False
 
 
+MAX_DESCRIPTION = 500  # webhook_endpoints_description_length
+
+
+def checked_description(description: str) -> str:
+    """`description` as given, or `BadInput` when over `MAX_DESCRIPTION` characters (never
+    cut short: what is stored is what the merchant wrote)."""
+    if len(description) > MAX_DESCRIPTION:
+        raise BadInput(f"a description is at most {MAX_DESCRIPTION} characters")
+    return description
+
+
 def valid_events(events: Sequence[str]) -> list[str]:
     """`events` checked and normalised: `["*"]` alone, or 1 to 20 distinct known event
     types (`EventKind`), in the order given. Raises `BadInput` naming the first bad one."""

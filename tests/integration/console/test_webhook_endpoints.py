@@ -91,3 +91,24 @@ async def test_the_console_refuses_an_endpoint_past_the_cap(
         assert await pool.fetchval(count, merchants.shop_id) == MAX_ENDPOINTS
         await pool.execute("UPDATE webhook_endpoints SET deleted_at = now(), enabled = false")
         assert (await shop.post("/console/webhook-endpoints", data=form)).status_code == 201
+
+
+async def test_the_console_refuses_a_long_description_instead_of_cutting_it(
+    console_app: FastAPI, merchants: Merchants
+) -> None:
+    """The API answers 422 past 500 characters; the console said nothing and stored the
+    first 500. Both refuse now, and what is stored is what was written."""
+    pool = console_app.state.api.pool
+    async with signed_in(console_app, merchants.shop) as shop:
+        token = _csrf(await shop.get("/console/webhook-endpoints"))
+        form = {"csrf_token": token, "url": "http://127.0.0.1:9/d", "events": "*"}
+        long = await shop.post(
+            "/console/webhook-endpoints", data={**form, "description": "d" * 501}
+        )
+        assert long.status_code == 400 and "at most 500" in long.text
+        assert await pool.fetchval("SELECT count(*) FROM webhook_endpoints") == 0
+        made = await shop.post(
+            "/console/webhook-endpoints", data={**form, "description": "é" * 500}
+        )
+        assert made.status_code == 201, made.text
+        assert await pool.fetchval("SELECT description FROM webhook_endpoints") == "é" * 500
