@@ -9,9 +9,10 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import Path, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from payflow.api.auth import CurrentMerchant, Merchant
+from payflow.api.checks import decimal_integer_text
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.responses import JsonResponse, iso
@@ -113,9 +114,11 @@ async def endpoint_deliveries(
     request: Request,
     endpoint_id: UUID,
     merchant: CurrentMerchant,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=200)] = 50,
     before: Annotated[
-        int | None, Query(ge=1, le=2**63 - 1, description="next_before of the last page")
+        int | None,
+        BeforeValidator(decimal_integer_text),
+        Query(ge=1, le=2**63 - 1, description="next_before of the last page"),
     ] = None,
 ) -> JsonResponse:
     """`{"data": [...], "next_before": id | null}`; each attempt has its time, HTTP

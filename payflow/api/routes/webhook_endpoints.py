@@ -16,7 +16,7 @@ from fastapi import Depends, Header, Path, Query, Request, Response
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
 from payflow.api.auth import CurrentMerchant, Merchant, new_webhook_secret
-from payflow.api.checks import clean_text
+from payflow.api.checks import clean_text, decimal_integer_text
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.headers import idempotency_key_once, strip_ows
@@ -197,7 +197,7 @@ async def create(
 async def list_(
     request: Request,
     merchant: CurrentMerchant,
-    limit: Annotated[int, Query(ge=1, le=200)] = 100,
+    limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=200)] = 100,
     after: Annotated[UUID | None, Query(description="the last id of the previous page")] = None,
 ) -> JsonResponse:
     """`{"data": [...], "next_after": id | null}`."""
