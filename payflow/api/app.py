@@ -8,7 +8,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from redis.asyncio import Redis
 
 from payflow.config import Settings, load_settings
@@ -19,7 +21,7 @@ from payflow.ingress.signature import require_secret
 from payflow.observability import configure_logging, log
 from payflow.outbox.waker import RelayWaker
 
-from .auth import ensure_bootstrap_merchants
+from .auth import authenticate, ensure_bootstrap_merchants
 from .db import connection
 from .errors import install_exception_handler
 from .head import HeadAsGet
@@ -40,6 +42,7 @@ from .routes import (
     withdrawals,
 )
 from .routing import BoundedJsonRoute
+from .schemas import problem_responses
 from .state import ApiState
 
 
@@ -104,6 +107,7 @@ def create_api(settings: Settings | None = None) -> FastAPI:
         api_keys,
         health,
     ):
+        document_read_key_refusal(module.router)
         app.include_router(module.router)
     app.add_middleware(HeadAsGet)  # inside RequestMiddleware: logs and metrics say HEAD
     app.add_middleware(
@@ -114,6 +118,40 @@ def create_api(settings: Settings | None = None) -> FastAPI:
     )
     _document_settings(app, settings)
     return app
+
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def document_read_key_refusal(router: APIRouter) -> None:
+    """Give every keyed route that writes its 403 in /openapi.json: `authenticate`
+    refuses a `read` key on any method but GET and HEAD, so the 403 is an answer of
+    every such route, whether or not its module listed it (routes added later too).
+    Routers it includes are walked too, with their include's dependencies."""
+    pending: list[tuple[bool, Any]] = [(False, route) for route in router.routes]
+    while pending:
+        keyed, route = pending.pop()
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            deps = route.include_context.dependencies
+            keyed = keyed or any(d.dependency is authenticate for d in deps)
+            pending.extend((keyed, r) for r in included.routes)
+            continue
+        if not isinstance(route, APIRoute) or not ((route.methods or set()) & WRITE_METHODS):
+            continue
+        if (keyed or _depends_on(route.dependant, authenticate)) and 403 not in route.responses:
+            route.responses[403] = problem_responses(403)[403]
+
+
+def _depends_on(dependant: Dependant, call: Any) -> bool:
+    """Whether `call` is among the dependencies of `dependant`, at any depth."""
+    pending = list(dependant.dependencies)
+    while pending:
+        dep = pending.pop()
+        if dep.call is call:
+            return True
+        pending.extend(dep.dependencies)
+    return False
 
 
 def _document_settings(app: FastAPI, settings: Settings) -> None:

@@ -19,6 +19,19 @@ AMOUNT_FIELD_PATTERN = r"^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"  # as money.AMOU
 AMOUNT_EXAMPLE = "10.00"
 
 
+DECIMAL_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
+
+
+def decimal_integer_text(value: object) -> object:
+    """A query or path integer as plain decimal digits (an optional leading minus, which
+    the range check then answers). Pydantic's lax `int` reads `5_0` as 50, `5.0` and
+    ` 5` as 5, `+5` as 5 and Arabic-Indic or fullwidth digits as numbers: none of those is
+    what a client meant to send, so each is a 422 naming the parameter."""
+    if isinstance(value, str) and not DECIMAL_INTEGER.fullmatch(value):
+        raise ValueError("must be a whole number written in decimal digits, such as 20")
+    return value
+
+
 def amount_must_be_string(value: object) -> object:
     if isinstance(value, bool):
         raise ValueError('amount must be a decimal string such as "10.00", not a JSON boolean')

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from payflow.api.checks import (
     AMOUNT_EXAMPLE,
@@ -22,7 +22,15 @@ from payflow.ingress.payloads import EVM_ADDRESS
 
 
 class Strict(BaseModel):
+    """A request body: unknown fields refused. Its booleans are `JsonBool`."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# A request body's boolean: JSON `true` or `false` only. Pydantic's lax `bool` would read
+# "yes", "off", 0 or 1 as a boolean (so `"enabled": "no"` would not say what it means);
+# every bool field of a `Strict` model is this type (tests/unit/api/test_strict_bodies.py).
+JsonBool = StrictBool
 
 
 class Problem(BaseModel):

@@ -16,10 +16,11 @@ from payflow.api.auth import new_webhook_secret
 from payflow.api.db import connection
 from payflow.api.routing import api_router
 from payflow.db.tx import transaction
-from payflow.errors import BadInput, NotFound
+from payflow.errors import BadInput, Conflict, NotFound
 from payflow.webhooks.endpoints import (
     Scope,
     attempts_by_delivery,
+    checked_description,
     create_endpoint,
     deliveries_of_endpoint,
     get_endpoint,
@@ -106,17 +107,21 @@ async def create(request: Request, session: Live) -> Response:
     try:
         check_webhook_url(url, st.settings.webhook_allow_hosts, st.settings.webhook_nat64_prefixes)
         events = valid_events(raw_events)
+        description = checked_description(form.get("description", "").strip())
     except BadInput as error:
         return await _list_page(request, session, 400, str(error))
-    async with connection(st.pool) as conn, transaction(conn, st.settings):
-        row = await create_endpoint(
-            conn,
-            session.merchant.id,
-            url=url,
-            events=events,
-            secret=new_webhook_secret(),
-            description=form.get("description", "").strip()[:500],
-        )
+    try:
+        async with connection(st.pool) as conn, transaction(conn, st.settings):
+            row = await create_endpoint(
+                conn,
+                session.merchant.id,
+                url=url,
+                events=events,
+                secret=new_webhook_secret(),
+                description=description,
+            )
+    except Conflict as error:
+        return await _list_page(request, session, 409, f"Not created: {error}.")
     return await _endpoint_page(request, session, row["id"], 201, secret=row["secret"])
 
 

@@ -35,6 +35,11 @@ METADATA_ADDRESSES = frozenset(
 )
 
 NUMERIC_LABEL = re.compile(r"(0x[0-9a-f]*|[0-9]+)", re.ASCII)
+# The characters a host name can hold once IDNA-encoded and lower-cased: letters, digits,
+# hyphens and (for names that use them) underscores. urlsplit also passes `%65`, `!`, `*`,
+# `$`... in a host (RFC 3986 reg-name): no resolver finds such a name, so a URL naming one
+# would be accepted, retried and dead-lettered, never delivered.
+HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*", re.ASCII)
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -223,7 +228,16 @@ def check_webhook_url(
     if host in BLOCKED_NAMES or host.endswith((".localhost", ".internal", ".local")):
         raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not allowed")
     address = _literal_address(host)
+    if "[" in urlsplit(url).netloc and not isinstance(address, ipaddress.IPv6Address):
+        # `[v1.x]` (an IPvFuture literal) reads as the host `v1.x`: brackets hold an IPv6
+        # address, or the URL names nothing payflow can connect to.
+        raise UnsafeWebhookUrl("webhook_url brackets must hold an IPv6 address")
     if address is None:
+        if not HOST_NAME.fullmatch(host):
+            raise UnsafeWebhookUrl(
+                f"webhook_url host {host!r} is not a valid name: letters, digits, '-', '_'"
+                " and dots only"
+            )
         if "." not in host:
             raise UnsafeWebhookUrl(f"webhook_url host {host!r} is not a public name")
         try:

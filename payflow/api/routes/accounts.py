@@ -15,7 +15,7 @@ from fastapi import Depends, Header, Query, Request
 from pydantic import AwareDatetime, BeforeValidator
 
 from payflow.api.auth import SQL, CurrentMerchant, Merchant, require_admin
-from payflow.api.checks import rfc3339_text, utc_bound
+from payflow.api.checks import decimal_integer_text, rfc3339_text, utc_bound
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.headers import idempotency_key_once, strip_ows
@@ -156,7 +156,7 @@ async def list_entries(
     account_id: UUID,
     merchant: CurrentMerchant,
     cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$")] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=200)] = 50,
 ) -> JsonResponse:
     """The cursor is the last entry id of the previous page; entries are append-only."""
     state = api_state(request)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Path, Query, Request
+from pydantic import BeforeValidator
 
 from payflow.api.auth import AdminMerchant
+from payflow.api.checks import decimal_integer_text
 from payflow.api.db import connection
 from payflow.api.responses import JsonResponse, iso
 from payflow.api.routes.payments import decode_cursor, encode_cursor
@@ -23,7 +25,7 @@ from payflow.dlq import DeadLetter, get_dead_letter, list_dead_letters
 from payflow.ingress.service import list_unmatched
 from payflow.ops.dlq_replay import replay_dead_letter
 
-DlqId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+DlqId = Annotated[int, BeforeValidator(decimal_integer_text), Path(ge=1, le=2**63 - 1)]
 
 router = api_router(prefix="/api/v1/admin", tags=["operations"])
 
@@ -38,7 +40,7 @@ async def unmatched_events(
     request: Request,
     merchant: AdminMerchant,
     cursor: Annotated[str | None, Query(max_length=400)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=200)] = 50,
 ) -> JsonResponse:
     """Events kept for review instead of being refused (so providers stop retrying)."""
     state = api_state(request)
@@ -93,7 +95,7 @@ async def dead_letters(
     request: Request,
     merchant: AdminMerchant,
     include_resolved: bool = False,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=200)] = 50,
 ) -> JsonResponse:
     """Every failed attempt that exhausted its retries, for an operator to inspect."""
     state = api_state(request)

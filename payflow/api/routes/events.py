@@ -12,7 +12,7 @@ from fastapi import Path, Query, Request
 from pydantic import AwareDatetime, BeforeValidator
 
 from payflow.api.auth import SQL, CurrentMerchant
-from payflow.api.checks import rfc3339_text, utc_bound
+from payflow.api.checks import decimal_integer_text, rfc3339_text, utc_bound
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.responses import JsonResponse, iso, wire_amount
@@ -88,7 +88,7 @@ async def list_stream(
         AwareDatetime | None, BeforeValidator(rfc3339_text), Query(description="exclusive")
     ] = None,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
-    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=100)] = 20,
     order: Annotated[Literal["asc", "desc"], Query()] = "desc",
 ) -> JsonResponse:
     """The caller's own events, newest first by default (`order=asc`: oldest first), in

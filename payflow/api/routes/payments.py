@@ -16,6 +16,7 @@ from payflow.api.auth import CurrentMerchant
 from payflow.api.checks import (
     check_metadata,
     clean_text,
+    decimal_integer_text,
     floats_round_trip,
     rfc3339_text,
     utc_bound,
@@ -226,7 +227,7 @@ async def list_(
         AwareDatetime | None, BeforeValidator(rfc3339_text), Query(description="exclusive")
     ] = None,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=200)] = 50,
 ) -> JsonResponse:
     """Pages follow (created_at, payment_id) descending; `next_cursor` is null on the last."""
     state = api_state(request)

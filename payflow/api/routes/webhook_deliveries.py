@@ -5,12 +5,14 @@ endpoints (`routes/webhook_endpoints.py`): another merchant's endpoint or event 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from fastapi import Path, Query, Request
+from pydantic import BaseModel, BeforeValidator, Field
 
 from payflow.api.auth import CurrentMerchant, Merchant
+from payflow.api.checks import decimal_integer_text
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.responses import JsonResponse, iso
@@ -36,6 +38,53 @@ class Redeliver(Strict):
     endpoint_id: UUID | None = None
 
 
+class AttemptView(BaseModel):
+    attempted_at: str
+    http_status: int | None = Field(description="null: no HTTP answer")
+    duration_ms: int
+    error: str | None
+
+
+class DeliveryView(BaseModel):
+    id: int
+    event_id: str
+    event_type: str
+    endpoint_id: str
+    state: Literal["pending", "delivered", "dead"]
+    attempts_count: int
+    last_http_status: int | None
+    delivered_at: str | None
+    created_at: str
+    attempts: list[AttemptView] = Field(description="Oldest first")
+
+
+class DeliveryPage(BaseModel):
+    data: list[DeliveryView] = Field(description="Newest first")
+    next_before: int | None = Field(description="`before` for the next page; null on the last")
+
+
+class RedeliveryAudit(BaseModel):
+    endpoint_id: str
+    delivery_id: int
+    requested_by: str = Field(description="api:key:<key id> or console:key:<key id>")
+    requested_at: str
+
+
+class EventDeliveries(BaseModel):
+    data: list[DeliveryView] = Field(description="One delivery per endpoint, oldest first")
+    redeliveries: list[RedeliveryAudit]
+
+
+class RedeliveryQueued(BaseModel):
+    endpoint_id: str
+    delivery_id: int
+    requested_at: str
+
+
+class RedeliveryAnswer(BaseModel):
+    redeliveries: list[RedeliveryQueued]
+
+
 def _scope(merchant: Merchant) -> Scope:
     return Scope(merchant.id, merchant.is_admin)
 
@@ -57,6 +106,7 @@ def _delivery_view(row: Any, attempts: list[dict[str, Any]]) -> dict[str, Any]:
 
 @router.get(
     "/webhook-endpoints/{endpoint_id}/deliveries",
+    response_model=DeliveryPage,
     responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="The endpoint's deliveries, newest first, each with its attempts",
 )
@@ -64,9 +114,11 @@ async def endpoint_deliveries(
     request: Request,
     endpoint_id: UUID,
     merchant: CurrentMerchant,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=200)] = 50,
     before: Annotated[
-        int | None, Query(ge=1, le=2**63 - 1, description="next_before of the last page")
+        int | None,
+        BeforeValidator(decimal_integer_text),
+        Query(ge=1, le=2**63 - 1, description="next_before of the last page"),
     ] = None,
 ) -> JsonResponse:
     """`{"data": [...], "next_before": id | null}`; each attempt has its time, HTTP
@@ -87,6 +139,7 @@ async def endpoint_deliveries(
 
 @router.get(
     "/events/{event_id}/deliveries",
+    response_model=EventDeliveries,
     responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="A merchant event's deliveries (one per endpoint) and its redeliveries",
 )
@@ -118,6 +171,7 @@ async def event_deliveries(
 @router.post(
     "/events/{event_id}/redeliver",
     status_code=202,
+    response_model=RedeliveryAnswer,
     responses=problem_responses(400, 415, 404, *COMMON_PROBLEMS),
     summary="Send a merchant event again (same webhook-id), audited",
 )

@@ -16,13 +16,13 @@ from fastapi import Depends, Header, Path, Query, Request, Response
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
 from payflow.api.auth import CurrentMerchant, Merchant, new_webhook_secret
-from payflow.api.checks import clean_text
+from payflow.api.checks import clean_text, decimal_integer_text
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.headers import idempotency_key_once, strip_ows
 from payflow.api.responses import JsonResponse, iso
 from payflow.api.routing import api_router
-from payflow.api.schemas import COMMON_PROBLEMS, Strict, problem_responses
+from payflow.api.schemas import COMMON_PROBLEMS, JsonBool, Strict, problem_responses
 from payflow.api.state import api_state
 from payflow.config import Settings
 from payflow.db.tx import transaction
@@ -36,9 +36,11 @@ from payflow.idempotency.records import (
     store,
 )
 from payflow.webhooks.endpoints import (
+    MAX_DESCRIPTION,
     Scope,
     create_endpoint,
     delete_endpoint,
+    endpoint_position,
     get_endpoint,
     list_endpoints,
     rotate_secret,
@@ -62,8 +64,8 @@ class EndpointCreate(Strict):
     enabled_events: list[str] = Field(
         default_factory=lambda: ["*"], max_length=20, description='Event types, or ["*"]'
     )
-    description: str = Field(default="", max_length=500)
-    enabled: bool = True
+    description: str = Field(default="", max_length=MAX_DESCRIPTION)
+    enabled: JsonBool = True
 
     @field_validator("url", "description")
     @classmethod
@@ -74,8 +76,8 @@ class EndpointCreate(Strict):
 class EndpointPatch(Strict):
     url: str | None = Field(default=None, max_length=2048)
     enabled_events: list[str] | None = Field(default=None, max_length=20)
-    description: str | None = Field(default=None, max_length=500)
-    enabled: bool | None = None
+    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION)
+    enabled: JsonBool | None = None
 
     @field_validator("url", "description")
     @classmethod
@@ -96,6 +98,11 @@ class EndpointView(BaseModel):
     created_at: str
     updated_at: str
     secret: str | None = Field(default=None, description="Only in create and rotate answers")
+
+
+class EndpointPage(BaseModel):
+    data: list[EndpointView] = Field(description="Oldest first; never a secret")
+    next_after: str | None = Field(description="`after` for the next page; null on the last")
 
 
 def endpoint_view(row: Any, *, secret: bool = False) -> dict[str, Any]:
@@ -183,20 +190,21 @@ async def create(
 
 @router.get(
     "/webhook-endpoints",
+    response_model=EndpointPage,
     responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="List webhook endpoints (oldest first)",
 )
 async def list_(
     request: Request,
     merchant: CurrentMerchant,
-    limit: Annotated[int, Query(ge=1, le=200)] = 100,
+    limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=200)] = 100,
     after: Annotated[UUID | None, Query(description="the last id of the previous page")] = None,
 ) -> JsonResponse:
     """`{"data": [...], "next_after": id | null}`."""
     state = api_state(request)
     scope = _scope(merchant)
     async with connection(state.pool) as conn:
-        last = None if after is None else await get_endpoint(conn, scope, after)
+        last = None if after is None else await endpoint_position(conn, scope, after)
         rows = await list_endpoints(conn, scope, limit + 1, last)
     page = rows[:limit]
     more = len(rows) > limit

@@ -7,12 +7,16 @@ auto-disable of endpoints that only fail. See docs/webhooks.md."""
 from payflow.webhooks.endpoints.dead import ENDPOINT_DEAD_LETTERER, replay_delivery
 from payflow.webhooks.endpoints.sender import EndpointSender, delivery_headers
 from payflow.webhooks.endpoints.store import (
+    MAX_DESCRIPTION,
+    MAX_ENDPOINTS,
     Scope,
     attempts_by_delivery,
+    checked_description,
     create_endpoint,
     delete_endpoint,
     deliveries_of_endpoint,
     deliveries_of_event,
+    endpoint_position,
     get_endpoint,
     list_endpoints,
     redeliver,
@@ -24,14 +28,18 @@ from payflow.webhooks.endpoints.store import (
 
 __all__ = [
     "ENDPOINT_DEAD_LETTERER",
+    "MAX_DESCRIPTION",
+    "MAX_ENDPOINTS",
     "EndpointSender",
     "Scope",
     "attempts_by_delivery",
+    "checked_description",
     "create_endpoint",
     "delete_endpoint",
     "deliveries_of_endpoint",
     "deliveries_of_event",
     "delivery_headers",
+    "endpoint_position",
     "get_endpoint",
     "list_endpoints",
     "redeliver",

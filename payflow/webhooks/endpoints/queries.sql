@@ -6,11 +6,26 @@ VALUES ($1, $2, $3, $4, $5, $6,
         CASE WHEN $5 THEN NULL ELSE now() END, CASE WHEN $5 THEN NULL ELSE 'merchant' END)
 RETURNING *;
 
+-- name: lock_merchant_endpoints
+-- $1 merchant: serialises its endpoint creations until the transaction ends, so the
+-- count below and the insert after it cannot be raced past MAX_ENDPOINTS
+SELECT pg_advisory_xact_lock(hashtext('payflow.webhook_endpoints'), hashtext($1::uuid::text));
+
+-- name: count_endpoints
+-- $1 merchant: its endpoints not deleted (enabled or not)
+SELECT count(*) FROM webhook_endpoints WHERE merchant_id = $1 AND deleted_at IS NULL;
+
 -- name: get_endpoint
 -- $1 endpoint id, $2 merchant, $3 admin? (an admin reads every merchant's). Deleted ones
 -- are gone for the API.
 SELECT * FROM webhook_endpoints
 WHERE id = $1 AND deleted_at IS NULL AND ($3::boolean OR merchant_id = $2);
+
+-- name: endpoint_position
+-- $1 endpoint id, $2 merchant, $3 admin?: where a list page ended (created_at, id), deleted
+-- endpoints included, so a page's last endpoint deleted meanwhile still continues the list
+SELECT created_at, id FROM webhook_endpoints
+WHERE id = $1 AND ($3::boolean OR merchant_id = $2);
 
 -- name: list_endpoints
 -- $1 merchant, $2 admin?, $3 limit, $4 after (created_at, id) cursor time, $5 cursor id

@@ -17,7 +17,7 @@ import asyncpg
 
 from payflow.db import Connection
 from payflow.db.queries import load_queries
-from payflow.errors import BadInput, NotFound
+from payflow.errors import BadInput, Conflict, NotFound
 from payflow.webhooks.endpoints.dead import requeue_delivery
 from payflow.webhooks.events import EventKind
 
@@ -25,6 +25,12 @@ SQL = load_queries("payflow.webhooks.endpoints")
 
 ALL_EVENTS = "*"
 MAX_EVENTS = 20  # webhook_endpoints_events_valid
+# Endpoints a merchant may hold (deleted ones do not count). Every event of the merchant
+# is fanned out to each endpoint inside the transaction that records it (a payment's
+# finalize, a deposit's credit), and each delivery is a POST payflow makes: without a
+# cap one key could make every money event write thousands of rows and payflow POST
+# thousands of times to any public host.
+MAX_ENDPOINTS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +39,17 @@ class Scope:
 
     merchant_id: UUID
     admin: bool = False
+
+
+MAX_DESCRIPTION = 500  # webhook_endpoints_description_length
+
+
+def checked_description(description: str) -> str:
+    """`description` as given, or `BadInput` when over `MAX_DESCRIPTION` characters (never
+    cut short: what is stored is what the merchant wrote)."""
+    if len(description) > MAX_DESCRIPTION:
+        raise BadInput(f"a description is at most {MAX_DESCRIPTION} characters")
+    return description
 
 
 def valid_events(events: Sequence[str]) -> list[str]:
@@ -67,7 +84,14 @@ async def create_endpoint(
     enabled: bool = True,
 ) -> asyncpg.Record:
     """Insert an endpoint of `merchant_id` (url already checked by the SSRF rules, events
-    by `valid_events`, `secret` a fresh `whsec_…`); returns its row."""
+    by `valid_events`, `secret` a fresh `whsec_…`); returns its row. `Conflict` when the
+    merchant holds `MAX_ENDPOINTS` endpoints already; inside the caller's transaction
+    two creations at once cannot both pass the cap (a lock per merchant)."""
+    await conn.execute(SQL["lock_merchant_endpoints"], merchant_id)
+    if await conn.fetchval(SQL["count_endpoints"], merchant_id) >= MAX_ENDPOINTS:
+        raise Conflict(
+            f"a merchant has at most {MAX_ENDPOINTS} webhook endpoints: delete one first"
+        )
     row = await conn.fetchrow(
         SQL["insert_endpoint"], merchant_id, url, description, list(events), enabled, secret
     )
@@ -83,10 +107,21 @@ async def get_endpoint(conn: Connection, scope: Scope, endpoint_id: UUID) -> asy
     return row
 
 
+async def endpoint_position(conn: Connection, scope: Scope, endpoint_id: UUID) -> asyncpg.Record:
+    """Where a list page that ended at `endpoint_id` continues from: its (created_at, id),
+    also once deleted (a page's last endpoint deleted meanwhile must not end the paging);
+    `NotFound` for an id never in scope."""
+    row = await conn.fetchrow(SQL["endpoint_position"], endpoint_id, scope.merchant_id, scope.admin)
+    if row is None:
+        raise NotFound(f"webhook endpoint {endpoint_id} does not exist")
+    return row
+
+
 async def list_endpoints(
     conn: Connection, scope: Scope, limit: int, after: asyncpg.Record | None = None
 ) -> list[asyncpg.Record]:
-    """Up to `limit` endpoints in creation order, after the endpoint row `after`."""
+    """Up to `limit` endpoints in creation order, after `after` (an `endpoint_position`
+    or an endpoint row)."""
     return list(
         await conn.fetch(
             SQL["list_endpoints"],

@@ -221,6 +221,28 @@ async def test_a_read_key_is_refused_on_every_route_that_is_not_a_get(
         assert (await client.head("/api/v1/api-keys")).status_code == 200
 
 
+async def test_openapi_lists_the_read_key_403_on_every_keyed_write(
+    app: FastAPI, client: httpx.AsyncClient
+) -> None:
+    """Every keyed route but GET and HEAD answers a read key 403 (the test above), so
+    /openapi.json must list a 403 for each of them, also for routes whose module did not
+    say so (payments, accounts, webhook endpoints, redelivery, ...)."""
+    document = (await client.get("/openapi.json")).json()
+    writes = [
+        (method.lower(), path)
+        for path, route, keyed in _api_routes(app)
+        if (keyed or _needs_key(route.dependant)) and route.include_in_schema
+        for method in route.methods
+        if method not in {"GET", "HEAD"}
+    ]
+    assert ("post", "/api/v1/webhook-endpoints") in writes
+    assert ("post", "/api/v1/payments") in writes
+    missing = [(m, p) for m, p in writes if "403" not in document["paths"][p][m]["responses"]]
+    assert missing == []
+    provider = document["paths"]["/api/v1/webhooks/provider"]["post"]["responses"]
+    assert "403" not in provider  # no key: nothing to be read-only
+
+
 async def test_a_write_key_moves_money_and_a_read_key_reads_it(
     app: FastAPI, client: httpx.AsyncClient
 ) -> None:

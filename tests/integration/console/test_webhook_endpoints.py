@@ -10,6 +10,7 @@ import httpx
 from fastapi import FastAPI
 
 from payflow.webhooks import EventKind, record_event
+from payflow.webhooks.endpoints.store import MAX_ENDPOINTS
 
 from .conftest import Merchants, signed_in
 
@@ -68,3 +69,46 @@ async def test_a_merchant_manages_its_endpoints_and_an_admin_sees_them(
     async with signed_in(console_app, merchants.admin) as ops:
         assert str(endpoint_id) in (await ops.get("/console/webhook-endpoints")).text
         assert (await ops.get(path)).status_code == 200
+
+
+async def test_the_console_refuses_an_endpoint_past_the_cap(
+    console_app: FastAPI, merchants: Merchants
+) -> None:
+    pool = console_app.state.api.pool
+    for n in range(MAX_ENDPOINTS):
+        await pool.execute(
+            "INSERT INTO webhook_endpoints (merchant_id, url, enabled_events, secret)"
+            " VALUES ($1, $2, '{*}', 'whsec_x')",
+            merchants.shop_id,
+            f"http://127.0.0.1:9/{n}",
+        )
+    async with signed_in(console_app, merchants.shop) as shop:
+        token = _csrf(await shop.get("/console/webhook-endpoints"))
+        form = {"csrf_token": token, "url": "http://127.0.0.1:9/one-more", "events": "*"}
+        refused = await shop.post("/console/webhook-endpoints", data=form)
+        assert refused.status_code == 409 and "at most" in refused.text
+        count = "SELECT count(*) FROM webhook_endpoints WHERE merchant_id = $1"
+        assert await pool.fetchval(count, merchants.shop_id) == MAX_ENDPOINTS
+        await pool.execute("UPDATE webhook_endpoints SET deleted_at = now(), enabled = false")
+        assert (await shop.post("/console/webhook-endpoints", data=form)).status_code == 201
+
+
+async def test_the_console_refuses_a_long_description_instead_of_cutting_it(
+    console_app: FastAPI, merchants: Merchants
+) -> None:
+    """The API answers 422 past 500 characters; the console said nothing and stored the
+    first 500. Both refuse now, and what is stored is what was written."""
+    pool = console_app.state.api.pool
+    async with signed_in(console_app, merchants.shop) as shop:
+        token = _csrf(await shop.get("/console/webhook-endpoints"))
+        form = {"csrf_token": token, "url": "http://127.0.0.1:9/d", "events": "*"}
+        long = await shop.post(
+            "/console/webhook-endpoints", data={**form, "description": "d" * 501}
+        )
+        assert long.status_code == 400 and "at most 500" in long.text
+        assert await pool.fetchval("SELECT count(*) FROM webhook_endpoints") == 0
+        made = await shop.post(
+            "/console/webhook-endpoints", data={**form, "description": "é" * 500}
+        )
+        assert made.status_code == 201, made.text
+        assert await pool.fetchval("SELECT description FROM webhook_endpoints") == "é" * 500

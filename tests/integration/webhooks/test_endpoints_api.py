@@ -5,6 +5,7 @@ same webhook-id, verified with the `standardwebhooks` library."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -13,9 +14,16 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from payflow.api.routes.webhook_deliveries import (
+    DeliveryPage,
+    EventDeliveries,
+    RedeliveryAnswer,
+)
+from payflow.api.routes.webhook_endpoints import EndpointPage
 from payflow.app import create_app
 from payflow.config import Settings
 from payflow.webhooks import EventKind
+from payflow.webhooks.endpoints.store import MAX_ENDPOINTS
 from tests.integration.support import wait_until
 from tests.integration.webhooks.endpoint_receiver import (
     Receiver,
@@ -82,6 +90,8 @@ async def test_crud_validation_scoping_and_secrets(app: FastAPI, pool: asyncpg.P
         for body in (
             {"url": "http://169.254.169.254/latest", "enabled_events": ["*"]},
             {"url": "ftp://example.com/x"},
+            {"url": "https://ex%2e.com/x"},  # no resolver finds a host holding `%`
+            {"url": "https://[v1.x]/x"},  # brackets hold IPv6 only
             {"url": "http://127.0.0.1:9/h", "enabled_events": ["payment.exploded"]},
             {"url": "http://127.0.0.1:9/h", "enabled_events": ["*", "payment.failed"]},
             {"url": "http://127.0.0.1:9/h", "enabled_events": []},
@@ -93,6 +103,17 @@ async def test_crud_validation_scoping_and_secrets(app: FastAPI, pool: asyncpg.P
             assert answer.headers["content-type"].startswith("application/problem+json")
         bad_patch = await api.patch(path, json={"enabled_events": ["nope"]})
         assert bad_patch.status_code == 422
+        # `enabled` is a JSON boolean: "yes", "false", 0 or 1 are refused, never coerced
+        # (so a create with `"enabled": "no"` does not make an enabled endpoint).
+        for flag in ("yes", "no", "false", 0, 1):
+            answer = await api.post(
+                "/api/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/h", "enabled": flag}
+            )
+            assert answer.status_code == 422, (flag, answer.text)
+            assert answer.json()["errors"][0]["field"] == "body.enabled"
+            answer = await api.patch(path, json={"enabled": flag})
+            assert answer.status_code == 422, (flag, answer.text)
+        assert (await api.get(path)).json()["enabled"] is True
         assert (await api.get("/api/v1/webhook-endpoints/not-a-uuid")).status_code == 422
         # Idempotency-Key optional; with one, a retry replays the same endpoint and secret.
         body = {"url": "http://127.0.0.1:9/again"}
@@ -134,6 +155,7 @@ async def test_redelivery_is_audited_and_keeps_the_webhook_id(
         await wait_until(lambda: _async(len(receiver.at("re")) == 2), what="the redelivery")
         await wait_until(lambda: _delivered(pool, event), what="delivered again")
         log = (await api.get(f"/api/v1/events/{event}/deliveries")).json()
+        listed = (await api.get("/api/v1/webhook-endpoints")).json()
         page = (await api.get(f"/api/v1/webhook-endpoints/{endpoint}/deliveries")).json()
         unknown = await api.post(
             f"/api/v1/events/{event}/redeliver", json={"endpoint_id": str(uuid.uuid4())}
@@ -148,3 +170,76 @@ async def test_redelivery_is_audited_and_keeps_the_webhook_id(
     assert [a["http_status"] for a in delivery["attempts"]] == [200, 200]
     assert all(a["duration_ms"] >= 0 and a["error"] is None for a in delivery["attempts"])
     assert page["data"][0]["id"] == delivery["id"] and page["next_before"] is None
+    # The answers are what /openapi.json says they are (every field, nothing more).
+    for model, answer in (
+        (EventDeliveries, log),
+        (DeliveryPage, page),
+        (RedeliveryAnswer, again.json()),
+        (EndpointPage, listed),
+    ):
+        assert model.model_validate(answer).model_dump(exclude_unset=True) == answer, model.__name__
+
+
+async def test_a_merchant_holds_at_most_the_cap_of_endpoints(
+    app: FastAPI, pool: asyncpg.Pool
+) -> None:
+    """Each endpoint multiplies every money event (its deliveries are written in the
+    event's transaction, each one a POST): a key cannot make thousands. Creations racing
+    at the cap cannot pass it; deleted endpoints do not count; another merchant's cap is
+    its own."""
+    shop, key = await _merchant(pool, "shop")
+    _, other_key = await _merchant(pool, "other")
+    async with _client(app, key) as api, _client(app, other_key) as other:
+        for n in range(MAX_ENDPOINTS - 3):
+            made = await api.post(
+                "/api/v1/webhook-endpoints", json={"url": f"http://127.0.0.1:9/{n}"}
+            )
+            assert made.status_code == 201, made.text
+        racing = await asyncio.gather(
+            *(
+                api.post("/api/v1/webhook-endpoints", json={"url": f"http://127.0.0.1:9/r{n}"})
+                for n in range(8)
+            )
+        )
+        assert sorted(r.status_code for r in racing) == [201] * 3 + [409] * 5
+        refused = next(r for r in racing if r.status_code == 409)
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        assert f"at most {MAX_ENDPOINTS}" in refused.json()["detail"]
+        count = "SELECT count(*) FROM webhook_endpoints WHERE merchant_id = $1"
+        assert await pool.fetchval(count, shop) == MAX_ENDPOINTS
+        assert (
+            await other.post("/api/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/o"})
+        ).status_code == 201
+        first = (await api.get("/api/v1/webhook-endpoints")).json()["data"][0]["id"]
+        assert (await api.delete(f"/api/v1/webhook-endpoints/{first}")).status_code == 204
+        again = await api.post("/api/v1/webhook-endpoints", json={"url": "http://127.0.0.1:9/z"})
+        assert again.status_code == 201, again.text
+
+
+async def test_paging_goes_on_when_the_last_endpoint_of_a_page_is_deleted(
+    app: FastAPI, pool: asyncpg.Pool
+) -> None:
+    """`after` names where a page ended: deleting that endpoint meanwhile must not turn
+    the next page into a 404 (a client paging while another deletes). An id never in the
+    caller's scope stays a 404."""
+    _, key = await _merchant(pool, "shop")
+    _, other_key = await _merchant(pool, "other")
+    async with _client(app, key) as api, _client(app, other_key) as other:
+        made = [
+            (
+                await api.post("/api/v1/webhook-endpoints", json={"url": f"http://127.0.0.1:9/{n}"})
+            ).json()["id"]
+            for n in range(3)
+        ]
+        first = (await api.get("/api/v1/webhook-endpoints", params={"limit": 1})).json()
+        assert [e["id"] for e in first["data"]] == made[:1] and first["next_after"] == made[0]
+        assert (await api.delete(f"/api/v1/webhook-endpoints/{made[0]}")).status_code == 204
+        rest = await api.get("/api/v1/webhook-endpoints", params={"after": made[0]})
+        assert rest.status_code == 200, rest.text
+        assert [e["id"] for e in rest.json()["data"]] == made[1:]
+        # Scope holds: another merchant's endpoint, deleted or not, is not a position.
+        for endpoint in (made[0], made[1]):
+            answer = await other.get("/api/v1/webhook-endpoints", params={"after": endpoint})
+            assert answer.status_code == 404, answer.text
+        unknown = await api.get("/api/v1/webhook-endpoints", params={"after": str(uuid.uuid4())})
+        assert unknown.status_code == 404

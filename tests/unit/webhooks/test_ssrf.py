@@ -108,6 +108,23 @@ async def test_a_deployments_own_nat64_prefix_is_judged_by_the_embedded_ipv4(
         "http://" + "a" * 64 + ".com/",  # a label over 63 characters
         "https://" + ("a" * 63 + ".") * 4 + "com/",  # a name over 253 characters
         "http://example.com:0/",  # no one listens on port 0
+        # Characters urlsplit passes in a host but no resolver finds (RFC 3986 reg-name):
+        "https://ex%2e.com/",
+        "https://%65xample.com/",
+        "http://127.0.0.1%2e/",
+        "https://a!b.example.com/",
+        "https://a*.example.com/",
+        "https://a$b.example.com/",
+        "https://a'b.example.com/",
+        "https://a(b).example.com/",
+        "https://a,b.example.com/",
+        "https://a;b.example.com/",
+        "https://a=b.example.com/",
+        "https://a+b.example.com/",
+        "https://a~b.example.com/",
+        # Brackets that do not hold an IPv6 address (an IPvFuture literal reads as `v1.x`):
+        "https://[v1.x]/",
+        "https://[v1.example.com]/",
     ],
 )
 def test_a_url_the_sender_could_never_reach_is_refused_when_the_payment_is_made(url: str) -> None:
@@ -118,7 +135,16 @@ def test_a_url_the_sender_could_never_reach_is_refused_when_the_payment_is_made(
 
 
 @pytest.mark.parametrize(
-    "url", ["http://example.com/", "https://a.b.c.example.com:8443/x", "http://例え.jp/"]
+    "url",
+    [
+        "http://example.com/",
+        "https://a.b.c.example.com:8443/x",
+        "http://例え.jp/",
+        "https://my_service.example.com/",
+        "https://a-b.example.com/%2e?q=%00x#f",  # percent signs outside the host are fine
+        "https://[2606:4700:4700::1111]:8443/",
+        "https://example.com./",
+    ],
 )
 def test_valid_names_still_pass(url: str) -> None:
     check_webhook_url(url, ())
