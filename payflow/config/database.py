@@ -3,11 +3,9 @@ every transaction (docs/architecture.md#database-roles)."""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
-
 from pydantic import Field, ValidationInfo, field_validator
 
-from payflow.config.base import Slice, service_url
+from payflow.config.base import Slice, service_url, with_user
 
 
 class DatabaseSettings(Slice):
@@ -55,15 +53,11 @@ class DatabaseSettings(Slice):
 
     def migration_url(self) -> str:
         """The URL migrations connect with: MIGRATION_DATABASE_URL, or by default the
-        `postgres` superuser on DATABASE_URL's server and database (trust auth locally)."""
+        `postgres` superuser on DATABASE_URL's servers and database (trust auth locally);
+        a multi-host DATABASE_URL keeps every host and its `target_session_attrs`."""
         if self.migration_database_url:
             return self.migration_database_url
-        parts = urlsplit(self.database_url)
-        host = parts.hostname or ""
-        netloc = "postgres@" + (f"[{host}]" if ":" in host else host)
-        if parts.port:
-            netloc += f":{parts.port}"
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+        return with_user(self.database_url, "postgres")
 
     def direct_url(self) -> str:
         """The URL of a session the relay may LISTEN on: DATABASE_DIRECT_URL, or by
