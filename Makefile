@@ -104,6 +104,7 @@ chromium:
 # uses the packages' own services (the lab starts private processes in network
 # namespaces). Idempotent: a no-op once installed.
 .PHONY: ha-lab
+test: ha-lab
 ha-lab:
 	@missing=""; \
 	[ -x /usr/lib/postgresql/15/bin/pg_autoctl ] || missing="$$missing postgresql-15-auto-failover"; \

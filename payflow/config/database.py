@@ -17,7 +17,9 @@ class DatabaseSettings(Slice):
     # migrations connect with MIGRATION_DATABASE_URL and run as DB_OWNER_ROLE.
     database_url: str = "postgresql://payflow_app@127.0.0.1:5432/payflow"
     """PostgreSQL, the source of truth. Its user is the service's (app) role, never a superuser or
-    the owner (docs/architecture.md#database-roles)."""
+    the owner (docs/architecture.md#database-roles). With a standby, libpq's multi-host form
+    `postgresql://payflow_app@h1:5432,h2:5432/payflow?target_session_attrs=read-write`: every
+    new session goes to the host that takes writes (docs/deployment.md)."""
     database_direct_url: str | None = None
     """PostgreSQL itself (same app role), for the one connection that needs a session: the relay's
     LISTEN. Unset: DATABASE_URL. Set it when DATABASE_URL goes through PgBouncer in transaction

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from payflow_lab.ha.topology import Lab, unavailable_reason
+from payflow_lab.ha.topology import Lab, LabBusy, unavailable_reason
 
 
 def main(argv: list[str]) -> int:
@@ -15,7 +15,13 @@ def main(argv: list[str]) -> int:
     if reason is not None:
         print(f"ha lab: {reason}", file=sys.stderr)
         return 2
-    with Lab(keep="--keep" in argv) as lab:
+    lab = Lab(keep="--keep" in argv)
+    try:
+        lab.__enter__()
+    except LabBusy as exc:
+        print(f"ha lab: {exc}", file=sys.stderr)
+        return 2
+    try:
         print(" ".join(f"{name}={value:.1f}" for name, value in lab.timings.items()))
         print(f"api={lab.api_url} dsn={lab.env()['DATABASE_URL']}")
         print(f"brokers={lab.env()['RABBITMQ_URLS']} logs={lab.root}")
@@ -25,6 +31,8 @@ def main(argv: list[str]) -> int:
                     time.sleep(1)
             except KeyboardInterrupt:
                 pass
+    finally:
+        lab.close()
     return 0
 
 

@@ -20,6 +20,7 @@ records how long each part took to come up.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shutil
 import subprocess
@@ -30,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 from payflow_lab.ha import mq, pg
 from payflow_lab.ha.netns import Host, Network, check_available
@@ -41,6 +43,7 @@ REDIS_PORT = 6379
 API_KEY = "ha-lab-api-key-0123456789"
 ADMIN_KEY = "ha-lab-admin-key-0123456789"
 PROVIDER_SECRET = "ha-lab-provider-secret-0123456789abcdef"  # noqa: S105 - lab only
+LOCK_PATH = Path("/run/lock/payflow-ha-lab.lock")
 ROLE_HOSTS: dict[str, tuple[str, int]] = {
     "api1": ("api", 31),
     "api2": ("api", 32),
@@ -49,6 +52,10 @@ ROLE_HOSTS: dict[str, tuple[str, int]] = {
     "relay": ("relay", 61),
     "sched": ("scheduler", 62),
 }
+
+
+class LabBusy(RuntimeError):
+    """Another HA lab is running on this machine."""
 
 
 def missing_tools() -> list[str]:
@@ -88,12 +95,23 @@ class Lab:
     roles: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _services: list[subprocess.Popen[bytes]] = field(default_factory=list)
     _closed: bool = False
+    _lock: IO[str] | None = None
 
     def host(self, name: str) -> Host:
         """The host `pf-<name>`."""
         return self.net.hosts[name]
 
     def __enter__(self) -> Lab:
+        # One lab per machine: its names, subnet and ports are fixed, and its start
+        # removes every `pf-` namespace; a second run refuses instead of tearing down the
+        # first.
+        LOCK_PATH.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = LOCK_PATH.open("w")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            raise LabBusy(f"another HA lab runs on this machine (holds {LOCK_PATH})") from None
         atexit.register(self.close)
         try:
             self.start()
@@ -267,3 +285,5 @@ class Lab:
         self.net.close()
         if not self.keep:
             shutil.rmtree(self.root, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.close()  # releases the machine's lab lock
