@@ -111,6 +111,9 @@ class Lab:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock.close()
+            self._lock = None
+            if not self.keep:
+                shutil.rmtree(self.root, ignore_errors=True)
             raise LabBusy(f"another HA lab runs on this machine (holds {LOCK_PATH})") from None
         atexit.register(self.close)
         try:
