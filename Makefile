@@ -97,3 +97,21 @@ chromium:
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
 	fi
+
+# The HA lab (lab/payflow_lab/ha, docs/deployment.md): pg_auto_failover (Debian's
+# postgresql-15-auto-failover: pg_autoctl and the pgautofailover extension) and HAProxy;
+# rabbitmq-server is already a dependency of the suite. Only the binaries: payflow never
+# uses the packages' own services (the lab starts private processes in network
+# namespaces). Idempotent: a no-op once installed.
+.PHONY: ha-lab
+test: ha-lab
+ha-lab:
+	@missing=""; \
+	[ -x /usr/lib/postgresql/15/bin/pg_autoctl ] || missing="$$missing postgresql-15-auto-failover"; \
+	[ -x /usr/sbin/haproxy ] || missing="$$missing haproxy"; \
+	[ -x /usr/sbin/rabbitmq-server ] || missing="$$missing rabbitmq-server"; \
+	if [ -n "$$missing" ]; then \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi

@@ -41,6 +41,7 @@ REQUIRED: tuple[str, ...] = (
 COMMON: tuple[str, ...] = (
     "migration_database_url",
     "database_direct_url",
+    "rabbitmq_urls",
     "db_owner_role",
     "db_pool_max",
     "db_statement_cache_size",

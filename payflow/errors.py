@@ -4,7 +4,8 @@ Every failure payflow raises is one of three kinds:
 
 - `RetryableError`: transient; the same work may succeed if tried again later
   (lock timeout, statement timeout, deadlock, serialization failure, and the
-  connection class of `is_connection_error`: a session lost or refused).
+  connection class of `is_connection_error`: a session lost or refused, or on a
+  standby after a failover).
 - `BusinessOutcome`: a final, recorded answer such as insufficient funds; never retried.
 - `BadInput`: the request itself is wrong; retrying it unchanged cannot help.
 """
@@ -35,6 +36,11 @@ CONNECTION_SQLSTATES: frozenset[str] = frozenset(
         "57P05",  # idle_session_timeout
     }
 )
+# The session reached a node that cannot take writes: 25006 read_only_sql_transaction, a
+# standby (or a primary being demoted) under a DSN without `target_session_attrs`. A fresh
+# session, which `target_session_attrs=read-write` sends to the primary, may succeed;
+# `db.transaction` ends such a session so the pool does not hand it out again.
+WRONG_NODE_SQLSTATES: frozenset[str] = frozenset({"25006"})
 # Whole SQLSTATE classes of the connection class: 08 connection exceptions (PgBouncer
 # answers 08P01 for its own failures: server gone, pool full, query_wait_timeout), and
 # 53 insufficient resources (e.g. 53300 too_many_connections while other clients hold
@@ -195,6 +201,8 @@ def is_connection_error(exc: BaseException) -> bool:
       `ConnectionFailureError`, PgBouncer's 08P01) and 53 (`TooManyConnectionsError`);
       57P01 admin_shutdown (`AdminShutdownError`, a terminated backend), 57P02
       crash_shutdown, 57P03 cannot_connect_now, 57P05 idle_session_timeout;
+    * 25006 read_only_sql_transaction: the session is on a standby, not the primary
+      (`is_wrong_node`);
     * `asyncpg.InternalClientError` and its subclasses (`ProtocolError`,
       `OutdatedSchemaCacheError`, `TargetServerAttributeNotMatched`): the client's
       protocol state machine met a connection that ended mid-exchange, e.g.
@@ -212,6 +220,7 @@ def is_connection_error(exc: BaseException) -> bool:
         sqlstate = getattr(exc, "sqlstate", None) or ""
         return (
             sqlstate in CONNECTION_SQLSTATES
+            or sqlstate in WRONG_NODE_SQLSTATES
             or sqlstate.startswith(CONNECTION_SQLSTATE_CLASSES)
             or isinstance(exc, asyncpg.InvalidCachedStatementError)
         )
@@ -228,6 +237,15 @@ def is_connection_error(exc: BaseException) -> bool:
         | ConnectionError
         | OSError
         | asyncio.TimeoutError,
+    )
+
+
+def is_wrong_node(exc: BaseException) -> bool:
+    """True when `exc` says the session is on a node that takes no writes (SQLSTATE
+    25006: a standby, or a primary being demoted). Retryable like a lost session, but
+    the session itself must be dropped: every write on it fails the same way."""
+    return isinstance(exc, asyncpg.PostgresError) and (
+        getattr(exc, "sqlstate", None) in WRONG_NODE_SQLSTATES
     )
 
 

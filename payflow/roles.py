@@ -115,9 +115,18 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
         if pool is None:
             return
         try:
-            channel = await confirm_channel(connection)
+            channels = [await confirm_channel(connection)]
+
+            async def reopen() -> aio_pika.abc.AbstractExchange:
+                # A fresh channel after every publish of a pass was refused (run_relay).
+                fresh = await confirm_channel(connection)
+                with contextlib.suppress(Exception):
+                    await channels.pop().close()
+                channels.append(fresh)
+                return await fresh.get_exchange(names.exchange)
+
             try:
-                exchange = await channel.get_exchange(names.exchange)
+                exchange = await channels[0].get_exchange(names.exchange)
                 await run_relay(
                     pool,
                     runtime.settings.outbox,
@@ -126,10 +135,12 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
                     database=runtime.settings.database,
                     listen_pool=listen_pool,
                     on_published=LEDGER_ON_PUBLISHED,
+                    reopen=reopen,
                 )
             finally:
-                with contextlib.suppress(Exception):
-                    await channel.close()
+                for channel in channels:
+                    with contextlib.suppress(Exception):
+                        await channel.close()
         finally:
             await pool.close()
     finally:

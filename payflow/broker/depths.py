@@ -58,7 +58,7 @@ async def queue_depths(settings: BrokerSettings, timeout_s: float) -> list[Queue
     missing queue (the broker closes the channel) is reported with `messages=None`.
     """
     try:
-        async with short_connection(settings.rabbitmq_url, timeout_s) as connection:
+        async with short_connection(settings.broker_urls(), timeout_s) as connection:
             return await _read_depths(connection, settings, timeout_s)
     except (TimeoutError, OSError, aio_pika.exceptions.AMQPError) as exc:
         raise BrokerUnreachable(f"{type(exc).__name__}: {exc}") from None

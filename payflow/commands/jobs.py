@@ -42,12 +42,22 @@ def jobs_run(
 # Registered on the root app by payflow.cli (`payflow status`).
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Machine output (JSON)")] = False,
+    cluster: Annotated[
+        bool,
+        typer.Option(
+            "--cluster",
+            help="PostgreSQL nodes (primary, standbys, replication lag) and broker nodes;"
+            " needs no working primary",
+        ),
+    ] = False,
 ) -> None:
     """Is the money right, and is it flowing? Exit 1 when something is wrong."""
     from payflow.observability import configure_logging
+    from payflow.ops.cluster import print_cluster
     from payflow.ops.status import print_status
 
     settings = _settings()
     configure_logging(settings.observability)  # logs to stderr: stdout carries the status
-    if not _run(print_status(settings, as_json=as_json)):
+    show = print_cluster if cluster else print_status
+    if not _run(show(settings, as_json=as_json)):
         raise typer.Exit(1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from typing import ClassVar, Protocol, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -53,6 +53,13 @@ def check_service_url(url: str, schemes: tuple[str, ...]) -> None:
     parts = urlsplit(url)
     if parts.scheme not in schemes:
         raise ValueError(f"must be a URL starting with {' or '.join(s + '://' for s in schemes)}")
+    if parts.scheme in HOSTLESS_SCHEMES and "," in parts.netloc:
+        # libpq's multi-host form (postgresql://h1:5432,h2:5432/db): each host is checked.
+        for host, port_text in url_hosts(url):
+            if not host:
+                raise ValueError("names an empty host in its list of hosts")
+            _check_port(port_text)
+        return
     try:
         port = parts.port
     except ValueError:
@@ -61,6 +68,39 @@ def check_service_url(url: str, schemes: tuple[str, ...]) -> None:
         raise ValueError("has a port that is not a number within 1-65535")
     if not parts.hostname and parts.scheme not in HOSTLESS_SCHEMES:
         raise ValueError("names no host")
+
+
+def _check_port(port_text: str | None) -> None:
+    if port_text is None:
+        return
+    if not (port_text.isascii() and port_text.isdigit()) or not 1 <= int(port_text) <= 65535:
+        raise ValueError("has a port that is not a number within 1-65535")
+
+
+def url_hosts(url: str) -> list[tuple[str, str | None]]:
+    """The `(host, port)` pairs of a URL's authority, several for libpq's multi-host form
+    (`postgresql://u@h1:5432,h2/db`): the port as written (None when absent), an IPv6
+    literal without its brackets."""
+    netloc = urlsplit(url).netloc.rpartition("@")[2]
+    hosts: list[tuple[str, str | None]] = []
+    for item in netloc.split(","):
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            port = rest[1:] if rest.startswith(":") else None
+        else:
+            host, colon, port_text = item.partition(":")
+            port = port_text if colon else None
+        hosts.append((host, port))
+    return hosts
+
+
+def with_user(url: str, userinfo: str) -> str:
+    """`url` logging in as `userinfo` (`user` or `user:password`, already quoted), every
+    host of its authority kept (libpq's multi-host form included)."""
+    parts = urlsplit(url)
+    hosts = parts.netloc.rpartition("@")[2]
+    netloc = f"{userinfo}@{hosts}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def service_url(value: str | None, field_name: str | None) -> str | None:

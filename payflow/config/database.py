@@ -3,11 +3,9 @@ every transaction (docs/architecture.md#database-roles)."""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
-
 from pydantic import Field, ValidationInfo, field_validator
 
-from payflow.config.base import Slice, service_url
+from payflow.config.base import Slice, service_url, with_user
 
 
 class DatabaseSettings(Slice):
@@ -19,7 +17,9 @@ class DatabaseSettings(Slice):
     # migrations connect with MIGRATION_DATABASE_URL and run as DB_OWNER_ROLE.
     database_url: str = "postgresql://payflow_app@127.0.0.1:5432/payflow"
     """PostgreSQL, the source of truth. Its user is the service's (app) role, never a superuser or
-    the owner (docs/architecture.md#database-roles)."""
+    the owner (docs/architecture.md#database-roles). With a standby, libpq's multi-host form
+    `postgresql://payflow_app@h1:5432,h2:5432/payflow?target_session_attrs=read-write`: every
+    new session goes to the host that takes writes (docs/deployment.md)."""
     database_direct_url: str | None = None
     """PostgreSQL itself (same app role), for the one connection that needs a session: the relay's
     LISTEN. Unset: DATABASE_URL. Set it when DATABASE_URL goes through PgBouncer in transaction
@@ -55,15 +55,11 @@ class DatabaseSettings(Slice):
 
     def migration_url(self) -> str:
         """The URL migrations connect with: MIGRATION_DATABASE_URL, or by default the
-        `postgres` superuser on DATABASE_URL's server and database (trust auth locally)."""
+        `postgres` superuser on DATABASE_URL's servers and database (trust auth locally);
+        a multi-host DATABASE_URL keeps every host and its `target_session_attrs`."""
         if self.migration_database_url:
             return self.migration_database_url
-        parts = urlsplit(self.database_url)
-        host = parts.hostname or ""
-        netloc = "postgres@" + (f"[{host}]" if ":" in host else host)
-        if parts.port:
-            netloc += f":{parts.port}"
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+        return with_user(self.database_url, "postgres")
 
     def direct_url(self) -> str:
         """The URL of a session the relay may LISTEN on: DATABASE_DIRECT_URL, or by

@@ -55,10 +55,46 @@ def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
+def single_host_url(database_url: str) -> str:
+    """`database_url` itself, or for libpq's multi-host form (`postgresql://u@h1,h2/db`,
+    which SQLAlchemy cannot parse) the URL of the one host that takes writes now: the
+    driver picks it (`target_session_attrs=read-write` is added when absent) and the
+    server names its own address. Runs outside an event loop."""
+    if "," not in urlsplit(database_url).netloc:
+        return database_url
+    parts = urlsplit(database_url)
+    query = [q for q in parts.query.split("&") if q and not q.startswith("target_session_attrs=")]
+    dsn = urlunsplit(
+        (
+            parts.scheme,
+            parts.netloc,
+            parts.path,
+            "&".join([*query, "target_session_attrs=read-write"]),
+            "",
+        )
+    )
+
+    async def ask() -> tuple[str, int]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            row = await conn.fetchrow("SELECT host(inet_server_addr()), inet_server_port()")
+        finally:
+            await conn.close()
+        assert row is not None and row[0] is not None, "a multi-host URL needs TCP hosts"
+        return str(row[0]), int(row[1])
+
+    host, port = asyncio.run(ask())
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = (f"{userinfo}@" if userinfo else "") + (f"[{host}]" if ":" in host else host)
+    return urlunsplit((parts.scheme, f"{netloc}:{port}", parts.path, "&".join(query), ""))
+
+
 def _alembic_config(database_url: str) -> Config:
     config = Config()
     location = resources.files("payflow.db").joinpath("migrations")
     config.set_main_option("script_location", str(location))
+    if database_url != "postgresql://unused/unused":
+        database_url = single_host_url(database_url)
     scheme, rest = database_url.split("://", 1)
     config.set_main_option("sqlalchemy.url", "postgresql+asyncpg://" + rest)
     del scheme

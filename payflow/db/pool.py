@@ -23,7 +23,7 @@ import structlog
 
 from payflow.config import DatabaseSettings
 from payflow.db import Connection
-from payflow.errors import is_retryable
+from payflow.errors import is_retryable, is_wrong_node
 
 log = structlog.get_logger("payflow.db")
 
@@ -37,6 +37,62 @@ async def _init_connection(conn: Connection) -> None:
             decoder=orjson.loads,
             schema="pg_catalog",
         )
+
+
+class PrimaryConnection(asyncpg.Connection):
+    """A pooled connection that ends itself when a statement meets a node refusing writes
+    (SQLSTATE 25006: a standby, or a primary being demoted under a DSN without
+    `target_session_attrs=read-write`). The error still reaches the caller (retryable,
+    `errors.is_wrong_node`); the pool then opens a new session in its place instead of
+    handing the read-only one out again, so every later write does not fail the same way.
+    """
+
+    async def execute(self, query: str, *args: Any, **options: Any) -> str:
+        """`asyncpg.Connection.execute`; a session on a read-only node is ended."""
+        try:
+            status: str = await super().execute(query, *args, **options)
+            return status
+        except asyncpg.PostgresError as exc:
+            self._drop_if_wrong_node(exc)
+            raise
+
+    async def fetch(self, query: str, *args: Any, **options: Any) -> list[Any]:
+        """`asyncpg.Connection.fetch`; a session on a read-only node is ended."""
+        try:
+            rows: list[Any] = await super().fetch(query, *args, **options)
+            return rows
+        except asyncpg.PostgresError as exc:
+            self._drop_if_wrong_node(exc)
+            raise
+
+    async def fetchrow(self, query: str, *args: Any, **options: Any) -> Any:
+        """`asyncpg.Connection.fetchrow`; a session on a read-only node is ended."""
+        try:
+            return await super().fetchrow(query, *args, **options)
+        except asyncpg.PostgresError as exc:
+            self._drop_if_wrong_node(exc)
+            raise
+
+    async def fetchval(self, query: str, *args: Any, **options: Any) -> Any:
+        """`asyncpg.Connection.fetchval`; a session on a read-only node is ended."""
+        try:
+            return await super().fetchval(query, *args, **options)
+        except asyncpg.PostgresError as exc:
+            self._drop_if_wrong_node(exc)
+            raise
+
+    async def executemany(self, command: str, args: Any, **options: Any) -> None:
+        """`asyncpg.Connection.executemany`; a session on a read-only node is ended."""
+        try:
+            await super().executemany(command, args, **options)
+        except asyncpg.PostgresError as exc:
+            self._drop_if_wrong_node(exc)
+            raise
+
+    def _drop_if_wrong_node(self, exc: asyncpg.PostgresError) -> None:
+        if is_wrong_node(exc) and not self.is_closed():
+            log.warning("payflow.db.session_on_standby", error=str(exc)[:200])
+            self.terminate()
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
@@ -69,6 +125,7 @@ async def create_pool(
         init=_init_connection,
         reset=None if reset_session else _keep_session,
         statement_cache_size=settings.db_statement_cache_size,
+        connection_class=PrimaryConnection,
     )
     assert pool is not None
     return pool

@@ -241,6 +241,7 @@ async def run_relay(
     database: DatabaseSettings,
     listen_pool: asyncpg.Pool | None = None,
     on_published: PublishHook | None = None,
+    reopen: Callable[[], Awaitable[aio_pika.abc.AbstractExchange]] | None = None,
 ) -> None:
     """Relay until `stop` is set. After a pass that found rows the next claim follows
     `RELAY_LINGER_MS` later, without waiting for a wake-up (busy: the relay polls on its
@@ -253,6 +254,11 @@ async def run_relay(
     reach PostgreSQL itself (`DatabaseSettings.direct_url()`, DATABASE_DIRECT_URL): through
     PgBouncer in transaction pooling a LISTEN hears nothing, and only the poll every
     `RELAY_POLL_INTERVAL_S` finds new rows (slower, never lost).
+
+    `reopen` gives a fresh channel's exchange: called after a pass whose every publish the
+    broker refused. A channel restored onto another cluster node while a quorum queue's
+    leader was still the lost node keeps being nacked by RabbitMQ 3.10 after the new
+    leader is elected; a fresh channel is confirmed (docs/deployment.md).
     """
     listener = _Listener(listen_pool or pool)
     log.info("payflow.outbox.relay_started")
@@ -280,6 +286,8 @@ async def run_relay(
                 await _sleep_or_stop(stop, batch.failed(exc))
                 continue
             batch.succeeded()
+            if reopen is not None and done.deferred and not done.published:
+                exchange = await _reopened(reopen, exchange)
             quiet = 0 if done.claimed else quiet + 1
             if done.claimed >= batch.size:
                 continue  # a full batch: more may be due
@@ -293,6 +301,20 @@ async def run_relay(
     finally:
         await listener.close()
         log.info("payflow.outbox.relay_stopped")
+
+
+async def _reopened(
+    reopen: Callable[[], Awaitable[aio_pika.abc.AbstractExchange]],
+    exchange: aio_pika.abc.AbstractExchange,
+) -> aio_pika.abc.AbstractExchange:
+    """A fresh channel's exchange, or `exchange` again when none can be had now."""
+    try:
+        fresh = await reopen()
+    except Exception as exc:  # the way to the broker is failing: the next pass says so
+        log.warning("payflow.outbox.channel_reopen_failed", error=f"{type(exc).__name__}: {exc}")
+        return exchange
+    log.warning("payflow.outbox.channel_reopened")
+    return fresh
 
 
 class _BatchSize:

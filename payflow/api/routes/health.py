@@ -35,7 +35,7 @@ async def _check_redis(state: ApiState) -> None:
 
 async def _check_rabbitmq(state: ApiState) -> None:
     async with short_connection(
-        state.settings.rabbitmq_url, state.settings.api_ready_timeout_seconds
+        state.settings.broker_urls(), state.settings.api_ready_timeout_seconds
     ):
         pass
 

@@ -45,6 +45,8 @@ CONNECTION_CLASS: list[BaseException] = [
     _sqlstate(asyncpg.PostgresError, "57P05"),
     # insufficient resources: every slot taken
     _sqlstate(asyncpg.TooManyConnectionsError, "53300"),
+    # a session on a standby (a DSN without target_session_attrs, or a demoted primary)
+    _sqlstate(asyncpg.ReadOnlySQLTransactionError, "25006"),
     _sqlstate(asyncpg.InvalidCachedStatementError, "0A000"),
     ConnectionResetError("reset by peer"),
     ConnectionRefusedError("refused"),
