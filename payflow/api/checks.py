@@ -11,7 +11,10 @@ import math
 import re
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
+from uuid import UUID
+
+from pydantic import BeforeValidator
 
 from payflow.wirejson import stdlib_loads
 
@@ -30,6 +33,40 @@ def decimal_integer_text(value: object) -> object:
     if isinstance(value, str) and not DECIMAL_INTEGER.fullmatch(value):
         raise ValueError("must be a whole number written in decimal digits, such as 20")
     return value
+
+
+CANONICAL_UUID = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.ASCII | re.IGNORECASE
+)
+
+
+def canonical_uuid_text(value: object) -> object:
+    """An id as the canonical hyphenated 8-4-4-4-12 form only (either case). Python's
+    `UUID` also reads `{…}` braces, 32 bare hex digits and `urn:uuid:…`; payflow never
+    writes those, so each is a 422 naming the field, never a lookup that answers 404."""
+    if isinstance(value, str) and not CANONICAL_UUID.fullmatch(value):
+        raise ValueError(
+            "must be a UUID in its hyphenated form, such as 0b1e4c2a-7d3f-4a5b-9c6d-1e2f3a4b5c6d"
+        )
+    return value
+
+
+# Every uuid path, query and body parameter of the API is this type
+# (tests/integration/api/test_uuid_parameters.py walks /openapi.json for it).
+Uuid = Annotated[UUID, BeforeValidator(canonical_uuid_text)]
+
+
+def query_bool_text(value: object) -> object:
+    """A boolean query parameter as `true` or `false` only: pydantic's lax `bool` reads
+    "yes", "on", "1", "off" and "0" too, so a mistyped flag would silently mean something."""
+    if isinstance(value, str) and value not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return value
+
+
+# Every boolean query parameter of the API is this type
+# (tests/integration/api/test_boolean_parameters.py walks /openapi.json for it).
+QueryBool = Annotated[bool, BeforeValidator(query_bool_text)]
 
 
 def amount_must_be_string(value: object) -> object:

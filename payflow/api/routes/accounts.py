@@ -15,7 +15,7 @@ from fastapi import Depends, Header, Query, Request
 from pydantic import AwareDatetime, BeforeValidator
 
 from payflow.api.auth import SQL, CurrentMerchant, Merchant, require_admin
-from payflow.api.checks import decimal_integer_text, rfc3339_text, utc_bound
+from payflow.api.checks import Uuid, decimal_integer_text, rfc3339_text, utc_bound
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.headers import idempotency_key_once, strip_ows
@@ -116,7 +116,7 @@ Instant = Annotated[AwareDatetime | None, BeforeValidator(rfc3339_text)]
 )
 async def read_account(
     request: Request,
-    account_id: UUID,
+    account_id: Uuid,
     merchant: CurrentMerchant,
     at: Annotated[
         Instant,
@@ -153,7 +153,7 @@ async def read_account(
 )
 async def list_entries(
     request: Request,
-    account_id: UUID,
+    account_id: Uuid,
     merchant: CurrentMerchant,
     cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$")] = None,
     limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=200)] = 50,
@@ -190,7 +190,7 @@ async def list_entries(
 )
 async def add_deposit_address(
     request: Request,
-    account_id: UUID,
+    account_id: Uuid,
     body: DepositAddressCreate,
     merchant: CurrentMerchant,
     idempotency_key_header: Annotated[

@@ -8,7 +8,7 @@ from fastapi import Path, Query, Request
 from pydantic import BeforeValidator
 
 from payflow.api.auth import AdminMerchant
-from payflow.api.checks import decimal_integer_text
+from payflow.api.checks import QueryBool, decimal_integer_text
 from payflow.api.db import connection
 from payflow.api.responses import JsonResponse, iso
 from payflow.api.routes.payments import decode_cursor, encode_cursor
@@ -94,7 +94,7 @@ def _dead_letter(row: DeadLetter) -> dict[str, object]:
 async def dead_letters(
     request: Request,
     merchant: AdminMerchant,
-    include_resolved: bool = False,
+    include_resolved: QueryBool = False,
     limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=200)] = 50,
 ) -> JsonResponse:
     """Every failed attempt that exhausted its retries, for an operator to inspect."""

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Literal
-from uuid import UUID
 
 from fastapi import Request
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field, field_validator
 
 from payflow.api.auth import KEY_PATTERN, CurrentMerchant, forget_key
-from payflow.api.checks import rfc3339_text
+from payflow.api.checks import Uuid, rfc3339_text
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.keys import (
@@ -143,7 +142,7 @@ async def list_(request: Request, merchant: CurrentMerchant) -> JsonResponse:
     responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="One of the calling merchant's API keys",
 )
-async def read(request: Request, key_id: UUID, merchant: CurrentMerchant) -> JsonResponse:
+async def read(request: Request, key_id: Uuid, merchant: CurrentMerchant) -> JsonResponse:
     """Another merchant's key is a 404, like a key that does not exist."""
     state = api_state(request)
     async with connection(state.pool) as conn:
@@ -157,7 +156,7 @@ async def read(request: Request, key_id: UUID, merchant: CurrentMerchant) -> Jso
     responses=problem_responses(403, 404, 409, *COMMON_PROBLEMS),
     summary="Revoke one of the calling merchant's API keys",
 )
-async def revoke(request: Request, key_id: UUID, merchant: CurrentMerchant) -> JsonResponse:
+async def revoke(request: Request, key_id: Uuid, merchant: CurrentMerchant) -> JsonResponse:
     """Needs a write key. Idempotent (a revoked key keeps its first `revoked_at`). The
     merchant's last active write key cannot be revoked here (409): create another first.
     This process forgets the key at once; other API processes within

@@ -11,12 +11,12 @@ record commit together.
 from __future__ import annotations
 
 from typing import Any
-from uuid import UUID
 
 from fastapi import Request
 
 from payflow.api.auth import SQL as API_SQL
 from payflow.api.auth import Merchant
+from payflow.api.checks import Uuid
 from payflow.api.db import connection
 from payflow.api.errors import ApiProblem, FieldError
 from payflow.api.responses import JsonResponse
@@ -62,7 +62,7 @@ async def ensure_chain_carries(conn: Connection, chain: str, asset: str) -> None
 
 async def add_derived_address(
     request: Request,
-    account_id: UUID,
+    account_id: Uuid,
     body: DepositAddressCreate,
     merchant: Merchant,
     key: str | None,

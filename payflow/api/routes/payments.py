@@ -14,6 +14,7 @@ from pydantic import AwareDatetime, BeforeValidator
 
 from payflow.api.auth import CurrentMerchant
 from payflow.api.checks import (
+    Uuid,
     check_metadata,
     clean_text,
     decimal_integer_text,
@@ -171,7 +172,7 @@ def payment_view(row: Any) -> dict[str, Any]:
     responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="Read one payment",
 )
-async def read(request: Request, payment_id: UUID, merchant: CurrentMerchant) -> JsonResponse:
+async def read(request: Request, payment_id: Uuid, merchant: CurrentMerchant) -> JsonResponse:
     """Another merchant's payment is indistinguishable from an unknown id: 404."""
     state = api_state(request)
     async with connection(state.pool) as conn:

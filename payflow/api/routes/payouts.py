@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from decimal import Decimal
 from typing import Any
-from uuid import UUID
 
 import asyncpg
 from fastapi import Request
 
 from payflow.api.auth import CurrentMerchant, Merchant
+from payflow.api.checks import Uuid
 from payflow.api.db import connection
 from payflow.api.errors import ApiProblem, FieldError
 from payflow.api.responses import JsonResponse, iso, wire_amount
@@ -96,7 +96,7 @@ async def record_payout(
     responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="Read a payout: its state, transaction hash and fees",
 )
-async def read_payout(request: Request, payout_id: UUID, merchant: CurrentMerchant) -> JsonResponse:
+async def read_payout(request: Request, payout_id: Uuid, merchant: CurrentMerchant) -> JsonResponse:
     """Other merchants' payouts answer 404."""
     state = api_state(request)
     async with connection(state.pool) as conn:

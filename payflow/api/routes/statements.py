@@ -12,14 +12,13 @@ import csv
 import io
 from datetime import UTC, datetime
 from typing import Annotated, Any
-from uuid import UUID
 
 from fastapi import Query, Request
 from pydantic import AwareDatetime, BeforeValidator
 from starlette.responses import Response
 
 from payflow.api.auth import CurrentMerchant
-from payflow.api.checks import rfc3339_text
+from payflow.api.checks import Uuid, rfc3339_text
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.responses import JsonResponse, iso, wire_amount
@@ -149,7 +148,7 @@ def statement_csv(st: Statement, asset: str) -> str:
 )
 async def account_statement(
     request: Request,
-    account_id: UUID,
+    account_id: Uuid,
     merchant: CurrentMerchant,
     start: Annotated[
         AwareDatetime,

@@ -6,13 +6,12 @@ endpoints (`routes/webhook_endpoints.py`): another merchant's endpoint or event 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
-from uuid import UUID
 
 from fastapi import Path, Query, Request
 from pydantic import BaseModel, BeforeValidator, Field
 
 from payflow.api.auth import CurrentMerchant, Merchant
-from payflow.api.checks import decimal_integer_text
+from payflow.api.checks import Uuid, decimal_integer_text
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.responses import JsonResponse, iso
@@ -35,7 +34,7 @@ EventId = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[!-~]+$")
 
 
 class Redeliver(Strict):
-    endpoint_id: UUID | None = None
+    endpoint_id: Uuid | None = None
 
 
 class AttemptView(BaseModel):
@@ -112,7 +111,7 @@ def _delivery_view(row: Any, attempts: list[dict[str, Any]]) -> dict[str, Any]:
 )
 async def endpoint_deliveries(
     request: Request,
-    endpoint_id: UUID,
+    endpoint_id: Uuid,
     merchant: CurrentMerchant,
     limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=200)] = 50,
     before: Annotated[

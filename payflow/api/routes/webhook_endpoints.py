@@ -10,13 +10,12 @@ body replays the stored answer (the same endpoint and secret), another body is 4
 from __future__ import annotations
 
 from typing import Annotated, Any
-from uuid import UUID
 
 from fastapi import Depends, Header, Path, Query, Request, Response
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
 from payflow.api.auth import CurrentMerchant, Merchant, new_webhook_secret
-from payflow.api.checks import clean_text, decimal_integer_text
+from payflow.api.checks import Uuid, clean_text, decimal_integer_text
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.headers import idempotency_key_once, strip_ows
@@ -198,7 +197,7 @@ async def list_(
     request: Request,
     merchant: CurrentMerchant,
     limit: Annotated[int, BeforeValidator(decimal_integer_text), Query(ge=1, le=200)] = 100,
-    after: Annotated[UUID | None, Query(description="the last id of the previous page")] = None,
+    after: Annotated[Uuid | None, Query(description="the last id of the previous page")] = None,
 ) -> JsonResponse:
     """`{"data": [...], "next_after": id | null}`."""
     state = api_state(request)
@@ -222,7 +221,7 @@ async def list_(
     responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="Read a webhook endpoint",
 )
-async def read(request: Request, endpoint_id: UUID, merchant: CurrentMerchant) -> JsonResponse:
+async def read(request: Request, endpoint_id: Uuid, merchant: CurrentMerchant) -> JsonResponse:
     """Another merchant's endpoint is 404."""
     state = api_state(request)
     async with connection(state.pool) as conn:
@@ -237,7 +236,7 @@ async def read(request: Request, endpoint_id: UUID, merchant: CurrentMerchant) -
     summary="Change a webhook endpoint's url, events, description or enabled",
 )
 async def patch(
-    request: Request, endpoint_id: UUID, body: EndpointPatch, merchant: CurrentMerchant
+    request: Request, endpoint_id: Uuid, body: EndpointPatch, merchant: CurrentMerchant
 ) -> JsonResponse:
     """Only the fields given change; `enabled: true` re-enables an auto-disabled one."""
     state = api_state(request)
@@ -262,7 +261,7 @@ async def patch(
     responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="Delete a webhook endpoint (nothing more is sent to it)",
 )
-async def delete(request: Request, endpoint_id: UUID, merchant: CurrentMerchant) -> Response:
+async def delete(request: Request, endpoint_id: Uuid, merchant: CurrentMerchant) -> Response:
     """204; its delivery log stays readable through the events."""
     state = api_state(request)
     async with connection(state.pool) as conn, transaction(conn, state.settings):
@@ -276,7 +275,7 @@ async def delete(request: Request, endpoint_id: UUID, merchant: CurrentMerchant)
     responses=problem_responses(404, *COMMON_PROBLEMS),
     summary="Rotate the endpoint's secret; both sign during the overlap window",
 )
-async def rotate(request: Request, endpoint_id: UUID, merchant: CurrentMerchant) -> JsonResponse:
+async def rotate(request: Request, endpoint_id: Uuid, merchant: CurrentMerchant) -> JsonResponse:
     """The new secret, once; the old one keeps signing (a second `v1,` entry) until
     `secret_rotation_overlap_until` (`WEBHOOK_ENDPOINT_ROTATION_OVERLAP_S`)."""
     state = api_state(request)

@@ -17,6 +17,7 @@ from fastapi import Depends, Header, Request
 from pydantic import BeforeValidator
 
 from payflow.api.auth import CurrentMerchant, Merchant
+from payflow.api.checks import Uuid
 from payflow.api.db import connection
 from payflow.api.errors import ApiProblem, FieldError
 from payflow.api.headers import idempotency_key_once, strip_ows
@@ -102,7 +103,7 @@ def _payout_placer(
 )
 async def withdraw(
     request: Request,
-    account_id: UUID,
+    account_id: Uuid,
     body: WithdrawalCreate,
     merchant: CurrentMerchant,
     idempotency_key_header: Annotated[
