@@ -9,9 +9,9 @@ from pydantic import BeforeValidator
 
 from payflow.api.auth import AdminMerchant
 from payflow.api.checks import QueryBool, decimal_integer_text
+from payflow.api.cursors import decode_cursor, encode_cursor, listing_digest
 from payflow.api.db import connection
 from payflow.api.responses import JsonResponse, iso
-from payflow.api.routes.payments import decode_cursor, encode_cursor
 from payflow.api.routing import api_router
 from payflow.api.schemas import (
     DeadLetterOut,
@@ -44,7 +44,8 @@ async def unmatched_events(
 ) -> JsonResponse:
     """Events kept for review instead of being refused (so providers stop retrying)."""
     state = api_state(request)
-    after_at, after_id = decode_cursor(cursor, id_kind=str) if cursor else (None, None)
+    listing = listing_digest("unmatched-events")
+    after_at, after_id = decode_cursor(cursor, listing, id_kind=str) if cursor else (None, None)
     async with connection(state.pool) as conn:
         rows = await list_unmatched(conn, after_at, after_id, limit + 1)
     page = rows[:limit]
@@ -65,7 +66,9 @@ async def unmatched_events(
         for row in page
     ]
     next_cursor = (
-        encode_cursor(page[-1]["created_at"], page[-1]["event_id"]) if len(rows) > limit else None
+        encode_cursor(page[-1]["created_at"], page[-1]["event_id"], listing)
+        if len(rows) > limit
+        else None
     )
     return JsonResponse({"items": items, "next_cursor": next_cursor})
 

@@ -13,10 +13,10 @@ from pydantic import AwareDatetime, BeforeValidator
 
 from payflow.api.auth import SQL, CurrentMerchant
 from payflow.api.checks import decimal_integer_text, rfc3339_text, utc_bound
+from payflow.api.cursors import NOT_A_CURSOR, decode_cursor, encode_cursor, listing_digest
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.responses import JsonResponse, iso, wire_amount
-from payflow.api.routes.payments import decode_cursor, encode_cursor
 from payflow.api.routing import api_router
 from payflow.api.schemas import (
     COMMON_PROBLEMS,
@@ -60,11 +60,12 @@ def parse_types(values: list[str] | None) -> list[EventKind] | None:
     return kinds
 
 
-def parse_event_cursor(cursor: str) -> tuple[datetime, str]:
-    """The keyset position a `next_cursor` names; `FieldError` (422) for anything else."""
-    moment, event_id = decode_cursor(cursor, id_kind=str)
+def parse_event_cursor(cursor: str, listing: str) -> tuple[datetime, str]:
+    """The keyset position a `next_cursor` names; `FieldError` (422) for anything else,
+    or for a cursor made for another order or other filters (`listing`)."""
+    moment, event_id = decode_cursor(cursor, listing, id_kind=str)
     if not STREAM_ID.match(event_id):
-        raise FieldError("query.cursor", "is not a cursor returned by this endpoint")
+        raise FieldError("query.cursor", NOT_A_CURSOR)
     return moment, event_id
 
 
@@ -100,7 +101,14 @@ async def list_stream(
         lower, upper = utc_bound(created_from), utc_bound(created_to)
     except ValueError as error:
         raise FieldError("query.created_from/created_to", str(error)) from None
-    after = parse_event_cursor(cursor) if cursor else None
+    listing = listing_digest(
+        "events",
+        types=[kind.value for kind in kinds or []],
+        created_from=lower,
+        created_to=upper,
+        order=order,
+    )
+    after = parse_event_cursor(cursor, listing) if cursor else None
     async with connection(state.pool) as conn:
         events = await list_events(
             conn,
@@ -114,7 +122,7 @@ async def list_stream(
         )
     page = events[:limit]
     has_more = len(events) > limit
-    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if has_more else None
+    next_cursor = encode_cursor(page[-1].created_at, page[-1].id, listing) if has_more else None
     return JsonResponse(
         {"data": [event.body() for event in page], "has_more": has_more, "next_cursor": next_cursor}
     )

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-from datetime import datetime
-from typing import Annotated, Any, overload
-from uuid import UUID
+from typing import Annotated, Any
 
 import orjson
 from fastapi import Depends, Header, Query, Request
@@ -16,12 +12,12 @@ from payflow.api.auth import CurrentMerchant
 from payflow.api.checks import (
     Uuid,
     check_metadata,
-    clean_text,
     decimal_integer_text,
     floats_round_trip,
     rfc3339_text,
     utc_bound,
 )
+from payflow.api.cursors import decode_cursor, encode_cursor, listing_digest
 from payflow.api.db import connection
 from payflow.api.errors import FieldError
 from payflow.api.headers import idempotency_key_once, strip_ows
@@ -180,37 +176,6 @@ async def read(request: Request, payment_id: Uuid, merchant: CurrentMerchant) ->
     return JsonResponse(payment_view(row))
 
 
-def encode_cursor(created_at: datetime, item_id: UUID | str) -> str:
-    """An opaque cursor naming the last item of a page (its time and id)."""
-    raw = orjson.dumps([created_at.isoformat(), str(item_id)])
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-@overload
-def decode_cursor(cursor: str) -> tuple[datetime, UUID]: ...
-@overload
-def decode_cursor(cursor: str, *, id_kind: type[str]) -> tuple[datetime, str]: ...
-
-
-def decode_cursor(cursor: str, *, id_kind: type[Any] = UUID) -> tuple[datetime, Any]:
-    """Inverse of `encode_cursor`; `FieldError` for anything it did not produce.
-
-    A cursor is the client's text: what it decodes to is checked as strictly as any
-    other input before it reaches SQL (an aware time within the stored range, an id
-    PostgreSQL can hold), never left to the driver to refuse."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_at, item_id = orjson.loads(raw)
-        if not isinstance(created_at, str) or not isinstance(item_id, str):
-            raise ValueError("not a cursor")
-        moment = datetime.fromisoformat(created_at)
-        if moment.tzinfo is None:
-            raise ValueError("not a cursor")
-        return utc_bound(moment) or moment, id_kind(clean_text(item_id))
-    except (ValueError, TypeError, binascii.Error, orjson.JSONDecodeError):
-        raise FieldError("query.cursor", "is not a cursor returned by this endpoint") from None
-
-
 @router.get(
     "",
     response_model=PaymentPage,
@@ -236,7 +201,8 @@ async def list_(
         lower, upper = utc_bound(created_from), utc_bound(created_to)
     except ValueError as error:
         raise FieldError("query.created_from/created_to", str(error)) from None
-    after = decode_cursor(cursor) if cursor else None
+    listing = listing_digest("payments", status=status, created_from=lower, created_to=upper)
+    after = decode_cursor(cursor, listing) if cursor else None
     async with connection(state.pool) as conn:
         rows = await list_payments(
             conn,
@@ -249,6 +215,8 @@ async def list_(
         )
     page = rows[:limit]
     next_cursor = (
-        encode_cursor(page[-1]["created_at"], page[-1]["id"]) if len(rows) > limit else None
+        encode_cursor(page[-1]["created_at"], page[-1]["id"], listing)
+        if len(rows) > limit
+        else None
     )
     return JsonResponse({"items": [payment_view(row) for row in page], "next_cursor": next_cursor})

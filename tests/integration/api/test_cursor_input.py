@@ -14,10 +14,19 @@ import orjson
 import pytest
 import structlog
 
+from payflow.api.cursors import listing_digest
 
-def api_cursor(at: str, item_id: str) -> str:
-    """A cursor as the API writes one (`payments.encode_cursor`), around any values."""
-    return base64.urlsafe_b64encode(orjson.dumps([at, item_id])).decode().rstrip("=")
+LISTINGS = {
+    "/api/v1/payments": listing_digest("payments", status=None, created_from=None, created_to=None),
+    "/api/v1/admin/unmatched-events": listing_digest("unmatched-events"),
+}
+
+
+def api_cursor(at: str, item_id: str, path: str = "/api/v1/payments") -> str:
+    """A cursor as the API writes one (`cursors.encode_cursor`), around any values, for
+    `path` listed without filters."""
+    raw = orjson.dumps([at, item_id, LISTINGS[path]])
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 GOOD_AT = "2026-12-02T10:00:00+00:00"
@@ -25,10 +34,10 @@ UUID = "1b4e28ba-2fa1-11d2-883f-0016d3cca427"
 BAD_TIMES = ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00", "2026-12-02T10:00:00"]
 
 
-def bad_cursors(key: str) -> list[str]:
+def bad_cursors(key: str, path: str) -> list[str]:
     return [
-        *(api_cursor(at, key) for at in BAD_TIMES),
-        api_cursor(GOOD_AT, "a\x00b"),
+        *(api_cursor(at, key, path) for at in BAD_TIMES),
+        api_cursor(GOOD_AT, "a\x00b", path),
         base64.urlsafe_b64encode(b'["2026-12-02T10:00:00+00:00", 5]').decode(),
         base64.urlsafe_b64encode(b'[5, "x"]').decode(),
     ]
@@ -42,10 +51,10 @@ async def test_a_cursor_is_checked_before_sql(
     client: httpx.AsyncClient, admin: httpx.AsyncClient, path: str, who: str, key: str
 ) -> None:
     caller = admin if who == "admin" else client
-    good = await caller.get(path, params={"cursor": api_cursor(GOOD_AT, key)})
+    good = await caller.get(path, params={"cursor": api_cursor(GOOD_AT, key, path)})
     assert good.status_code == 200, good.text
     with structlog.testing.capture_logs() as logs:
-        for cursor in bad_cursors(key):
+        for cursor in bad_cursors(key, path):
             answer = await caller.get(path, params={"cursor": cursor})
             assert answer.status_code == 422, (cursor, answer.text)
             assert answer.json()["errors"][0]["field"] == "query.cursor", answer.text
