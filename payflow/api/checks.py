@@ -16,6 +16,7 @@ from uuid import UUID
 
 from pydantic import BeforeValidator
 
+from payflow.text import unsafe_text_reason
 from payflow.wirejson import stdlib_loads
 
 AMOUNT_FIELD_PATTERN = r"^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"  # as money.AMOUNT_PATTERN
@@ -85,6 +86,16 @@ def clean_text(value: str) -> str:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError("must be valid Unicode text") from None
+    return value
+
+
+def free_text(value: str) -> str:
+    """Free text a merchant names (a payment's description): storable (`clean_text`) and
+    without control characters or bidi overrides and isolates (`payflow.text`)."""
+    clean_text(value)
+    reason = unsafe_text_reason(value)
+    if reason is not None:
+        raise ValueError(reason)
     return value
 
 

@@ -22,6 +22,7 @@ from payflow.db.pool import tool_pool
 from payflow.db.tx import transaction
 from payflow.errors import BadInput, Conflict, NotFound
 from payflow.observability import log
+from payflow.text import unsafe_text_reason
 
 MAX_KEY_NAME = 100  # api_keys_name_length
 KEY_NAME_RULE = (
@@ -78,6 +79,9 @@ def checked_name(name: str) -> str:
     """`name` stripped of surrounding blanks when it is 1 to `MAX_KEY_NAME` printable
     characters; else `BadInput` with `KEY_NAME_RULE`."""
     cleaned = name.strip()
+    reason = unsafe_text_reason(cleaned)
+    if reason is not None:
+        raise BadInput(f"a key name {reason}")
     if not 1 <= len(cleaned) <= MAX_KEY_NAME or not cleaned.isprintable():
         raise BadInput(KEY_NAME_RULE)
     return cleaned

@@ -16,6 +16,7 @@ from payflow.api.checks import (
     amount_must_be_string,
     check_metadata,
     clean_text,
+    free_text,
 )
 from payflow.chain.addresses import checked_evm_address
 from payflow.ingress.payloads import EVM_ADDRESS
@@ -64,10 +65,15 @@ class PaymentCreate(Strict):
         check_metadata(value)
         return value
 
-    @field_validator("description", "currency", "webhook_url")
+    @field_validator("currency", "webhook_url")
     @classmethod
     def _text(cls, value: str | None) -> str | None:
         return None if value is None else clean_text(value)
+
+    @field_validator("description")
+    @classmethod
+    def _free_text(cls, value: str | None) -> str | None:
+        return None if value is None else free_text(value)
 
 
 class PaymentAccepted(BaseModel):

@@ -37,6 +37,7 @@ from payflow.idempotency.records import (
 from payflow.webhooks.endpoints import (
     MAX_DESCRIPTION,
     Scope,
+    checked_description,
     create_endpoint,
     delete_endpoint,
     endpoint_position,
@@ -58,6 +59,14 @@ OptionalKey = Annotated[
 ]
 
 
+def _checked_description(value: str) -> str:
+    """`checked_description` (the domain's rule) as a field validator's `ValueError`."""
+    try:
+        return checked_description(clean_text(value))
+    except BadInput as error:
+        raise ValueError(str(error)) from None
+
+
 class EndpointCreate(Strict):
     url: str = Field(max_length=2048, description="https URL of the merchant's receiver")
     enabled_events: list[str] = Field(
@@ -66,10 +75,15 @@ class EndpointCreate(Strict):
     description: str = Field(default="", max_length=MAX_DESCRIPTION)
     enabled: JsonBool = True
 
-    @field_validator("url", "description")
+    @field_validator("url")
     @classmethod
     def _text(cls, value: str) -> str:
         return clean_text(value)
+
+    @field_validator("description")
+    @classmethod
+    def _description(cls, value: str) -> str:
+        return _checked_description(value)
 
 
 class EndpointPatch(Strict):
@@ -78,10 +92,15 @@ class EndpointPatch(Strict):
     description: str | None = Field(default=None, max_length=MAX_DESCRIPTION)
     enabled: JsonBool | None = None
 
-    @field_validator("url", "description")
+    @field_validator("url")
     @classmethod
     def _text(cls, value: str | None) -> str | None:
         return None if value is None else clean_text(value)
+
+    @field_validator("description")
+    @classmethod
+    def _description(cls, value: str | None) -> str | None:
+        return None if value is None else _checked_description(value)
 
 
 class EndpointView(BaseModel):

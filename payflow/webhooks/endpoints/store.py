@@ -18,6 +18,7 @@ import asyncpg
 from payflow.db import Connection
 from payflow.db.queries import load_queries
 from payflow.errors import BadInput, Conflict, NotFound
+from payflow.text import unsafe_text_reason
 from payflow.webhooks.endpoints.dead import requeue_delivery
 from payflow.webhooks.events import EventKind
 
@@ -46,9 +47,13 @@ MAX_DESCRIPTION = 500  # webhook_endpoints_description_length
 
 def checked_description(description: str) -> str:
     """`description` as given, or `BadInput` when over `MAX_DESCRIPTION` characters (never
-    cut short: what is stored is what the merchant wrote)."""
+    cut short: what is stored is what the merchant wrote) or holding what free text may
+    not (`payflow.text`: control characters, bidi overrides and isolates)."""
     if len(description) > MAX_DESCRIPTION:
         raise BadInput(f"a description is at most {MAX_DESCRIPTION} characters")
+    reason = unsafe_text_reason(description)
+    if reason is not None:
+        raise BadInput(f"a description {reason}")
     return description
 
 
@@ -83,10 +88,13 @@ async def create_endpoint(
     description: str = "",
     enabled: bool = True,
 ) -> asyncpg.Record:
-    """Insert an endpoint of `merchant_id` (url already checked by the SSRF rules, events
-    by `valid_events`, `secret` a fresh `whsec_…`); returns its row. `Conflict` when the
-    merchant holds `MAX_ENDPOINTS` endpoints already; inside the caller's transaction
-    two creations at once cannot both pass the cap (a lock per merchant)."""
+    """Insert an endpoint of `merchant_id` (url already checked by the SSRF rules, `secret`
+    a fresh `whsec_…`); returns its row. `events` and `description` are checked here too
+    (`valid_events`, `checked_description`: `BadInput`, whoever the caller). `Conflict`
+    when the merchant holds `MAX_ENDPOINTS` endpoints already; inside the caller's
+    transaction two creations at once cannot both pass the cap (a lock per merchant)."""
+    events = valid_events(events)
+    description = checked_description(description)
     await conn.execute(SQL["lock_merchant_endpoints"], merchant_id)
     if await conn.fetchval(SQL["count_endpoints"], merchant_id) >= MAX_ENDPOINTS:
         raise Conflict(
@@ -145,7 +153,12 @@ async def update_endpoint(
     enabled: bool | None = None,
 ) -> asyncpg.Record:
     """Change the given fields (None: unchanged); enabling clears the failure streak and
-    the disabled notice. Returns the row; `NotFound` as `get_endpoint`."""
+    the disabled notice. `events` and `description` are checked as by `create_endpoint`
+    (`BadInput`). Returns the row; `NotFound` as `get_endpoint`."""
+    if events is not None:
+        events = valid_events(events)
+    if description is not None:
+        description = checked_description(description)
     row = await conn.fetchrow(
         SQL["update_endpoint"],
         endpoint_id,

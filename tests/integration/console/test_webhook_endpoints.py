@@ -112,3 +112,21 @@ async def test_the_console_refuses_a_long_description_instead_of_cutting_it(
         )
         assert made.status_code == 201, made.text
         assert await pool.fetchval("SELECT description FROM webhook_endpoints") == "é" * 500
+
+
+async def test_the_console_refuses_control_and_bidi_characters_in_a_description(
+    console_app: FastAPI, merchants: Merchants
+) -> None:
+    """A description holding a control character or a bidi override was stored as sent;
+    the console answers 400 with the rule, as the API answers 422."""
+    pool = console_app.state.api.pool
+    async with signed_in(console_app, merchants.shop) as shop:
+        token = _csrf(await shop.get("/console/webhook-endpoints"))
+        form = {"csrf_token": token, "url": "http://127.0.0.1:9/d", "events": "*"}
+        for bad in ("a\x01b", "invoice\u202egnp.exe", "a\u2066b", "a\x85b", "two\nlines"):
+            answer = await shop.post(
+                "/console/webhook-endpoints", data={**form, "description": bad}
+            )
+            assert answer.status_code == 400, (bad, answer.text)
+            assert "control characters" in answer.text, answer.text
+        assert await pool.fetchval("SELECT count(*) FROM webhook_endpoints") == 0
