@@ -183,4 +183,6 @@ async def redeliver_event(request: Request, session: Live, endpoint_id: str) -> 
         raise ConsoleError(404, "There is no such event or webhook endpoint.") from None
     except BadInput as error:
         return await _endpoint_page(request, session, ident, 400, message=str(error))
+    except Conflict as error:
+        return await _endpoint_page(request, session, ident, 409, message=f"Not sent: {error}.")
     return await _endpoint_page(request, session, ident, message=f"{event_id} sent again.")

@@ -82,6 +82,9 @@ class RedeliveryQueued(BaseModel):
 
 class RedeliveryAnswer(BaseModel):
     redeliveries: list[RedeliveryQueued]
+    skipped: list[str] = Field(
+        description="Disabled endpoints that had a delivery of the event: not sent again"
+    )
 
 
 def _scope(merchant: Merchant) -> Scope:
@@ -171,7 +174,7 @@ async def event_deliveries(
     "/events/{event_id}/redeliver",
     status_code=202,
     response_model=RedeliveryAnswer,
-    responses=problem_responses(400, 415, 404, *COMMON_PROBLEMS),
+    responses=problem_responses(400, 415, 404, 409, *COMMON_PROBLEMS),
     summary="Send a merchant event again (same webhook-id), audited",
 )
 async def redeliver_event(
@@ -180,8 +183,9 @@ async def redeliver_event(
     merchant: CurrentMerchant,
     body: Redeliver | None = None,
 ) -> JsonResponse:
-    """To `endpoint_id`, or to every endpoint that has or wants the event; 202 with
-    `{"redeliveries": [{endpoint_id, delivery_id, requested_at}]}`."""
+    """To `endpoint_id` (409 when it is disabled), or to every enabled endpoint that has
+    or wants the event; 202 with `{"redeliveries": [{endpoint_id, delivery_id,
+    requested_at}], "skipped": [disabled endpoint ids]}`."""
     state = api_state(request)
     who = f"api:key:{merchant.key_id}"  # the merchant is the row's own column
     endpoint_id = None if body is None else body.endpoint_id
@@ -200,8 +204,9 @@ async def redeliver_event(
                     "delivery_id": d["delivery_id"],
                     "requested_at": iso(d["requested_at"]),
                 }
-                for d in done
-            ]
+                for d in done.queued
+            ],
+            "skipped": [str(endpoint) for endpoint in done.skipped],
         },
         status_code=202,
     )

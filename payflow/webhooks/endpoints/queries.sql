@@ -175,15 +175,26 @@ WHERE id = $1 AND ($3::boolean OR merchant_id = $2);
 
 -- name: redeliverable_endpoints
 -- $1 event id, $2 merchant of the event, $3 endpoint id (NULL: every endpoint that has a
--- delivery of it, or that is enabled and wants its type)
-SELECT e.id FROM webhook_endpoints e
+-- delivery of it, or that is enabled and wants its type), with `enabled`. Locked FOR SHARE
+-- until the redelivery commits: a delete (or disable) of one waits for it, then cancels
+-- what it queued; one deleted first is not found (the lock re-reads `deleted_at`).
+SELECT e.id, e.enabled FROM webhook_endpoints e
 JOIN merchant_events ev ON ev.id = $1
 WHERE e.merchant_id = $2 AND e.deleted_at IS NULL
   AND ($3::uuid IS NULL AND (
           EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = $1 AND d.endpoint_id = e.id)
           OR (e.enabled AND ('*' = ANY (e.enabled_events) OR ev.type = ANY (e.enabled_events))))
        OR e.id = $3)
-ORDER BY e.created_at, e.id;
+ORDER BY e.created_at, e.id
+FOR SHARE OF e;
+
+-- name: cancel_endpoint_deliveries
+-- $1 endpoint id: a deleted endpoint's pending deliveries end dead (never sent: nothing
+-- would ever claim them); a send POSTing now may still record its 2xx as delivered.
+UPDATE webhook_deliveries
+SET state = 'dead', dead_at = now(), next_attempt_at = now(), updated_at = now()
+WHERE endpoint_id = $1 AND state = 'pending'
+RETURNING id;
 
 -- name: deliveries_of_endpoint
 -- $1 endpoint id, $2 limit, $3 before this delivery id (NULL: the newest first)

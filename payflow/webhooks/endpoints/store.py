@@ -174,11 +174,14 @@ async def update_endpoint(
     return row
 
 
-async def delete_endpoint(conn: Connection, scope: Scope, endpoint_id: UUID) -> None:
-    """Delete (softly: disabled, hidden; its deliveries keep naming it); `NotFound`."""
-    if await conn.fetchval(SQL["delete_endpoint"], endpoint_id, scope.merchant_id, scope.admin):
-        return
-    raise NotFound(f"webhook endpoint {endpoint_id} does not exist")
+async def delete_endpoint(conn: Connection, scope: Scope, endpoint_id: UUID) -> int:
+    """Delete (softly: disabled, hidden; its deliveries keep naming it); `NotFound`. Its
+    pending deliveries end dead in the same transaction (nothing would ever send them);
+    returns how many. A redelivery to it holds the row FOR SHARE, so a delete waits
+    for it and then cancels what it queued."""
+    if not await conn.fetchval(SQL["delete_endpoint"], endpoint_id, scope.merchant_id, scope.admin):
+        raise NotFound(f"webhook endpoint {endpoint_id} does not exist")
+    return len(await conn.fetch(SQL["cancel_endpoint_deliveries"], endpoint_id))
 
 
 async def rotate_secret(
@@ -247,27 +250,44 @@ async def redeliveries_of_event(conn: Connection, event_id: str) -> list[asyncpg
     return list(await conn.fetch(SQL["redeliveries_of_event"], event_id))
 
 
+@dataclass(frozen=True, slots=True)
+class Redelivered:
+    """What a redelivery did: `queued` [{endpoint_id, delivery_id, requested_at}] and the
+    disabled endpoints it `skipped` (they had a delivery of the event)."""
+
+    queued: list[dict[str, Any]]
+    skipped: list[UUID]
+
+
 async def redeliver(
     conn: Connection,
     scope: Scope,
     event_id: str,
     requested_by: str,
     endpoint_id: UUID | None = None,
-) -> list[dict[str, Any]]:
+) -> Redelivered:
     """Inside the caller's transaction: send the event again, under the same `webhook-id`,
-    to `endpoint_id` (any of the event merchant's endpoints, even one that did not want it
-    then) or, with None, to every endpoint that has a delivery of it or wants it now; each
-    delivery pending again with its outbox row, each audited in `webhook_redeliveries`
-    with `requested_by`. Returns [{endpoint_id, delivery_id, requested_at}].
-    `NotFound` for an event or endpoint out of scope; `BadInput` when no endpoint would
-    receive it."""
+    to `endpoint_id` (any enabled endpoint of the event's merchant, even one that did not
+    want it then) or, with None, to every enabled endpoint that has a delivery of it or
+    wants it now (disabled ones are skipped and named); each delivery pending again with
+    its outbox row, each audited in `webhook_redeliveries` with `requested_by`. The
+    endpoints are locked FOR SHARE until the commit, so none is deleted meanwhile.
+    `NotFound` for an event or endpoint out of scope (or deleted); `Conflict` when
+    `endpoint_id` is disabled (it would wait until enabled again); `BadInput` when no
+    enabled endpoint would receive it."""
     event = await event_in_scope(conn, scope, event_id)
     merchant_id: UUID = event["merchant_id"]
     rows = await conn.fetch(SQL["redeliverable_endpoints"], event_id, merchant_id, endpoint_id)
     if endpoint_id is not None and not rows:
         raise NotFound(f"webhook endpoint {endpoint_id} does not exist")
+    if endpoint_id is not None and not rows[0]["enabled"]:
+        raise Conflict(
+            f"webhook endpoint {endpoint_id} is disabled: enable it first, then redeliver"
+        )
+    skipped = [row["id"] for row in rows if not row["enabled"]]
+    rows = [row for row in rows if row["enabled"]]
     if not rows:
-        raise BadInput("no webhook endpoint receives this event")
+        raise BadInput("no enabled webhook endpoint receives this event")
     out: list[dict[str, Any]] = []
     for row in rows:
         delivery_id = int(
@@ -285,4 +305,4 @@ async def redeliver(
                 "requested_at": audit["requested_at"],
             }
         )
-    return out
+    return Redelivered(out, skipped)
