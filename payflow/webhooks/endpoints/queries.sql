@@ -61,6 +61,13 @@ SET deleted_at = now(), enabled = false, disabled_at = coalesce(disabled_at, now
 WHERE id = $1 AND deleted_at IS NULL AND ($3::boolean OR merchant_id = $2)
 RETURNING id;
 
+-- name: lock_endpoint_for_rotation
+-- $1 endpoint id, $2 merchant, $3 admin?: the endpoint row locked until the rotation
+-- commits, so rotations of one endpoint run one after another
+SELECT id FROM webhook_endpoints
+WHERE id = $1 AND deleted_at IS NULL AND ($3::boolean OR merchant_id = $2)
+FOR UPDATE;
+
 -- name: rotate_endpoint_secret
 -- $1 endpoint id, $2 merchant, $3 admin?, $4 new secret, $5 overlap seconds: the current
 -- secret signs too until now + overlap (0: no overlap).

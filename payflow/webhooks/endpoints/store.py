@@ -188,7 +188,19 @@ async def rotate_secret(
     conn: Connection, scope: Scope, endpoint_id: UUID, secret: str, overlap_s: float
 ) -> asyncpg.Record:
     """Make `secret` the endpoint's secret; the old one keeps signing too for `overlap_s`
-    seconds (every delivery then carries both signatures). Returns the row; `NotFound`."""
+    seconds (every delivery then carries both signatures). Returns the row; `NotFound`.
+
+    Inside the caller's transaction the endpoint row is locked first (FOR UPDATE), so
+    concurrent rotations of one endpoint are serialised: each one's `previous_secret` is
+    the secret the rotation before it answered, and after N rotations the newest secret
+    signs, with the one before it during the overlap (older ones no longer sign)."""
+    if (
+        await conn.fetchrow(
+            SQL["lock_endpoint_for_rotation"], endpoint_id, scope.merchant_id, scope.admin
+        )
+        is None
+    ):
+        raise NotFound(f"webhook endpoint {endpoint_id} does not exist")
     row = await conn.fetchrow(
         SQL["rotate_endpoint_secret"],
         endpoint_id,
