@@ -13,6 +13,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
 
 from payflow.api.auth import new_webhook_secret
+from payflow.api.checks import canonical_uuid_text
 from payflow.api.db import connection
 from payflow.api.routing import api_router
 from payflow.db.tx import transaction
@@ -46,7 +47,7 @@ def _scope(session: Session) -> Scope:
 
 def _endpoint_id(raw: str) -> UUID:
     try:
-        return UUID(raw)
+        return UUID(str(canonical_uuid_text(raw)))
     except ValueError:
         raise ConsoleError(404, "There is no such webhook endpoint.") from None
 

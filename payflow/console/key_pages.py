@@ -16,6 +16,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, Response
 
 from payflow.api.auth import forget_key
+from payflow.api.checks import canonical_uuid_text
 from payflow.api.db import connection
 from payflow.api.keys import ApiKey, checked_expiry, create_key, get_key, list_keys, revoke_key
 from payflow.api.routing import api_router
@@ -96,7 +97,7 @@ async def api_key_create(request: Request, session: Live) -> HTMLResponse:
 
 def _key_id(raw: str) -> UUID:
     try:
-        return UUID(raw)
+        return UUID(str(canonical_uuid_text(raw)))
     except ValueError:
         raise ConsoleError(404, NO_SUCH_KEY) from None
 

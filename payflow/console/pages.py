@@ -20,7 +20,7 @@ from uuid import UUID
 from fastapi import Depends, Request
 from fastapi.responses import HTMLResponse
 
-from payflow.api.checks import clean_text, utc_bound
+from payflow.api.checks import canonical_uuid_text, clean_text, utc_bound
 from payflow.api.db import connection
 from payflow.api.routing import api_router
 from payflow.db.queries import load_queries
@@ -69,7 +69,7 @@ def _uuid(value: str | None, what: str) -> UUID | None:
     if not value:
         return None
     try:
-        return UUID(value)
+        return UUID(str(canonical_uuid_text(value)))
     except ValueError as exc:
         raise ConsoleError(400, f"{what} must be an id like 1b4e28ba-2fa1-11d2-883f-…") from exc
 

@@ -53,6 +53,13 @@ async def test_a_merchant_manages_its_endpoints_and_an_admin_sees_them(
         assert ">disabled<" in (await shop.get(path)).text
         async with pool.acquire() as conn, conn.transaction():
             event = await record_event(conn, merchants.shop_id, EventKind.PAYOUT_SENT, "po-1", {})
+        # Disabled, nothing would send it: refused (409) with the reason, not queued.
+        held = await shop.post(
+            f"{path}/redeliver", data={"csrf_token": token, "event_id": str(event)}
+        )
+        assert held.status_code == 409 and "disabled" in held.text, held.text
+        on = await shop.post(f"{path}/enabled", data={"csrf_token": token, "enabled": "true"})
+        assert on.status_code == 303
         redone = await shop.post(
             f"{path}/redeliver", data={"csrf_token": token, "event_id": str(event)}
         )
@@ -130,3 +137,23 @@ async def test_the_console_refuses_control_and_bidi_characters_in_a_description(
             assert answer.status_code == 400, (bad, answer.text)
             assert "control characters" in answer.text, answer.text
         assert await pool.fetchval("SELECT count(*) FROM webhook_endpoints") == 0
+
+
+async def test_the_console_reads_an_endpoint_by_its_canonical_id_only(
+    console_app: FastAPI, merchants: Merchants
+) -> None:
+    """`{…}`, bare hex and `urn:uuid:` spellings of an id found the endpoint; they are no
+    id, as in the API (there a 422, here the console's 404 for a malformed id)."""
+    pool = console_app.state.api.pool
+    async with signed_in(console_app, merchants.shop) as shop:
+        token = _csrf(await shop.get("/console/webhook-endpoints"))
+        made = await shop.post(
+            "/console/webhook-endpoints",
+            data={"csrf_token": token, "url": "http://127.0.0.1:9/u", "events": "*"},
+        )
+        assert made.status_code == 201, made.text
+        ident = await pool.fetchval("SELECT id FROM webhook_endpoints")
+        assert (await shop.get(f"/console/webhook-endpoints/{ident}")).status_code == 200
+        for spelling in ("{" + str(ident) + "}", ident.hex, ident.urn):
+            answer = await shop.get(f"/console/webhook-endpoints/{spelling}")
+            assert answer.status_code == 404, (spelling, answer.text)
