@@ -35,5 +35,5 @@ def test_the_webhook_delivery_answers_name_their_fields() -> None:
     assert set(schemas["EndpointPage"]["properties"]) == {"data", "next_after"}
     assert set(schemas["DeliveryPage"]["properties"]) == {"data", "next_before"}
     assert set(schemas["EventDeliveries"]["properties"]) == {"data", "redeliveries"}
-    assert set(schemas["RedeliveryAnswer"]["properties"]) == {"redeliveries"}
+    assert set(schemas["RedeliveryAnswer"]["properties"]) == {"redeliveries", "skipped"}
     assert {"state", "attempts", "attempts_count"} <= set(schemas["DeliveryView"]["properties"])
