@@ -93,7 +93,7 @@ def free_text(value: str) -> str:
     """Free text a merchant names (a payment's description): storable (`clean_text`) and
     without control characters or bidi overrides and isolates (`payflow.text`)."""
     clean_text(value)
-    reason = unsafe_text_reason(value)
+    reason = unsafe_text_reason(value, multiline=True)
     if reason is not None:
         raise ValueError(reason)
     return value

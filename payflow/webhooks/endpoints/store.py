@@ -51,7 +51,7 @@ def checked_description(description: str) -> str:
     not (`payflow.text`: control characters, bidi overrides and isolates)."""
     if len(description) > MAX_DESCRIPTION:
         raise BadInput(f"a description is at most {MAX_DESCRIPTION} characters")
-    reason = unsafe_text_reason(description)
+    reason = unsafe_text_reason(description, multiline=True)
     if reason is not None:
         raise BadInput(f"a description {reason}")
     return description
