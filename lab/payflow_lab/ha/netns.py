@@ -73,7 +73,9 @@ def check_available() -> None:
     """Raise `NetnsUnavailable` (one line saying why) unless namespaces can be made."""
     if not Path(IP).exists():
         raise NetnsUnavailable("the `ip` tool (iproute2) is not installed")
-    probe = f"{PREFIX}probe"
+    # A name of this process's own, outside PREFIX: several pytest workers probe at once,
+    # and a lab starting elsewhere removes every PREFIX namespace.
+    probe = f"pfprobe-{os.getpid()}"
     made = _ip("netns", "add", probe, check=False)
     if made.returncode != 0:
         raise NetnsUnavailable(f"cannot create a network namespace: {made.stderr.strip()}")
