@@ -92,7 +92,7 @@ def encode_call(signature: str, types: list[str], args: list[Any]) -> str:
 
 
 class AnvilNode:
-    """One anvil process on `127.0.0.1:port`; `rpc` is a client to it."""
+    """One anvil process on `host:port` (127.0.0.1 unless told); `rpc` is a client to it."""
 
     def __init__(
         self,
@@ -105,7 +105,9 @@ class AnvilNode:
         extra_args: tuple[str, ...] = (),
         log_path: str | None = None,
         chain_id: int = 1,
+        host: str = "127.0.0.1",
     ) -> None:
+        self.host = host  # another address: the HA lab's hosts reach it on their bridge
         self.port = port or free_port()
         # The EIP-155 id anvil answers: 1 by default, the id of `ETH_MAINNET` (whose
         # `chains` row and `ETH_CHAIN_ID` say 1), so payflow's identity check accepts
@@ -122,13 +124,13 @@ class AnvilNode:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def command(self) -> list[str]:
         args = [
             find_anvil(),
             "--host",
-            "127.0.0.1",
+            self.host,
             "--port",
             str(self.port),
             "--slots-in-an-epoch",
@@ -164,7 +166,7 @@ class AnvilNode:
             if self.process.poll() is not None:
                 raise RuntimeError(f"anvil exited with {self.process.returncode}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                with socket.create_connection((self.host, self.port), timeout=0.2):
                     return self
             except OSError:
                 time.sleep(0.05)

@@ -45,15 +45,36 @@ def chaos(
         "chaos-logs"
     ),
     keep: Annotated[bool, typer.Option(help="Keep the private services' data directory")] = False,
+    ha: Annotated[
+        bool,
+        typer.Option(
+            "--ha",
+            help="Over the HA lab's hosts (root, network namespaces): database failovers, "
+            "broker nodes, an API and a worker host lost; RPO and RTO figures",
+        ),
+    ] = False,
+    rate: Annotated[float, typer.Option(min=0.1, help="--ha: first attempts per second")] = 4.0,
+    cycles: Annotated[
+        int, typer.Option(min=1, help="--ha: fault cycles at least (each kind once a cycle)")
+    ] = 1,
 ) -> None:
     """Run payflow as real processes on private PostgreSQL, RabbitMQ and Redis under a
-    seeded load and seeded faults; exit 1 unless exactly-once held. Last line key=value."""
+    seeded load and seeded faults; exit 1 unless exactly-once held. Last line key=value.
+
+    With --ha the processes run on hosts made of network namespaces (PostgreSQL with
+    automatic failover, a three-node RabbitMQ cluster, two APIs behind HAProxy); exit 2
+    when that lab cannot run here."""
     require_lab("payflow chaos")
     from payflow_lab.chaos.cluster import ClusterError
 
     console = Console(soft_wrap=True, highlight=False)
     try:
-        ok = _run(console, events, seed, load_s, concurrency, drain_limit_s, soak, log_dir, keep)
+        if ha:
+            ok = _run_ha(console, events, seed, rate, cycles, concurrency, drain_limit_s, keep)
+        else:
+            ok = _run(
+                console, events, seed, load_s, concurrency, drain_limit_s, soak, log_dir, keep
+            )
     except (KeyboardInterrupt, asyncio.CancelledError):
         console.print("chaos: interrupted; every private service and process was stopped")
         raise typer.Exit(130) from None
@@ -62,6 +83,34 @@ def chaos(
         raise typer.Exit(1) from None
     if not ok:
         raise typer.Exit(1)
+
+
+def _run_ha(
+    console: Console,
+    events: int,
+    seed: int,
+    rate: float,
+    cycles: int,
+    concurrency: int,
+    drain_limit_s: float,
+    keep: bool,
+) -> bool:
+    from payflow_lab.ha.run import HaChaosConfig, HaUnavailable, run_ha_chaos
+
+    config = HaChaosConfig(
+        events=events,
+        seed=seed,
+        rate=rate,
+        cycles=cycles,
+        concurrency=concurrency,
+        drain_limit_s=drain_limit_s,
+        keep=keep,
+    )
+    try:
+        return asyncio.run(_until_terminated(run_ha_chaos(config, console))).ok
+    except HaUnavailable as error:
+        console.print(f"chaos --ha: cannot run here: {error}", markup=False)
+        raise typer.Exit(2) from None
 
 
 def _run(

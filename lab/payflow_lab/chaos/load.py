@@ -160,6 +160,7 @@ class Counters:
     sent: int = 0
     ok: int = 0
     status_5xx: int = 0
+    status_500: int = 0  # of status_5xx: the answers that are bugs (502-504 are the way)
     dropped: int = 0
     retried_4xx: int = 0
     parked: int = 0
@@ -180,6 +181,7 @@ class Client:
     concurrency: int = 16
     counters: Counters = field(default_factory=Counters)
     parked: list[tuple[int, int]] = field(default_factory=list)  # (op index, delivery)
+    answered_at: list[float] = field(default_factory=list)  # monotonic time of each 2xx
     _http: httpx.AsyncClient | None = None
     _senders: dict[int, asyncio.Lock] = field(default_factory=dict)
 
@@ -261,6 +263,7 @@ class Client:
             return False
         if 200 <= response.status_code < 300:
             self.counters.ok += 1
+            self.answered_at.append(time.monotonic())
             if op.latency_ms is None:
                 op.latency_ms = (time.monotonic() - started) * 1000
                 op.sent_at = started
@@ -274,6 +277,7 @@ class Client:
             return True
         if response.status_code >= 500:
             self.counters.status_5xx += 1
+            self.counters.status_500 += response.status_code == 500
         if response.status_code in RETRY:
             if response.status_code < 500:
                 self.counters.retried_4xx += 1

@@ -20,20 +20,21 @@ SLOW_S = 2.0
 
 @dataclass
 class Receiver:
-    """Listens on 127.0.0.1:`port` once started; `posts[key]` counts POSTs per payment."""
+    """Listens on `host`:`port` once started; `posts[key]` counts POSTs per payment."""
 
     port: int = 0
+    host: str = "127.0.0.1"  # the HA lab's receiver listens on its bridge address
     posts: Counter[str] = field(default_factory=Counter)
     answered_ok: Counter[str] = field(default_factory=Counter)
     _server: asyncio.AbstractServer | None = None
 
     def url(self, mode: str, key: str) -> str:
         """The webhook_url of a payment whose receiver behaves as `mode`."""
-        return f"http://127.0.0.1:{self.port}/{mode}/{key}"
+        return f"http://{self.host}:{self.port}/{mode}/{key}"
 
     async def start(self) -> None:
         """Listen on an ephemeral port."""
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, self.host, 0)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:

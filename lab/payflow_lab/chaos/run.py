@@ -85,8 +85,8 @@ async def _progress(console: Console, client: Client, faults: FaultRunner, every
         )
 
 
-async def _drain(
-    sys_: System, plan: Plan, limit_s: float, console: Console | None = None
+async def drain(
+    database_url: str, plan: Plan, limit_s: float, console: Console | None = None
 ) -> float | None:
     """Seconds until quiet (`open_work` is 0), or None when `limit_s` passed first or
     nothing moved for `DRAIN_STUCK_S` (work that is stuck, not slow)."""
@@ -94,7 +94,7 @@ async def _drain(
     least: int | None = None
     while time.monotonic() - started < limit_s and time.monotonic() - last_move < DRAIN_STUCK_S:
         try:
-            conn = await asyncpg.connect(sys_.direct_url)
+            conn = await asyncpg.connect(database_url)
             try:
                 left = await open_work(conn, plan)
             finally:
@@ -146,7 +146,7 @@ async def run_chaos(config: ChaosConfig, console: Console) -> ChaosResult:
                     f"load done in {load_s:.1f} s; faults: {dict(sorted(faults.done.items()))}"
                 )
                 unresolved = await client.resolve(plan, RESOLVE_LIMIT_S)
-            drain_s = await _drain(s, plan, config.drain_limit_s, console)
+            drain_s = await drain(s.direct_url, plan, config.drain_limit_s, console)
             stop_tick.set()
             await ticker
         finally:
@@ -164,6 +164,23 @@ async def run_chaos(config: ChaosConfig, console: Console) -> ChaosResult:
             s.recon_env,
         )
         return _report(console, s, plan, client, faults, verdict, drain_s, len(unresolved))
+
+
+def print_verdict(console: Console, verdict: Verdict) -> None:
+    """The dead letters, every count of the verdict, and its notes."""
+    console.print(
+        f"dead letters: {verdict.dlq_rows} {dict(verdict.dlq_by_source)}, "
+        f"unexplained {verdict.dlq_unexplained}; {len(verdict.dlq_per_webhook)} dead "
+        f"webhooks, at most {max(verdict.dlq_per_webhook.values(), default=0)} row(s) each"
+    )
+    console.print(
+        f"verdict: lost {verdict.lost}, duplicated {verdict.duplicated}, refused "
+        f"{verdict.refused}, wrong outcome {verdict.wrong_outcome}, balance mismatches "
+        f"{verdict.balance_mismatches}, webhook both {verdict.webhook_both}, webhook wrong "
+        f"{verdict.webhook_wrong}, recon {'clean' if verdict.recon_clean else 'DIRTY'}"
+    )
+    for note in verdict.notes:
+        console.print(f"  {note}", markup=False)
 
 
 def _report(
@@ -195,19 +212,7 @@ def _report(
     )
     if faults.errors:
         console.print(f"faults that failed to run: {faults.errors}")
-    console.print(
-        f"dead letters: {verdict.dlq_rows} {dict(verdict.dlq_by_source)}, "
-        f"unexplained {verdict.dlq_unexplained}; {len(verdict.dlq_per_webhook)} dead "
-        f"webhooks, at most {max(verdict.dlq_per_webhook.values(), default=0)} row(s) each"
-    )
-    console.print(
-        f"verdict: lost {verdict.lost}, duplicated {verdict.duplicated}, refused "
-        f"{verdict.refused}, wrong outcome {verdict.wrong_outcome}, balance mismatches "
-        f"{verdict.balance_mismatches}, webhook both {verdict.webhook_both}, webhook wrong "
-        f"{verdict.webhook_wrong}, recon {'clean' if verdict.recon_clean else 'DIRTY'}"
-    )
-    for note in verdict.notes:
-        console.print(f"  {note}", markup=False)
+    print_verdict(console, verdict)
     fields: dict[str, object] = {
         "events": plan.requests,
         "duplicates_delivered": provider_dupes + webhook_dupes,

@@ -28,7 +28,7 @@ from rich.console import Console
 
 from payflow_lab.bench.common import percentile, result_line
 from payflow_lab.chaos.load import Client, Plan, make_plan
-from payflow_lab.chaos.run import _cancel, _drain, _tick
+from payflow_lab.chaos.run import _cancel, _tick, drain
 from payflow_lab.chaos.system import System, system
 from payflow_lab.chaos.verdict import judge
 
@@ -76,7 +76,7 @@ async def _capacity(
     await client.run(plan, None, stop)
     await client.resolve(plan, 60.0)
     client.parked.clear()
-    drained = await _drain(s, plan, 300.0)
+    drained = await drain(s.direct_url, plan, 300.0)
     answered = sum(op.result is not None for op in plan.ops)
     elapsed = time.monotonic() - started
     capacity = answered / elapsed
@@ -136,7 +136,7 @@ async def run_soak(config: SoakConfig, console: Console) -> bool:
                 stop_sampler.set()
                 await sampler
                 await client.resolve(plan, 60.0)
-            drain_s = await _drain(s, plan, 300.0)
+            drain_s = await drain(s.direct_url, plan, 300.0)
             stop_tick.set()
             await ticker
         finally:

@@ -91,7 +91,7 @@ class System:
         )
 
 
-async def _prepare(admin_url: str, accounts: int) -> tuple[str, list[Target]]:
+async def prepare_accounts(admin_url: str, accounts: int) -> tuple[str, list[Target]]:
     """A merchant with an API key, and `accounts` ETH accounts of it, each with a fresh
     random deposit address on ETH_MAINNET (no anvil account: nothing sends from them)."""
     conn = await asyncpg.connect(admin_url)
@@ -176,7 +176,7 @@ async def system(
         )
         if migrated.returncode != 0:
             raise RuntimeError("payflow migrate failed: " + migrated.stdout.decode()[-500:])
-        api_key, targets = await _prepare(admin, accounts)
+        api_key, targets = await prepare_accounts(admin, accounts)
         await receiver.start()
         await asyncio.to_thread(log_dir.mkdir, parents=True, exist_ok=True)
         supervisor = Supervisor(env, log_dir, ROLES)

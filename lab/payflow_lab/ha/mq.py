@@ -103,6 +103,23 @@ class RabbitCluster:
         argv = [str(RABBIT_BIN / "rabbitmq-server")]
         self._servers[host.name] = run_in(host, argv, env=self._env(host), log=log)
 
+    def restart(self, host: Host) -> None:
+        """Boot `host`'s node again after a fault (it rejoins the cluster it belongs to)."""
+        old = self._servers.pop(host.name, None)
+        if old is not None:
+            stop(old, grace_s=5)
+        self._boot(host)
+        wait_for(port_check(host.address, AMQP_PORT), f"RabbitMQ {host.name}", limit_s=120)
+
+    def leader(self, queue: str, via: Host) -> Host | None:
+        """The host whose node leads quorum queue `queue`, as `via`'s node sees it."""
+        out = self.ctl(via, "list_queues", "-q", "--no-table-headers", "name", "leader")
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == queue:
+                return next((h for h in self.hosts if self.node(h) == parts[1]), None)
+        return None
+
     def ctl(self, host: Host, *args: str, timeout_s: float = 60.0) -> str:
         """`rabbitmqctl -n <host's node> *args`, run in `host`'s namespace."""
         argv = host.argv([str(RABBIT_BIN / "rabbitmqctl"), "-n", self.node(host), *args])

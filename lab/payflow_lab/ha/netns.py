@@ -130,6 +130,19 @@ class Network:
         self.hosts[name] = host
         return host
 
+    def cut(self, host: Host) -> None:
+        """Take `host`'s link down: its packets are dropped both ways (no RST, no
+        answer), as when a machine's network goes; its processes keep running."""
+        _ip("-n", host.netns, "link", "set", self._inner(host), "down")
+
+    def heal(self, host: Host) -> None:
+        """Bring `host`'s link back after `cut`."""
+        _ip("-n", host.netns, "link", "set", self._inner(host), "up")
+
+    @staticmethod
+    def _inner(host: Host) -> str:
+        return f"{PREFIX}i{host.address.rsplit('.', 1)[1]}"
+
     def write_hosts_file(self, host: Host, names: dict[str, str]) -> None:
         """Give `host` an `/etc/hosts` naming `names` (name -> address) besides localhost
         and this machine's own host name."""

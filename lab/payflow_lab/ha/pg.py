@@ -178,6 +178,23 @@ class Formation:
 
         return wait_for(ready, "a primary with a synchronous secondary", limit_s)
 
+    def primary(self) -> Host | None:
+        """The data node the monitor reports as `primary` or `wait_primary` (None: none)."""
+        states = self.states()
+        for node in self.nodes:
+            if states.get(node.name, ("", ""))[0] in ("primary", "wait_primary"):
+                return node
+        return None
+
+    def restart(self, host: Host) -> None:
+        """Run `host`'s keeper again after a fault (its PostgreSQL comes back with it and
+        the monitor makes it a standby of whichever node is primary now)."""
+        old = self._keepers.pop(host.name, None)
+        if old is not None:
+            stop(old, grace_s=5)
+        _remove_sockets(self.port_of(host))
+        self._run(host)
+
     def keeper(self, host: Host) -> subprocess.Popen[bytes] | None:
         """The `pg_autoctl run` process the lab started on `host`."""
         return self._keepers.get(host.name)
@@ -198,9 +215,10 @@ def _postgres_ids() -> tuple[int, int]:
     return entry.pw_uid, entry.pw_gid
 
 
-def _remove_sockets() -> None:
-    """The lab's stale unix sockets and lock files (a kill -9 leaves them behind)."""
-    for port in (MONITOR_PORT, *DATA_PORTS):
+def _remove_sockets(*ports: int) -> None:
+    """The lab's stale unix sockets and lock files (a kill -9 leaves them behind), of
+    `ports` (default: every port of the lab)."""
+    for port in ports or (MONITOR_PORT, *DATA_PORTS):
         for suffix in ("", ".lock"):
             path = SOCKET_DIR / f".s.PGSQL.{port}{suffix}"
             path.unlink(missing_ok=True)

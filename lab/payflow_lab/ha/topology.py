@@ -93,9 +93,18 @@ class Lab:
     formation: pg.Formation | None = None
     rabbit: mq.RabbitCluster | None = None
     roles: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # What a run adds: settings over `env()`'s, and role hosts beside ROLE_HOSTS
+    # (name -> (role, octet)), such as a scanner host for a chain.
+    extra_env: dict[str, str] = field(default_factory=dict)
+    extra_roles: dict[str, tuple[str, int]] = field(default_factory=dict)
     _services: list[subprocess.Popen[bytes]] = field(default_factory=list)
     _closed: bool = False
     _lock: IO[str] | None = None
+
+    @property
+    def role_hosts(self) -> dict[str, tuple[str, int]]:
+        """Every payflow role host: name -> (role, last octet of its address)."""
+        return {**ROLE_HOSTS, **self.extra_roles}
 
     def host(self, name: str) -> Host:
         """The host `pf-<name>`."""
@@ -136,7 +145,7 @@ class Lab:
         for name, octet in [("mon", 10), ("pg1", 11), ("pg2", 12), ("redis", 70), ("haproxy", 40)]:
             self.net.add(name, octet)
         mq_hosts = tuple(self.net.add(f"mq{i}", 20 + i) for i in (1, 2, 3))
-        for name, (_role, octet) in ROLE_HOSTS.items():
+        for name, (_role, octet) in self.role_hosts.items():
             self.net.add(name, octet)
         names = {h.netns: h.address for h in mq_hosts}
         for host in mq_hosts:
@@ -154,7 +163,7 @@ class Lab:
         self.formation.wait_replicating()
         self.timings["replicating_s"] = time.monotonic() - started
         self.timings["services_s"] = time.monotonic() - started
-        for name in ROLE_HOSTS:
+        for name in self.role_hosts:
             self.start_role(name)
         for name in ("api1", "api2"):
             wait_for(port_check(self.host(name).address, API_PORT), f"payflow api {name}")
@@ -220,11 +229,12 @@ class Lab:
             BROKER_CONNECT_TIMEOUT_S="3",
             LOG_LEVEL=os.environ.get("HA_LAB_LOG_LEVEL", "WARNING"),
         )
+        env.update(self.extra_env)
         return env
 
     def start_role(self, name: str) -> None:
         """Start (or restart) the payflow role of host `name`."""
-        role, _octet = ROLE_HOSTS[name]
+        role, _octet = self.role_hosts[name]
         log = self.root / f"{name}.log"
         argv = [sys.executable, "-m", "payflow", role]
         self.roles[name] = run_in(self.host(name), argv, env=self.env(), log=log)

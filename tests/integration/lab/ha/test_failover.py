@@ -7,6 +7,13 @@ payment is processed by the workers on the new primary, and the RTO is printed. 
 RabbitMQ node is killed: confirmed messages on a quorum queue survive, and payments keep
 being delivered and processed. `payflow status --cluster` is checked before and after.
 
+First, the short form of `payflow chaos --ha`: a few hundred requests of the chaos load
+(payments, deposits on a private anvil, withdrawals) through HAProxy while each fault
+kind runs once (the primary killed -9, the primary's host cut, a broker node and the
+payments queue's leader killed -9, an API host lost, a worker host cut mid-gateway-call);
+the chaos verdict with no dead letter forgiven, RPO 0 and no 500. It brings up and tears
+down its own lab, so it runs before the module's lab fixture exists.
+
 Select with `-m ha`; skips with one line where namespaces cannot be made or the packages
 are missing (`make ha-lab`).
 """
@@ -21,17 +28,44 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import aio_pika
 import asyncpg
 import httpx
 import pytest
+from rich.console import Console
 
+from payflow_lab.anvil import AnvilNotInstalled
+from payflow_lab.ha.faults import KINDS
 from payflow_lab.ha.procs import kill9_host
+from payflow_lab.ha.run import HaChaosConfig, HaUnavailable, run_ha_chaos
 from payflow_lab.ha.topology import API_KEY, Lab, LabBusy, unavailable_reason
 
 pytestmark = [pytest.mark.ha, pytest.mark.slow]
 BATCH = 30
+
+
+async def test_short_ha_chaos_run_loses_nothing_and_recovers_from_every_fault(
+    tmp_path: Path,
+) -> None:
+    config = HaChaosConfig(events=500, seed=7, rate=4.0, cycles=1, settle_s=3.0)
+    report = tmp_path / "report.txt"
+    try:
+        with report.open("w") as out:
+            result = await run_ha_chaos(config, Console(file=out, soft_wrap=True, width=200))
+    except (HaUnavailable, AnvilNotInstalled) as exc:
+        pytest.skip(f"HA lab: {exc}")
+    text = report.read_text()
+    print(text)
+    assert sorted(r.kind for r in result.faults) == sorted(KINDS), text
+    for record in result.faults:
+        assert not record.error and record.rto_s is not None and record.healed_s is not None, record
+    fields = result.fields
+    assert (fields["lost"], fields["duplicated"], fields["rpo_missing"]) == (0, 0, 0), text
+    assert (fields["http_500"], fields["dead_letters"], fields["recon"]) == (0, 0, "clean"), text
+    assert result.verdict.exactly_once, text
+    assert result.ok and fields["exactly_once"] == "yes", text
 
 
 @pytest.fixture(scope="module")

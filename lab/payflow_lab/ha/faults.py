@@ -1,0 +1,256 @@
+"""The faults of `payflow chaos --ha`: what losing a machine does, one kind at a time,
+each measured and then healed so the next starts from a whole topology.
+
+Kinds (`KINDS`), each a coroutine over the running `Lab`:
+
+* `pg_primary_kill9`: SIGKILL to the primary's postgres and pg_autoctl; the monitor
+  promotes the synchronous standby; the killed node's keeper is run again and rejoins as
+  the new standby.
+* `pg_primary_cut`: the primary's host loses its network (link down: packets dropped,
+  no RST) for `cut_s`, longer than pg_autoctl's `network_partition_timeout` (20 s), so
+  the isolated primary has demoted itself before it is reachable again.
+* `mq_node_kill9`: SIGKILL to a RabbitMQ node that leads no payflow work queue, then
+  booted again.
+* `mq_leader_kill9`: the same to the node leading `payflow.payments`.
+* `api_host_kill9`: one API host of the two behind HAProxy loses every process, then
+  its API is started again.
+* `worker_host_cut`: one worker host loses its network for `worker_cut_s` while charges
+  are in flight (the gateway takes 0.2-1 s a call), then gets it back.
+
+Each fault records `rto_s`: for the database kinds the seconds until a write commits
+again through the multi-host DSN (no writable primary before), for the broker kinds the
+seconds until a publish to a quorum queue is confirmed again (no majority with a
+leader before), for the others the longest stretch without a 2xx answer at HAProxy.
+`healed_s` is when the topology was whole again (replicating, three broker nodes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import aio_pika
+import asyncpg
+
+from payflow_lab.chaos.faults import Window
+from payflow_lab.ha.procs import kill9_host, port_check, wait_for
+from payflow_lab.ha.topology import API_PORT, Lab
+
+KINDS = (
+    "pg_primary_kill9",
+    "pg_primary_cut",
+    "mq_node_kill9",
+    "mq_leader_kill9",
+    "api_host_kill9",
+    "worker_host_cut",
+)
+WORK_QUEUE = "payflow.payments"
+PROBE_QUEUE = "payflow-lab.ha-probe"
+PROBE_EVERY_S = 0.25
+RTO_LIMIT_S = 180.0
+HEAL_LIMIT_S = 240.0
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRecord:
+    """One executed fault: kind, the host it hit, when (time.time()), its figures."""
+
+    kind: str
+    host: str
+    start: float
+    rto_s: float | None  # None: the service did not come back within RTO_LIMIT_S
+    healed_s: float | None  # None: the lab was not whole again within HEAL_LIMIT_S
+    error: str = ""
+
+
+def cycle(seed: int, number: int) -> list[str]:
+    """The kinds of cycle `number` (0-based), each once, in an order drawn from `seed`."""
+    kinds = list(KINDS)
+    random.Random(seed * 1009 + number).shuffle(kinds)  # noqa: S311 - a schedule
+    return kinds
+
+
+async def writable_after(dsn: str, started: float) -> float | None:
+    """Seconds from `started` (monotonic) until a transaction that writes WAL commits
+    through `dsn` (a multi-host DSN, read-write session), or None after RTO_LIMIT_S."""
+    while time.monotonic() - started < RTO_LIMIT_S:
+        conn: asyncpg.Connection | None = None
+        try:
+            conn = await asyncpg.connect(dsn, timeout=2)
+            # An xid makes the commit write a record, so it waits for the synchronous
+            # standby as every payflow commit does.
+            await conn.fetchval("SELECT txid_current()", timeout=2)
+            return time.monotonic() - started
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            await asyncio.sleep(PROBE_EVERY_S)
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.terminate()
+    return None
+
+
+async def _publish_confirmed(urls: Sequence[str]) -> bool:
+    for url in urls:
+        try:
+            connection = await aio_pika.connect(url, timeout=2)
+        except (OSError, TimeoutError, aio_pika.exceptions.AMQPError):
+            continue
+        try:
+            channel = await connection.channel(publisher_confirms=True)
+            queue = await channel.declare_queue(
+                PROBE_QUEUE, durable=True, arguments={"x-queue-type": "quorum"}, timeout=2
+            )
+            await channel.default_exchange.publish(
+                aio_pika.Message(b"probe", delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
+                routing_key=PROBE_QUEUE,
+                timeout=2,
+            )
+            await queue.purge(timeout=2)
+            return True
+        except (OSError, TimeoutError, aio_pika.exceptions.AMQPError, RuntimeError):
+            continue
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(connection.close(), 2)
+    return False
+
+
+async def confirmed_after(urls: Sequence[str], started: float) -> float | None:
+    """Seconds from `started` until a persistent publish to a quorum queue is confirmed
+    on one of `urls`, or None after RTO_LIMIT_S."""
+    while time.monotonic() - started < RTO_LIMIT_S:
+        if await _publish_confirmed(urls):
+            return time.monotonic() - started
+        await asyncio.sleep(PROBE_EVERY_S)
+    return None
+
+
+def longest_gap(times: Sequence[float], start: float, end: float) -> float:
+    """The longest stretch inside [start, end] (monotonic) with no time in `times`."""
+    inside = sorted(t for t in times if start <= t <= end)
+    marks = [start, *inside, end]
+    return max(b - a for a, b in itertools.pairwise(marks))
+
+
+@dataclass
+class HaFaults:
+    """Runs fault kinds against `lab`; `ok_times` are the load's 2xx answers (monotonic)."""
+
+    lab: Lab
+    ok_times: list[float]
+    cut_s: float = 30.0
+    worker_cut_s: float = 15.0
+    records: list[FaultRecord] = field(default_factory=list)
+
+    @property
+    def windows(self) -> list[Window]:
+        """Each fault's span, as the chaos verdict reads them."""
+        return [
+            Window(r.kind, r.start, r.start + (r.healed_s or HEAL_LIMIT_S)) for r in self.records
+        ]
+
+    async def run(self, kind: str) -> FaultRecord:
+        """Execute one fault of `kind` and heal it; the record is also kept."""
+        start_wall, start = time.time(), time.monotonic()
+        host, rto, healed, error = "", None, None, ""
+        try:
+            host, rto = await getattr(self, f"_{kind}")(start)
+            healed = time.monotonic() - start
+        except Exception as exc:  # reported in the verdict: a fault that did not run
+            error = f"{type(exc).__name__}: {exc}"[:300]
+        record = FaultRecord(kind, host, start_wall, rto, healed, error)
+        self.records.append(record)
+        return record
+
+    async def _pg(
+        self, start: float, strike: Callable[[str], None], heal: Callable[[], None]
+    ) -> tuple[str, float | None]:
+        """Strike the primary's host, time the first write after it, heal, and wait until
+        the struck node is the synchronous standby of the new primary."""
+        formation = self.lab.formation
+        assert formation is not None
+        primary = await asyncio.to_thread(formation.primary)
+        if primary is None:
+            raise RuntimeError("no primary to strike")
+        strike(primary.name)
+        rto = await writable_after(formation.dsn(), start)
+        await asyncio.to_thread(heal)
+        keeper = formation.keeper(primary)
+        if keeper is None or keeper.poll() is not None:
+            await asyncio.to_thread(formation.restart, primary)
+        await asyncio.to_thread(formation.wait_replicating, HEAL_LIMIT_S)
+        return primary.name, rto
+
+    async def _pg_primary_kill9(self, start: float) -> tuple[str, float | None]:
+        def strike(name: str) -> None:
+            kill9_host(self.lab.host(name))
+
+        return await self._pg(start, strike, lambda: None)
+
+    async def _pg_primary_cut(self, start: float) -> tuple[str, float | None]:
+        cut: list[str] = []
+
+        def strike(name: str) -> None:
+            self.lab.net.cut(self.lab.host(name))
+            cut.append(name)
+
+        def heal() -> None:
+            time.sleep(max(0.0, self.cut_s - (time.monotonic() - start)))
+            self.lab.net.heal(self.lab.host(cut[0]))
+
+        return await self._pg(start, strike, heal)
+
+    async def _mq(self, start: float, leader: bool) -> tuple[str, float | None]:
+        rabbit = self.lab.rabbit
+        assert rabbit is not None
+        hosts = list(rabbit.hosts)
+        lead = await asyncio.to_thread(rabbit.leader, WORK_QUEUE, hosts[0])
+        if leader:
+            if lead is None:
+                raise RuntimeError(f"no leader of {WORK_QUEUE}")
+            victim = lead
+        else:
+            victim = next(h for h in reversed(hosts) if h != lead)
+        kill9_host(victim)
+        survivors = [rabbit.url(h) for h in hosts if h != victim]
+        rto = await confirmed_after(survivors, start)
+        await asyncio.to_thread(rabbit.restart, victim)
+        other = next(h for h in hosts if h != victim)
+
+        def whole() -> bool:
+            try:
+                return len(rabbit.running_nodes(other)) == len(hosts)
+            except Exception:  # a node still booting answers rabbitmqctl with an error
+                return False
+
+        await asyncio.to_thread(wait_for, whole, "three RabbitMQ nodes", HEAL_LIMIT_S)
+        return victim.name, rto
+
+    async def _mq_node_kill9(self, start: float) -> tuple[str, float | None]:
+        return await self._mq(start, leader=False)
+
+    async def _mq_leader_kill9(self, start: float) -> tuple[str, float | None]:
+        return await self._mq(start, leader=True)
+
+    async def _api_host_kill9(self, start: float) -> tuple[str, float | None]:
+        host = self.lab.host("api1")
+        kill9_host(host)
+        await asyncio.sleep(5.0)
+        gap = longest_gap(self.ok_times, start, time.monotonic())
+        await asyncio.to_thread(self.lab.start_role, "api1")
+        await asyncio.to_thread(wait_for, port_check(host.address, API_PORT), "api1", 90.0)
+        return host.name, gap
+
+    async def _worker_host_cut(self, start: float) -> tuple[str, float | None]:
+        host = self.lab.host("wk1")
+        self.lab.net.cut(host)
+        await asyncio.sleep(self.worker_cut_s)
+        self.lab.net.heal(host)
+        gap = longest_gap(self.ok_times, start, time.monotonic())
+        return host.name, gap
