@@ -3,9 +3,10 @@
 Every failure payflow raises is one of three kinds:
 
 - `RetryableError`: transient; the same work may succeed if tried again later
-  (lock timeout, statement timeout, deadlock, serialization failure, and the
+  (lock timeout, statement timeout, deadlock, serialization failure, the
   connection class of `is_connection_error`: a session lost or refused, or on a
-  standby after a failover).
+  standby after a failover, and `CommitUnconfirmed`: a commit the synchronous standby
+  never confirmed).
 - `BusinessOutcome`: a final, recorded answer such as insufficient funds; never retried.
 - `BadInput`: the request itself is wrong; retrying it unchanged cannot help.
 """
@@ -61,6 +62,10 @@ DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.InternalClientError,
     OSError,  # ConnectionError, and TimeoutError (asyncio's too) derive from it
 )
+# The warning PostgreSQL sends instead of an error when a commit's wait for the
+# synchronous standby is cancelled: "... The transaction has already committed locally,
+# but might not have been replicated to the standby." (`CommitUnconfirmed`).
+UNCONFIRMED_COMMIT_WARNING = "canceling wait for synchronous replication"
 # numeric_value_out_of_range: an amount or balance that does not fit its column. Never
 # retryable; `ledger.posting` turns it into the terminal `amount_overflow` outcome.
 NUMERIC_OUT_OF_RANGE = "22003"
@@ -72,6 +77,15 @@ class PayflowError(Exception):
 
 class RetryableError(PayflowError):
     """Transient failure: the caller may retry the whole unit of work."""
+
+
+class CommitUnconfirmed(RetryableError):
+    """The primary committed a transaction that its synchronous standby never confirmed:
+    the wait for the standby was cancelled (`statement_timeout`, a cancel request), and
+    PostgreSQL then reports success with only a warning. Such a commit is lost if the
+    primary fails over now, so it is never answered as done: every payflow write is
+    idempotent, and its retry finds the commit (no failover) or writes it again on the
+    new primary."""
 
 
 class ChainUnavailable(RetryableError):

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import orjson
@@ -23,9 +23,15 @@ import structlog
 
 from payflow.config import DatabaseSettings
 from payflow.db import Connection
-from payflow.errors import is_retryable, is_wrong_node
+from payflow.errors import (
+    UNCONFIRMED_COMMIT_WARNING,
+    CommitUnconfirmed,
+    is_retryable,
+    is_wrong_node,
+)
 
 log = structlog.get_logger("payflow.db")
+T = TypeVar("T")
 
 
 async def _init_connection(conn: Connection) -> None:
@@ -40,54 +46,62 @@ async def _init_connection(conn: Connection) -> None:
 
 
 class PrimaryConnection(asyncpg.Connection):
-    """A pooled connection that ends itself when a statement meets a node refusing writes
-    (SQLSTATE 25006: a standby, or a primary being demoted under a DSN without
-    `target_session_attrs=read-write`). The error still reaches the caller (retryable,
-    `errors.is_wrong_node`); the pool then opens a new session in its place instead of
-    handing the read-only one out again, so every later write does not fail the same way.
+    """A pooled connection that answers for the node it is on.
+
+    * It ends itself when a statement meets a node refusing writes (SQLSTATE 25006: a
+      standby, or a primary being demoted under a DSN without
+      `target_session_attrs=read-write`). The error still reaches the caller (retryable,
+      `errors.is_wrong_node`); the pool then opens a new session in its place instead of
+      handing the read-only one out again, so every later write does not fail the same way.
+    * A statement (a COMMIT, or a statement that is its own transaction) whose commit the
+      synchronous standby never confirmed raises `CommitUnconfirmed` instead of returning:
+      PostgreSQL answers such a commit with success and a warning, and it does not survive
+      a failover. The warning is read as it arrives, before the statement's own answer.
     """
 
-    async def execute(self, query: str, *args: Any, **options: Any) -> str:
-        """`asyncpg.Connection.execute`; a session on a read-only node is ended."""
+    _unconfirmed_commit: str | None = None
+
+    def _process_log_message(self, fields: dict[str, str], last_query: str | None) -> None:
+        # Called by asyncpg's protocol for each NoticeResponse, synchronously, before the
+        # statement's CommandComplete is read.
+        if fields.get("M", "").startswith(UNCONFIRMED_COMMIT_WARNING):
+            self._unconfirmed_commit = fields["M"]
+        super()._process_log_message(fields, last_query)  # type: ignore[misc]
+
+    async def _checked(self, call: Awaitable[T]) -> T:
+        self._unconfirmed_commit = None
         try:
-            status: str = await super().execute(query, *args, **options)
-            return status
+            result = await call
         except asyncpg.PostgresError as exc:
             self._drop_if_wrong_node(exc)
             raise
+        if self._unconfirmed_commit is not None:
+            warning, self._unconfirmed_commit = self._unconfirmed_commit, None
+            log.warning("payflow.db.commit_unconfirmed", warning=warning[:200])
+            raise CommitUnconfirmed(
+                "the commit was not confirmed by the synchronous standby; retry it"
+            )
+        return result
+
+    async def execute(self, query: str, *args: Any, **options: Any) -> str:
+        """`asyncpg.Connection.execute`, checked (see the class)."""
+        return await self._checked(super().execute(query, *args, **options))
 
     async def fetch(self, query: str, *args: Any, **options: Any) -> list[Any]:
-        """`asyncpg.Connection.fetch`; a session on a read-only node is ended."""
-        try:
-            rows: list[Any] = await super().fetch(query, *args, **options)
-            return rows
-        except asyncpg.PostgresError as exc:
-            self._drop_if_wrong_node(exc)
-            raise
+        """`asyncpg.Connection.fetch`, checked (see the class)."""
+        return await self._checked(super().fetch(query, *args, **options))
 
     async def fetchrow(self, query: str, *args: Any, **options: Any) -> Any:
-        """`asyncpg.Connection.fetchrow`; a session on a read-only node is ended."""
-        try:
-            return await super().fetchrow(query, *args, **options)
-        except asyncpg.PostgresError as exc:
-            self._drop_if_wrong_node(exc)
-            raise
+        """`asyncpg.Connection.fetchrow`, checked (see the class)."""
+        return await self._checked(super().fetchrow(query, *args, **options))
 
     async def fetchval(self, query: str, *args: Any, **options: Any) -> Any:
-        """`asyncpg.Connection.fetchval`; a session on a read-only node is ended."""
-        try:
-            return await super().fetchval(query, *args, **options)
-        except asyncpg.PostgresError as exc:
-            self._drop_if_wrong_node(exc)
-            raise
+        """`asyncpg.Connection.fetchval`, checked (see the class)."""
+        return await self._checked(super().fetchval(query, *args, **options))
 
     async def executemany(self, command: str, args: Any, **options: Any) -> None:
-        """`asyncpg.Connection.executemany`; a session on a read-only node is ended."""
-        try:
-            await super().executemany(command, args, **options)
-        except asyncpg.PostgresError as exc:
-            self._drop_if_wrong_node(exc)
-            raise
+        """`asyncpg.Connection.executemany`, checked (see the class)."""
+        await self._checked(super().executemany(command, args, **options))
 
     def _drop_if_wrong_node(self, exc: asyncpg.PostgresError) -> None:
         if is_wrong_node(exc) and not self.is_closed():

@@ -184,7 +184,21 @@ class HaFaults:
         keeper = formation.keeper(primary)
         if keeper is None or keeper.poll() is not None:
             await asyncio.to_thread(formation.restart, primary)
-        await asyncio.to_thread(formation.wait_replicating, HEAL_LIMIT_S)
+
+        def struck_is_standby() -> bool:
+            states = formation.states()
+            return (
+                sorted(state for state, _goal in states.values())
+                == [
+                    "primary",
+                    "secondary",
+                ]
+                and states.get(primary.name, ("", ""))[0] == "secondary"
+            )
+
+        await asyncio.to_thread(
+            wait_for, struck_is_standby, f"{primary.name} as the new standby", HEAL_LIMIT_S
+        )
         return primary.name, rto
 
     async def _pg_primary_kill9(self, start: float) -> tuple[str, float | None]:
