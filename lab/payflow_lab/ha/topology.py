@@ -235,6 +235,9 @@ class Lab:
     def start_role(self, name: str) -> None:
         """Start (or restart) the payflow role of host `name`."""
         role, _octet = self.role_hosts[name]
+        old = self.roles.pop(name, None)
+        if old is not None:  # killed by a fault: reaped before its successor starts
+            stop(old, grace_s=5)
         log = self.root / f"{name}.log"
         argv = [sys.executable, "-m", "payflow", role]
         self.roles[name] = run_in(self.host(name), argv, env=self.env(), log=log)

@@ -49,7 +49,7 @@ BATCH = 30
 async def test_short_ha_chaos_run_loses_nothing_and_recovers_from_every_fault(
     tmp_path: Path,
 ) -> None:
-    config = HaChaosConfig(events=500, seed=7, rate=4.0, cycles=1, settle_s=3.0)
+    config = HaChaosConfig(events=500, seed=7, rate=5.0, cycles=1, settle_s=3.0)
     report = tmp_path / "report.txt"
     try:
         with report.open("w") as out:
@@ -58,7 +58,7 @@ async def test_short_ha_chaos_run_loses_nothing_and_recovers_from_every_fault(
         pytest.skip(f"HA lab: {exc}")
     text = report.read_text()
     print(text)
-    assert sorted(r.kind for r in result.faults) == sorted(KINDS), text
+    assert {r.kind for r in result.faults} == set(KINDS), text  # a cycle at least
     for record in result.faults:
         assert not record.error and record.rto_s is not None and record.healed_s is not None, record
     fields = result.fields
