@@ -54,14 +54,6 @@ _PERMANENT_INTERFACE_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.exceptions.UnsupportedClientFeatureError,
     asyncpg.exceptions.UnsupportedServerFeatureError,
 )
-# Every exception the database driver raises for a statement, a transaction or an
-# acquire: what a loop that must outlive the database catches (then `classify`).
-DRIVER_ERRORS: tuple[type[BaseException], ...] = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    OSError,  # ConnectionError, and TimeoutError (asyncio's too) derive from it
-)
 # The warning PostgreSQL sends instead of an error when a commit's wait for the
 # synchronous standby is cancelled: "... The transaction has already committed locally,
 # but might not have been replicated to the standby." (`CommitUnconfirmed`).
@@ -81,11 +73,23 @@ class RetryableError(PayflowError):
 
 class CommitUnconfirmed(RetryableError):
     """The primary committed a transaction that its synchronous standby never confirmed:
-    the wait for the standby was cancelled (`statement_timeout`, a cancel request), and
+    the wait for the standby was cancelled (a cancel request, such as an operator's or a
+    manager's `pg_cancel_backend`; `statement_timeout` is disarmed before a commit), and
     PostgreSQL then reports success with only a warning. Such a commit is lost if the
     primary fails over now, so it is never answered as done: every payflow write is
     idempotent, and its retry finds the commit (no failover) or writes it again on the
     new primary."""
+
+
+# Every exception the database driver raises for a statement, a transaction or an
+# acquire: what a loop that must outlive the database catches (then `classify`).
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,  # ConnectionError, and TimeoutError (asyncio's too) derive from it
+    CommitUnconfirmed,  # raised by payflow's pooled connection for a statement (db.pool)
+)
 
 
 class ChainUnavailable(RetryableError):

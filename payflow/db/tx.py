@@ -94,8 +94,10 @@ async def transaction(
     Invariant: every statement in the block shares one snapshot of atomicity; either all
     of its writes commit or none do.
     """
-    await conn.execute(_begin_statement(settings, isolation, readonly, statement_timeout_ms))
     try:
+        # Inside the `try`: a BEGIN that raises after the server began (a warning meant
+        # for an earlier statement, `CommitUnconfirmed`) still ends the transaction.
+        await conn.execute(_begin_statement(settings, isolation, readonly, statement_timeout_ms))
         yield conn
     except BaseException as original:
         await _roll_back(conn, original)

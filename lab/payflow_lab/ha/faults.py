@@ -50,7 +50,7 @@ KINDS = (
     "worker_host_cut",
 )
 WORK_QUEUE = "payflow.payments"
-PROBE_QUEUE = "payflow-lab.ha-probe"
+PROBE_QUEUE = "payflow-lab.ha-probe"  # one per broker fault, numbered
 PROBE_EVERY_S = 0.25
 RTO_LIMIT_S = 180.0
 HEAL_LIMIT_S = 240.0
@@ -75,27 +75,61 @@ def cycle(seed: int, number: int) -> list[str]:
     return kinds
 
 
-async def writable_after(dsn: str, started: float) -> float | None:
-    """Seconds from `started` (monotonic) until a transaction that writes WAL commits
-    through `dsn` (a multi-host DSN, read-write session), or None after RTO_LIMIT_S."""
+PG_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
+
+
+async def _write_on(url: str) -> bool:
+    """True when `url` (one host) is a primary and a write transaction commits there."""
+    conn: asyncpg.Connection | None = None
+    try:
+        conn = await asyncpg.connect(url, timeout=2)
+        if await conn.fetchval("SELECT pg_is_in_recovery()", timeout=2):
+            return False
+        # An xid makes the commit write a record (and wait for a synchronous standby
+        # when the primary has one, as every payflow commit does).
+        await conn.fetchval("SELECT txid_current()", timeout=2)
+        return True
+    except PG_ERRORS:
+        return False
+    finally:
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.terminate()
+
+
+async def writable_after(urls: Sequence[str], started: float) -> float | None:
+    """Seconds from `started` (monotonic) until a write commits on one of `urls` (each
+    host asked alone, each within its own 2 s, so a silent host cannot spend the
+    others' time), or None after RTO_LIMIT_S."""
     while time.monotonic() - started < RTO_LIMIT_S:
-        conn: asyncpg.Connection | None = None
-        try:
-            conn = await asyncpg.connect(dsn, timeout=2)
-            # An xid makes the commit write a record, so it waits for the synchronous
-            # standby as every payflow commit does.
-            await conn.fetchval("SELECT txid_current()", timeout=2)
+        answers = await asyncio.gather(*(_write_on(url) for url in urls))
+        if any(answers):
             return time.monotonic() - started
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
-            await asyncio.sleep(PROBE_EVERY_S)
-        finally:
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    conn.terminate()
+        await asyncio.sleep(PROBE_EVERY_S)
     return None
 
 
-async def _publish_confirmed(urls: Sequence[str]) -> bool:
+async def declare_probe(url: str, name: str) -> None:
+    """Declare quorum queue `name` through `url`'s node, which becomes its leader
+    (`x-queue-leader-locator: client-local`)."""
+    connection = await aio_pika.connect(url, timeout=5)
+    async with connection:
+        channel = await connection.channel()
+        await channel.declare_queue(
+            name,
+            durable=True,
+            arguments={"x-queue-type": "quorum", "x-queue-leader-locator": "client-local"},
+            timeout=5,
+        )
+
+
+async def _publish_confirmed(urls: Sequence[str], queue: str) -> bool:
     for url in urls:
         try:
             connection = await aio_pika.connect(url, timeout=2)
@@ -103,15 +137,12 @@ async def _publish_confirmed(urls: Sequence[str]) -> bool:
             continue
         try:
             channel = await connection.channel(publisher_confirms=True)
-            queue = await channel.declare_queue(
-                PROBE_QUEUE, durable=True, arguments={"x-queue-type": "quorum"}, timeout=2
-            )
             await channel.default_exchange.publish(
                 aio_pika.Message(b"probe", delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
-                routing_key=PROBE_QUEUE,
+                routing_key=queue,
+                mandatory=True,
                 timeout=2,
             )
-            await queue.purge(timeout=2)
             return True
         except (OSError, TimeoutError, aio_pika.exceptions.AMQPError, RuntimeError):
             continue
@@ -121,21 +152,51 @@ async def _publish_confirmed(urls: Sequence[str]) -> bool:
     return False
 
 
-async def confirmed_after(urls: Sequence[str], started: float) -> float | None:
-    """Seconds from `started` until a persistent publish to a quorum queue is confirmed
-    on one of `urls`, or None after RTO_LIMIT_S."""
+async def confirmed_after(urls: Sequence[str], queue: str, started: float) -> float | None:
+    """Seconds from `started` until a persistent publish to quorum queue `queue` is
+    confirmed through one of `urls`, or None after RTO_LIMIT_S."""
     while time.monotonic() - started < RTO_LIMIT_S:
-        if await _publish_confirmed(urls):
+        if await _publish_confirmed(urls, queue):
             return time.monotonic() - started
         await asyncio.sleep(PROBE_EVERY_S)
     return None
 
 
 def longest_gap(times: Sequence[float], start: float, end: float) -> float:
-    """The longest stretch inside [start, end] (monotonic) with no time in `times`."""
+    """The longest stretch inside [start, end] (monotonic) with no time in `times`,
+    counted only while there were times: after the last one (the load ended) nothing
+    is a gap."""
+    last = max(times, default=start)
+    end = min(end, max(last, start))
     inside = sorted(t for t in times if start <= t <= end)
     marks = [start, *inside, end]
-    return max(b - a for a, b in itertools.pairwise(marks))
+    return max((b - a for a, b in itertools.pairwise(marks)), default=0.0)
+
+
+async def slowest_processing(dsn: str, since: float, until: float) -> float | None:
+    """The longest a payment created between `since` and `until` (time.time()) waited
+    from creation to its final status, once none of them is pending; None when some
+    are still pending after RTO_LIMIT_S."""
+    deadline = time.monotonic() + RTO_LIMIT_S
+    while time.monotonic() < deadline:
+        try:
+            conn = await asyncpg.connect(dsn, timeout=10)
+            try:
+                row = await conn.fetchrow(
+                    "SELECT count(*) FILTER (WHERE processed_at IS NULL) AS pending,"
+                    " max(extract(epoch FROM processed_at - created_at))::float8 AS slowest"
+                    " FROM payments WHERE created_at BETWEEN to_timestamp($1) AND to_timestamp($2)",
+                    since,
+                    until,
+                )
+            finally:
+                await conn.close()
+            if row is not None and row["pending"] == 0:
+                return float(row["slowest"] or 0.0)
+        except PG_ERRORS:
+            pass
+        await asyncio.sleep(1.0)
+    return None
 
 
 @dataclass
@@ -179,8 +240,10 @@ class HaFaults:
         if primary is None:
             raise RuntimeError("no primary to strike")
         strike(primary.name)
-        rto = await writable_after(formation.dsn(), start)
-        await asyncio.to_thread(heal)
+        healing = asyncio.create_task(asyncio.to_thread(heal))  # on its own timer
+        urls = [formation.node_url(node) for node in formation.nodes]
+        rto = await writable_after(urls, start)
+        await healing
         keeper = formation.keeper(primary)
         if keeper is None or keeper.poll() is not None:
             await asyncio.to_thread(formation.restart, primary)
@@ -221,6 +284,9 @@ class HaFaults:
         return await self._pg(start, strike, heal)
 
     async def _mq(self, start: float, leader: bool) -> tuple[str, float | None]:
+        """Kill a broker node (the leader of `payflow.payments`, or a node that leads no
+        work queue) and time a confirmed publish to a probe queue that the victim leads
+        (leader kind: a new leader must be elected) or a survivor leads (the other)."""
         rabbit = self.lab.rabbit
         assert rabbit is not None
         hosts = list(rabbit.hosts)
@@ -231,15 +297,17 @@ class HaFaults:
             victim = lead
         else:
             victim = next(h for h in reversed(hosts) if h != lead)
+        survivors = [h for h in hosts if h != victim]
+        probe = f"{PROBE_QUEUE}.{len(self.records)}"
+        await declare_probe(rabbit.url(victim if leader else survivors[0]), probe)
+        start = time.monotonic()  # the declaration is set-up, not the fault
         kill9_host(victim)
-        survivors = [rabbit.url(h) for h in hosts if h != victim]
-        rto = await confirmed_after(survivors, start)
+        rto = await confirmed_after([rabbit.url(h) for h in survivors], probe, start)
         await asyncio.to_thread(rabbit.restart, victim)
-        other = next(h for h in hosts if h != victim)
 
         def whole() -> bool:
             try:
-                return len(rabbit.running_nodes(other)) == len(hosts)
+                return len(rabbit.running_nodes(survivors[0])) == len(hosts)
             except Exception:  # a node still booting answers rabbitmqctl with an error
                 return False
 
@@ -262,9 +330,16 @@ class HaFaults:
         return host.name, gap
 
     async def _worker_host_cut(self, start: float) -> tuple[str, float | None]:
+        """Cut a worker host; the figure is the longest a payment created from 5 s before
+        the cut to its end waited to be final (the cut worker's charges wait for their
+        lease, then the sweep or the other worker finishes them)."""
         host = self.lab.host("wk1")
+        cut_at = time.time()
         self.lab.net.cut(host)
         await asyncio.sleep(self.worker_cut_s)
         self.lab.net.heal(host)
-        gap = longest_gap(self.ok_times, start, time.monotonic())
-        return host.name, gap
+        assert self.lab.formation is not None
+        slowest = await slowest_processing(
+            self.lab.formation.dsn(user="payflow_app"), cut_at - 5.0, time.time()
+        )
+        return host.name, slowest

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -37,7 +37,7 @@ from payflow_lab.chaos.receiver import Receiver
 from payflow_lab.chaos.run import RESOLVE_LIMIT_S, drain, print_verdict
 from payflow_lab.chaos.system import CHAIN_ENV, SENDER_BALANCE_ETH, prepare_accounts
 from payflow_lab.chaos.verdict import Verdict, judge
-from payflow_lab.ha.faults import FaultRecord, HaFaults, cycle
+from payflow_lab.ha.faults import KINDS, FaultRecord, HaFaults, cycle
 from payflow_lab.ha.netns import SUBNET
 from payflow_lab.ha.topology import PROVIDER_SECRET, Lab, LabBusy, unavailable_reason
 from payflow_lab.ports import free_port
@@ -116,7 +116,7 @@ async def _faults_while_loading(
                 f"{healed}{'; ' + record.error if record.error else ''}",
                 markup=False,
             )
-            if number >= config.cycles - 1 and load.done():
+            if number >= config.cycles and load.done():  # past the cycles asked for
                 break
         number += 1
 
@@ -233,7 +233,9 @@ async def run_ha_chaos(config: HaChaosConfig, console: Console) -> HaResult:
             lab.env(),
         )
         missing = await _missing_payments(app_dsn, plan)
-        return _report(console, plan, client, faults, verdict, drain_s, len(unresolved), missing)
+        return _report(
+            console, plan, client, faults, verdict, drain_s, len(unresolved), missing, config.cycles
+        )
     finally:
         steps = [receiver.stop(), anvil.rpc.aclose()]
         if redis is not None:
@@ -254,6 +256,7 @@ def _report(
     drain_s: float | None,
     unresolved: int,
     missing: int,
+    cycles: int,
 ) -> HaResult:
     c = client.counters
     console.print(
@@ -265,6 +268,10 @@ def _report(
     failed = [r for r in faults.records if r.error or r.rto_s is None or r.healed_s is None]
     for record in failed:
         console.print(f"  fault {record.kind} did not run or heal: {record.error}", markup=False)
+    runs = Counter(r.kind for r in faults.records if r not in failed)
+    short = sorted(kind for kind in KINDS if runs[kind] < cycles)
+    if short:
+        console.print(f"  fault kinds run fewer than {cycles} time(s): {', '.join(short)}")
     console.print(f"RPO: {missing} payments answered 202 missing after the faults")
     ok = (
         verdict.exactly_once
@@ -272,6 +279,7 @@ def _report(
         and missing == 0
         and c.status_500 == 0
         and not failed
+        and not short
     )
     fields: dict[str, object] = {
         "events": plan.requests,

@@ -121,6 +121,7 @@ class Lab:
         except BlockingIOError:
             self._lock.close()
             self._lock = None
+            self._closed = True  # `close()` must never tear down the lab that holds it
             if not self.keep:
                 shutil.rmtree(self.root, ignore_errors=True)
             raise LabBusy(f"another HA lab runs on this machine (holds {LOCK_PATH})") from None
