@@ -62,8 +62,11 @@ def chaos(
     seeded load and seeded faults; exit 1 unless exactly-once held. Last line key=value.
 
     With --ha the processes run on hosts made of network namespaces (PostgreSQL with
-    automatic failover, a three-node RabbitMQ cluster, two APIs behind HAProxy); exit 2
-    when that lab cannot run here."""
+    automatic failover, a three-node RabbitMQ cluster, two APIs behind HAProxy), paced by
+    --rate (--load-s and --log-dir are the one-host run's); exit 2 when that lab cannot
+    run here."""
+    if ha and soak is not None:
+        raise typer.BadParameter("a soak runs on one host; --ha and --soak are two runs")
     require_lab("payflow chaos")
     from payflow_lab.chaos.cluster import ClusterError
 

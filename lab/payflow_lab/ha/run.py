@@ -150,10 +150,10 @@ def _rto_fields(records: list[FaultRecord]) -> dict[str, object]:
 async def run_ha_chaos(config: HaChaosConfig, console: Console) -> HaResult:
     """One HA chaos run (see the module doc). Raises `HaUnavailable` when the lab cannot
     run here, `AnvilNotInstalled` when there is no anvil."""
+    find_anvil()  # first: one line and nothing started, wherever the lab could run
     reason = unavailable_reason()
     if reason is not None:
         raise HaUnavailable(reason)
-    find_anvil()
     plan = make_plan(config.seed, config.events, config.accounts)
     console.print(
         f"chaos --ha: seed {config.seed}, {plan.requests} requests "

@@ -104,6 +104,23 @@ def test_chaos_without_anvil_is_one_line_before_any_service_starts(tmp_path: Pat
     assert list(tmp_path.iterdir()) == []  # no process was started, so no log was written
 
 
+def test_chaos_ha_without_anvil_is_one_line_before_any_lab_starts(tmp_path: Path) -> None:
+    env = {**UNREACHABLE, "ANVIL_BIN": str(tmp_path / "no-anvil")}
+    result = runner.invoke(app, ["chaos", "--ha", "--events", "50"], env=env)
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[-1] == (
+        f"chaos: cannot run: ANVIL_BIN={str(tmp_path / 'no-anvil')!r} is not an executable file"
+    )
+    assert "Traceback" not in result.output
+
+
+def test_chaos_ha_and_soak_together_are_refused() -> None:
+    code, output = invoke("chaos", "--ha", "--soak", "10")
+    assert code == 2, output
+    assert "--ha and --soak are two runs" in output
+    assert "Traceback" not in output
+
+
 @pytest.mark.parametrize(
     ("args", "reason"),
     [
