@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import aio_pika
 import asyncpg
 
-from payflow_lab.chaos.faults import Window
+from payflow_lab.ha.netns import Host
 from payflow_lab.ha.procs import kill9_host, port_check, wait_for
 from payflow_lab.ha.topology import API_PORT, Lab
 
@@ -209,13 +209,6 @@ class HaFaults:
     worker_cut_s: float = 15.0
     records: list[FaultRecord] = field(default_factory=list)
 
-    @property
-    def windows(self) -> list[Window]:
-        """Each fault's span, as the chaos verdict reads them."""
-        return [
-            Window(r.kind, r.start, r.start + (r.healed_s or HEAL_LIMIT_S)) for r in self.records
-        ]
-
     async def run(self, kind: str) -> FaultRecord:
         """Execute one fault of `kind` and heal it; the record is also kept."""
         start_wall, start = time.time(), time.monotonic()
@@ -230,34 +223,26 @@ class HaFaults:
         return record
 
     async def _pg(
-        self, start: float, strike: Callable[[str], None], heal: Callable[[], None]
+        self, start: float, strike: Callable[[Host], object], heal: Callable[[Host], None]
     ) -> tuple[str, float | None]:
-        """Strike the primary's host, time the first write after it, heal, and wait until
-        the struck node is the synchronous standby of the new primary."""
+        """Strike the primary's host, time the first write after it while `heal` runs on
+        its own timer, and wait until the struck node is the standby of the new primary."""
         formation = self.lab.formation
         assert formation is not None
         primary = await asyncio.to_thread(formation.primary)
         if primary is None:
             raise RuntimeError("no primary to strike")
-        strike(primary.name)
-        healing = asyncio.create_task(asyncio.to_thread(heal))  # on its own timer
-        urls = [formation.node_url(node) for node in formation.nodes]
-        rto = await writable_after(urls, start)
+        strike(primary)
+        healing = asyncio.create_task(asyncio.to_thread(heal, primary))
+        rto = await writable_after([formation.node_url(node) for node in formation.nodes], start)
         await healing
         keeper = formation.keeper(primary)
         if keeper is None or keeper.poll() is not None:
             await asyncio.to_thread(formation.restart, primary)
 
         def struck_is_standby() -> bool:
-            states = formation.states()
-            return (
-                sorted(state for state, _goal in states.values())
-                == [
-                    "primary",
-                    "secondary",
-                ]
-                and states.get(primary.name, ("", ""))[0] == "secondary"
-            )
+            reported = {name: state for name, (state, _goal) in formation.states().items()}
+            return reported.get(primary.name) == "secondary" and "primary" in reported.values()
 
         await asyncio.to_thread(
             wait_for, struck_is_standby, f"{primary.name} as the new standby", HEAL_LIMIT_S
@@ -265,23 +250,14 @@ class HaFaults:
         return primary.name, rto
 
     async def _pg_primary_kill9(self, start: float) -> tuple[str, float | None]:
-        def strike(name: str) -> None:
-            kill9_host(self.lab.host(name))
-
-        return await self._pg(start, strike, lambda: None)
+        return await self._pg(start, kill9_host, lambda _host: None)
 
     async def _pg_primary_cut(self, start: float) -> tuple[str, float | None]:
-        cut: list[str] = []
-
-        def strike(name: str) -> None:
-            self.lab.net.cut(self.lab.host(name))
-            cut.append(name)
-
-        def heal() -> None:
+        def heal(host: Host) -> None:
             time.sleep(max(0.0, self.cut_s - (time.monotonic() - start)))
-            self.lab.net.heal(self.lab.host(cut[0]))
+            self.lab.net.heal(host)
 
-        return await self._pg(start, strike, heal)
+        return await self._pg(start, self.lab.net.cut, heal)
 
     async def _mq(self, start: float, leader: bool) -> tuple[str, float | None]:
         """Kill a broker node (the leader of `payflow.payments`, or a node that leads no

@@ -135,15 +135,13 @@ async def _missing_payments(database_url: str, plan: Plan) -> int:
 
 
 def _rto_fields(records: list[FaultRecord]) -> dict[str, object]:
-    worst: dict[str, float | None] = defaultdict(float)
+    """`rto_<kind>_s`: the worst RTO of each kind ("none" when one never recovered)."""
+    by_kind: dict[str, list[float | None]] = defaultdict(list)
     for record in records:
-        if record.rto_s is None or worst[record.kind] is None:
-            worst[record.kind] = None
-        else:
-            worst[record.kind] = max(worst[record.kind] or 0.0, record.rto_s)
+        by_kind[record.kind].append(record.rto_s)
     return {
-        f"rto_{kind}_s": "none" if value is None else round(value, 1)
-        for kind, value in sorted(worst.items())
+        f"rto_{kind}_s": "none" if None in values else round(max(v or 0.0 for v in values), 1)
+        for kind, values in sorted(by_kind.items())
     }
 
 
