@@ -7,12 +7,14 @@ payment and the operator's charge review (`payflow.payments.review`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
 import asyncpg
+import orjson
 
 from payflow.broker.topology import TOPIC_LEDGER_EVENT, TOPIC_WEBHOOK_DELIVER
 from payflow.db import Connection
@@ -152,10 +154,161 @@ async def finalize_answered(
     return await _finalize(*args, post_credit=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Answered:
+    """One payment for `finalize_answered_together`: the payment row (as `finalize_answered`
+    takes it), the gateway's answer, the message's trace id and the caller's webhook lease
+    (token, seconds) or None."""
+
+    payment: asyncpg.Record
+    answer: ChargeResult
+    trace_id: str | None
+    webhook_lease: tuple[str, float] | None = None
+
+
+async def finalize_answered_together(
+    conn: Connection,
+    answered: Sequence[Answered],
+    *,
+    credit_hold_s: float,
+    bounds: StatementBounds,
+) -> list[Finalized]:
+    """`finalize_answered(post_credit=True)` for several payments in ONE autocommitted
+    statement (`finalize_payments_together`), so ONE commit: each payment's answer, status,
+    event, webhook job and posted credit exactly as alone, in the order given.
+
+    Why: every success of a merchant posts to the same settlement account, whose row lock
+    is held from a posting's balance change to its commit. Alone, N successes queue N
+    times on that lock and pay N commits; together they take it once and share a commit.
+
+    All or nothing: when the statement raises (any server error: a refused or contended
+    posting, a lock or statement bound, an id collision), nothing of any payment is
+    written and the caller finalizes each alone (`finalize_answered`), which decides
+    them one by one. A `TimeoutError` is as `finalize_answered`'s: the statement may have
+    committed, and every finalize is a compare-and-set, so a retry is safe. Returns one
+    `Finalized` per payment, in order; `changed` False means the caller takes the
+    transactional step for that payment, as after `finalize_answered`. `conn` must not be
+    inside a transaction.
+    """
+    if conn.is_in_transaction():
+        raise RuntimeError("finalize_answered_together runs outside a transaction (it commits)")
+    statements = [
+        _statement(
+            a.payment,
+            SUCCEEDED if a.answer.approved else FAILED,
+            a.trace_id,
+            credit_hold_s,
+            a.answer,
+            bounds,
+            a.webhook_lease,
+            True,
+        )
+        for a in answered
+    ]
+    each = (s.args for s in statements)
+    columns: list[list[Any]] = [list(values) for values in zip(*each, strict=True)]
+    for jsonb in (9, 11):  # the credit and webhook job payloads travel as text
+        columns[jsonb] = [None if v is None else orjson.dumps(v).decode() for v in columns[jsonb]]
+    shared = next((s.args[20:] for s in statements if s.args[19] is not None), (None,) * 3)
+    rows = await conn.fetch(
+        SQL["finalize_payments_together"], *columns[:20], *shared, timeout=bounds.timeout_s
+    )
+    if len(rows) != len(statements):
+        raise AssertionError("one row per payment, in order")
+    results = [_read(s, row) for s, row in zip(statements, rows, strict=True)]
+    if any(r is None for r in results):
+        raise AssertionError("the answered statement finalizes a success only with its account")
+    return [r for r in results if r is not None]
+
+
 # Server errors after which a finalize that also posts wrote nothing and is sent again
 # without posting: the success path's "full path decides" (PF001), a balance that would
 # overflow its column, the account's lock not granted in time, a deadlock.
 POSTING_UNDECIDED = frozenset({"PF001", "22003", "55P03", "40P01"})
+
+
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    """One payment's `finalize_payment` call: its parameters and what reading its row
+    needs."""
+
+    payment: asyncpg.Record
+    event_id: str | None  # the credit's event id (successes), else None
+    trace_id: str | None
+    credit_amount: str
+    credit_job: dict[str, Any]
+    args: tuple[Any, ...]
+    answered: bool
+    credit_hold_s: float
+    post_credit: bool
+
+
+def _statement(
+    payment: asyncpg.Record,
+    status: str,
+    trace_id: str | None,
+    credit_hold_s: float,
+    answer: ChargeResult | None,
+    bounds: StatementBounds | None,
+    webhook_lease: tuple[str, float] | None,
+    post_credit: bool,
+) -> _Statement:
+    # Derived rows inherit the payment's own trace id; the message's only stands in
+    # for a payment stored without one.
+    trace_id = payment["trace_id"] or trace_id
+    payment_id: UUID = payment["id"]
+    event_id = credit_event_id(payment_id) if status == SUCCEEDED else None
+    amount: Decimal = payment["amount"]
+    credit_amount = format_amount(amount)  # exact: normalize() rounded at 28 digits
+    credit_job = {"version": 1, "event_id": event_id}
+    webhook_job = {"version": 1, "payment_id": str(payment_id)} if payment["webhook_url"] else None
+    # Validated like any recorded event; a decline (or dead-lettering) never parses it.
+    credit_value = parse_amount(credit_amount, payment["scale"]) if event_id else None
+    args = _statement_args(
+        payment,
+        status,
+        event_id,
+        credit_value,
+        trace_id,
+        credit_job,
+        webhook_job,
+        credit_hold_s,
+        answer,
+        bounds,
+        webhook_lease,
+        post_credit,
+    )
+    return _Statement(
+        payment,
+        event_id,
+        trace_id,
+        credit_amount,
+        credit_job,
+        args,
+        answer is not None,
+        credit_hold_s,
+        post_credit,
+    )
+
+
+def _read(statement: _Statement, row: asyncpg.Record) -> Finalized | None:
+    """What a committed `finalize_payment` row says, or None when a success found no
+    settlement account (only the transactional finalize meets that: it opens one)."""
+    event_id = statement.event_id
+    if not row["finalized"]:
+        return Finalized(changed=False)
+    if statement.answered and event_id is not None and not row["credited"]:
+        raise AssertionError("the answered statement finalizes a success only with its account")
+    held_webhook: int | None = row["held_webhook_job"]
+    if statement.post_credit and row["credited"]:  # posted in the commit, or its job due now
+        return Finalized(changed=True, held_webhook=held_webhook, posted=row["balance_after"])
+    if event_id is not None and row["credited"] and statement.credit_hold_s > 0:
+        return Finalized(
+            changed=True, held_credit=(event_id, row["credit_job"]), held_webhook=held_webhook
+        )
+    if event_id is not None and not row["credited"]:
+        return None
+    return Finalized(changed=True, held_webhook=held_webhook)
 
 
 async def _finalize(
@@ -170,65 +323,41 @@ async def _finalize(
     *,
     post_credit: bool,
 ) -> Finalized:
-    # Derived rows inherit the payment's own trace id; the message's only stands in
-    # for a payment stored without one.
-    trace_id = payment["trace_id"] or trace_id
-    payment_id: UUID = payment["id"]
-    event_id = credit_event_id(payment_id) if status == SUCCEEDED else None
-    amount: Decimal = payment["amount"]
-    credit_amount = format_amount(amount)  # exact: normalize() rounded at 28 digits
-    credit_job = {"version": 1, "event_id": event_id}
-    webhook_job = {"version": 1, "payment_id": str(payment_id)} if payment["webhook_url"] else None
-    # Validated like any recorded event; a decline (or dead-lettering) never parses it.
-    credit_value = parse_amount(credit_amount, payment["scale"]) if event_id else None
+    statement = _statement(
+        payment, status, trace_id, credit_hold_s, answer, bounds, webhook_lease, post_credit
+    )
+    event_id = statement.event_id
     try:
-        row = await _finalize_statement(
-            conn,
-            payment,
-            status,
-            event_id,
-            credit_value,
-            trace_id,
-            credit_job,
-            webhook_job,
-            credit_hold_s,
-            answer,
-            bounds,
-            webhook_lease,
-            post_credit,
+        row = await conn.fetchrow(
+            SQL["finalize_payment"],
+            *statement.args,
+            timeout=None if bounds is None else bounds.timeout_s,
         )
     except asyncpg.UniqueViolationError as exc:
         if exc.constraint_name == "payment_events_pkey":
             raise _collision(event_id) from None
         raise
-    if not row["finalized"]:
-        return Finalized(changed=False)
-    if answer is not None and event_id is not None and not row["credited"]:
-        raise AssertionError("the answered statement finalizes a success only with its account")
-    held_webhook: int | None = row["held_webhook_job"]
-    if post_credit and row["credited"]:  # posted in the commit, or its job due now
-        return Finalized(changed=True, held_webhook=held_webhook, posted=row["balance_after"])
-    if event_id is not None and row["credited"] and credit_hold_s > 0:
-        return Finalized(
-            changed=True, held_credit=(event_id, row["credit_job"]), held_webhook=held_webhook
-        )
-    if event_id is not None and not row["credited"]:
-        # The merchant's first success in this currency: open the account (race-free),
-        # then write the credit and its job; still the same transaction.
-        account_id = await merchant_account(conn, payment["merchant_id"], payment["currency"])
-        recorded = await record_event(
-            conn,
-            event_id=event_id,
-            account_id=account_id,
-            amount=credit_amount,
-            event_type=EventType.PAYMENT_CREDIT,
-            scale=payment["scale"],
-            trace_id=trace_id,
-        )
-        if not recorded:
-            raise _collision(event_id)
-        await enqueue(conn, TOPIC_LEDGER_EVENT, credit_job, trace_id)
-    return Finalized(changed=True, held_webhook=held_webhook)
+    assert row is not None
+    done = _read(statement, row)
+    if done is not None:
+        return done
+    assert event_id is not None
+    # The merchant's first success in this currency: open the account (race-free),
+    # then write the credit and its job; still the same transaction.
+    account_id = await merchant_account(conn, payment["merchant_id"], payment["currency"])
+    recorded = await record_event(
+        conn,
+        event_id=event_id,
+        account_id=account_id,
+        amount=statement.credit_amount,
+        event_type=EventType.PAYMENT_CREDIT,
+        scale=payment["scale"],
+        trace_id=statement.trace_id,
+    )
+    if not recorded:
+        raise _collision(event_id)
+    await enqueue(conn, TOPIC_LEDGER_EVENT, statement.credit_job, statement.trace_id)
+    return Finalized(changed=True, held_webhook=row["held_webhook_job"])
 
 
 def _collision(event_id: str | None) -> IdCollision:
@@ -237,8 +366,7 @@ def _collision(event_id: str | None) -> IdCollision:
     )
 
 
-async def _finalize_statement(
-    conn: Connection,
+def _statement_args(
     payment: asyncpg.Record,
     status: str,
     event_id: str | None,
@@ -251,15 +379,15 @@ async def _finalize_statement(
     bounds: StatementBounds | None,
     webhook_lease: tuple[str, float] | None,
     post_credit: bool,
-) -> asyncpg.Record:
+) -> tuple[Any, ...]:
+    """`finalize_payment`'s 23 parameters, in order (the query's comment names them)."""
     posting: tuple[str | None, list[str] | None, list[str] | None, list[str] | None]
     posting = (None, None, None, None)
     if post_credit and event_id is not None:
         if bounds is None:
             raise RuntimeError("a finalize that posts its credit is bounded (autocommit only)")
         posting = success_path_args(event_id)
-    row = await conn.fetchrow(
-        SQL["finalize_payment"],
+    return (
         payment["id"],
         status,
         payment["merchant_id"],
@@ -280,7 +408,4 @@ async def _finalize_statement(
         None if webhook_lease is None else webhook_lease[0],
         None if webhook_lease is None else webhook_lease[1],
         *posting,
-        timeout=None if bounds is None else bounds.timeout_s,
     )
-    assert row is not None
-    return row

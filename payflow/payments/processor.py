@@ -61,8 +61,10 @@ from payflow.payments.charges import (
     record_answer,
     release_claim,
 )
+from payflow.payments.coalesce import FinalizeCoalescer
 from payflow.payments.dead_letters import dead_letter_payment, status_of
 from payflow.payments.finalize import (
+    Answered,
     finalize,
     finalize_answered,
     finalize_payment,
@@ -97,6 +99,10 @@ class PaymentProcessor:
         self._database = database
         # The hot path's one-statement steps run outside a transaction, bounded as a whole.
         self._bounds = StatementBounds.of(database)
+        # Answers of one merchant's settlement account finalized together (group commit).
+        self._together = FinalizeCoalescer(
+            pool, credit_hold_s=settings.credit_hold_s, bounds=self._bounds
+        )
         self._gateway = gateway
         self._worker = f"{socket.gethostname()}:{os.getpid()}"
         # Gateway calls in flight per process, independent of the DB pool (a call holds
@@ -163,25 +169,22 @@ class PaymentProcessor:
         reservation = await direct.reserve() if direct and payment["webhook_url"] else None
         lease = None if reservation is None else (reservation.token, reservation.lease_s)
         try:
-            async with self._pool.acquire() as conn:
-                # One statement normally; anything it does not decide takes the transaction.
-                done = await finalize_answered(
-                    conn,
-                    payment,
-                    result,
-                    trace_id,
-                    credit_hold_s=hold_s,
-                    bounds=self._bounds,
-                    webhook_lease=lease,
-                    post_credit=hold_s > 0,  # 0: the ledger worker posts every credit
-                )
-                if not done.changed:
-                    async with transaction(conn, self._database):
-                        await lock_payment(conn, payment_id)
-                        answer = await record_answer(conn, payment_id, result)
-                        done = await finalize_payment(
-                            conn, payment, status_of(answer), trace_id, credit_hold_s=hold_s
-                        )
+            # One statement normally (with the account's other answers when it posts);
+            # anything it does not decide takes the transaction.
+            if hold_s > 0:  # the credit is posted in the finalize's commit
+                done = await self._together.finalize(Answered(payment, result, trace_id, lease))
+            else:  # 0: the ledger worker posts every credit
+                async with self._pool.acquire() as conn:
+                    done = await finalize_answered(
+                        conn, payment, result, trace_id, bounds=self._bounds, webhook_lease=lease
+                    )
+            if not done.changed:
+                async with self._pool.acquire() as conn, transaction(conn, self._database):
+                    await lock_payment(conn, payment_id)
+                    answer = await record_answer(conn, payment_id, result)
+                    done = await finalize_payment(
+                        conn, payment, status_of(answer), trace_id, credit_hold_s=hold_s
+                    )
         except BaseException:
             if direct and reservation:  # a lease taken anyway runs out; its job stands
                 direct.cancel(reservation)

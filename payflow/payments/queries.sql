@@ -152,6 +152,29 @@ SELECT o_finalized AS finalized, o_credited AS credited, o_credit_job AS credit_
 FROM payment_finalize($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
                       $17, $18, $19, $20, $21, $22, $23);
 
+-- name: finalize_payments_together
+-- Several answered finalizes in ONE statement, so one commit: each row of the arrays is
+-- one `finalize_payment` call ($1-$20 as its $1-$20, one element per payment; the two
+-- job payloads as jsonb text), $21-$23 its shared $21-$23. Called in the arrays' order
+-- (a nested loop over the ordinality), one answer row each in that order. A merchant's
+-- settlement account is then locked by the first posting and held to the one commit,
+-- instead of once per payment. Any error undoes every payment's writes.
+SELECT f.o_finalized AS finalized, f.o_credited AS credited, f.o_credit_job AS credit_job,
+       f.o_held_webhook_job AS held_webhook_job, f.o_balance_after AS balance_after
+FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::numeric[],
+            $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
+            $13::float8[], $14::text[], $15::text[], $16::text[], $17::integer[],
+            $18::text[], $19::float8[], $20::text[]) WITH ORDINALITY
+     AS a(payment, status, merchant, currency, event_id, amount, event_type, trace_id,
+          credit_topic, credit_job, webhook_topic, webhook_job, hold_s, answer, reason,
+          reference, lock_ms, lease_token, lease_s, posting_key, n)
+CROSS JOIN LATERAL payment_finalize(
+    a.payment, a.status, a.merchant, a.currency, a.event_id, a.amount, a.event_type,
+    a.trace_id, a.credit_topic, a.credit_job::jsonb, a.webhook_topic, a.webhook_job::jsonb,
+    a.hold_s, a.answer, a.reason, a.reference, a.lock_ms, a.lease_token, a.lease_s,
+    a.posting_key, $21::text[], $22::text[], $23::text[]) AS f
+ORDER BY a.n;
+
 -- ---- charge attempts: claimed before the gateway is called (payflow.payments.charges)
 
 -- name: lock_payment_for_charge
