@@ -108,6 +108,8 @@ JOIN merchant_events ev ON ev.id = l.event_id;
 -- follows). One autocommitted statement: counts the attempt, appends its log row, ends this
 -- send's lease, marks a 2xx delivered (a 2xx recorded late still counts), and keeps the
 -- endpoint's failure streak (`failing_since`: set by the first failure, cleared by a 2xx).
+-- The endpoint's row is written only when the streak starts or ends: every delivery to an
+-- endpoint would otherwise queue on that one row lock and pay its write.
 WITH counted AS (
     UPDATE webhook_deliveries SET
         attempts = attempts + 1,
@@ -130,7 +132,9 @@ WITH counted AS (
 ), streak AS (
     UPDATE webhook_endpoints e SET failing_since = CASE
         WHEN $3::boolean THEN NULL ELSE coalesce(e.failing_since, clock_timestamp()) END
-    FROM counted WHERE e.id = counted.endpoint_id
+    FROM counted
+    WHERE e.id = counted.endpoint_id
+      AND CASE WHEN $3::boolean THEN e.failing_since IS NOT NULL ELSE e.failing_since IS NULL END
 )
 SELECT attempts FROM counted;
 
