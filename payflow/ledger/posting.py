@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 import asyncpg
 import structlog
@@ -50,6 +51,9 @@ from payflow.outbox.writer import release_held_job
 from payflow.retry import RetryPolicy, RetryStats, retrying
 
 log = structlog.get_logger("payflow.ledger")
+
+if TYPE_CHECKING:
+    from payflow.ledger.together import PostingCoalescer
 
 OutcomeHook = Callable[[Connection, PostingResult], Awaitable[None]]
 
@@ -88,8 +92,12 @@ async def post_event(
     on_refusal: OutcomeHook | None = None,
     policy: RetryPolicy | None = None,
     stats: RetryStats | None = None,
+    together: PostingCoalescer | None = None,
 ) -> PostingResult:
     """Apply `event_id` to its account exactly once, retrying only transient failures.
+
+    `together`: the process's `PostingCoalescer` (`payflow.ledger.together`), which sends
+    the success path with the other postings in flight in one commit; None: alone.
 
     Invariant: however many times and however concurrently this is called for one
     event, at most one ledger row and one balance change exist for it, and the
@@ -104,23 +112,28 @@ async def post_event(
     )
 
     async def attempt() -> PostingResult:
-        async with pool.acquire() as conn:
-            try:
-                fast = await post_in_one_statement(conn, settings, event_id)
+        try:
+            if together is not None:  # the success path, sent with the process's others
+                fast = await together.post(event_id)
                 if fast is not None:
                     return fast
+            async with pool.acquire() as conn:
+                if together is None:
+                    fast = await post_in_one_statement(conn, settings, event_id)
+                    if fast is not None:
+                        return fast
                 try:
                     async with transaction(conn, settings):
                         return await _post_optimistic(conn, event_id)
                 except _DebitRefused:
                     async with transaction(conn, settings):
                         return await _post_pessimistic(conn, event_id, on_refusal)
-            except asyncpg.NumericValueOutOfRangeError:
-                async with transaction(conn, settings):
-                    result = await _post_overflow(conn, event_id, on_refusal)
-                if not result.replayed:  # the alert, once the outcome is committed
-                    log.error("payflow.ledger.overflow", event_id=event_id, detail=result.detail)
-                return result
+        except asyncpg.NumericValueOutOfRangeError:
+            async with pool.acquire() as conn, transaction(conn, settings):
+                result = await _post_overflow(conn, event_id, on_refusal)
+            if not result.replayed:  # the alert, once the outcome is committed
+                log.error("payflow.ledger.overflow", event_id=event_id, detail=result.detail)
+            return result
 
     result = await retrying(attempt, policy, stats)
     POSTINGS.labels("replayed" if result.replayed else result.outcome.value).inc()  # committed

@@ -25,6 +25,7 @@ from payflow.errors import AlreadyProcessed, BadInput, PayflowError
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import Outcome, PostingResult
 from payflow.ledger.states import SQL, EventStatus, TransitionKind, transition
+from payflow.ledger.together import PostingCoalescer
 from payflow.money import format_amount
 from payflow.outbox.writer import enqueue
 
@@ -111,6 +112,8 @@ class LedgerWorker:
         self._pool = pool
         self._settings = settings
         self._fallback = fallback if fallback is not None else DlqFallback.disabled()
+        # Concurrent deliveries' success paths share a statement and a commit.
+        self._together = PostingCoalescer(pool, settings)
 
     async def handle(self, envelope: Envelope) -> None:
         """Post the event; a replayed or already-final event is a quiet no-op."""
@@ -118,7 +121,11 @@ class LedgerWorker:
         structlog.contextvars.bind_contextvars(event_id=event_id)
         try:
             result = await post_event(
-                self._pool, self._settings, event_id, on_refusal=notify_refusal
+                self._pool,
+                self._settings,
+                event_id,
+                on_refusal=notify_refusal,
+                together=self._together,
             )
         except AlreadyProcessed as exc:
             log.info("payflow.ledger.already_final", reason=str(exc))

@@ -37,6 +37,7 @@ from payflow.db.pool import create_pool
 from payflow.ledger.posting import post_event
 from payflow.ledger.recon import reconcile
 from payflow.ledger.records import EventType, Outcome
+from payflow.ledger.together import PostingCoalescer
 from payflow.money import from_base_units
 from payflow.retry import RetryPolicy, RetryStats
 from payflow_lab.bench.common import (
@@ -138,8 +139,13 @@ async def _bench(
     outcomes: dict[str, Outcome] = {}
     policy = RetryPolicy(max_attempts=50, max_total_s=120.0)
 
+    # The ledger worker's own coalescer: concurrent postings share a statement and a commit.
+    together = PostingCoalescer(pool, settings.database)
+
     async def post(event_id: str) -> None:
-        result = await post_event(pool, settings.database, event_id, policy=policy, stats=stats)
+        result = await post_event(
+            pool, settings.database, event_id, policy=policy, stats=stats, together=together
+        )
         if not result.replayed:
             if event_id in outcomes:
                 raise AssertionError(f"{event_id} applied twice")
