@@ -6,6 +6,8 @@ an event the batch cannot decide is decided alone without costing the others."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import random
 from decimal import Decimal
 
 import asyncpg
@@ -14,7 +16,11 @@ from payflow.config import Settings
 from payflow.ledger.posting import post_event
 from payflow.ledger.records import EventType, Outcome
 from payflow.ledger.together import PostingCoalescer
+from tests.integration.ledger.books import assert_books_balance
 from tests.integration.ledger.helpers import balance, count, new_account, new_event
+from tests.integration.ledger.workers import post_together_after_barrier
+
+PROCESSES = 4
 
 
 async def _journal(pool: asyncpg.Pool, prefix: str) -> tuple[int, int, int, int]:
@@ -96,3 +102,43 @@ async def test_one_hot_account_takes_its_lock_once_per_batch(
     rows, commits, claims, unbalanced = await _journal(pool, "th-")
     assert (rows, claims, unbalanced) == (40, 40, 0)
     assert commits <= 2  # one alone, then the rest together
+
+
+async def test_processes_posting_together_post_each_event_once_and_never_overdraw(
+    pool: asyncpg.Pool, settings: Settings, database_url: str
+) -> None:
+    """Four OS processes behind a barrier each deliver every event at once through their
+    own coalescer (batches of several accounts, in different orders per process): deposits
+    and withdrawals on three accounts, more withdrawn than some hold. Each event is decided
+    once, no balance goes negative, every balance equals its journal, the books balance."""
+    accounts = [await new_account(pool, settings, opening="3") for _ in range(3)]
+    events = []
+    for i in range(36):
+        kind = EventType.WITHDRAWAL if i % 3 == 0 else EventType.DEPOSIT
+        amount = "2" if kind is EventType.WITHDRAWAL else "0.5"
+        await new_event(pool, settings, accounts[i % 3], f"tp-{i}", amount, kind)
+        events.append(f"tp-{i}")
+    orders = [random.Random(seed).sample(events, len(events)) for seed in range(PROCESSES)]
+    context = multiprocessing.get_context("spawn")
+
+    def run() -> list[list[str]]:
+        with context.Manager() as manager:
+            barrier = manager.Barrier(PROCESSES)
+            with context.Pool(PROCESSES) as workers:
+                return workers.starmap(
+                    post_together_after_barrier, [(database_url, o, barrier) for o in orders]
+                )
+
+    outcomes = [o for batch in await asyncio.to_thread(run) for o in batch]
+    decided = [o for o in outcomes if o not in ("replayed", "already_processed")]
+    assert len(decided) == len(events)  # each event decided by exactly one delivery
+    assert set(decided) == {"success", "insufficient_funds"}  # 7 held per account, 8 asked
+    claims = await count(pool, "SELECT count(*) FROM processed_events WHERE event_id LIKE 'tp-%'")
+    assert claims == len(events)
+    for account in accounts:
+        journal = await pool.fetchval(
+            "SELECT coalesce(sum(amount), 0) FROM balance_events WHERE account_id = $1", account
+        )
+        assert await balance(pool, account) == Decimal(3) + journal >= 0  # opening + postings
+    assert await pool.fetchval("SELECT min(balance) FROM accounts") >= 0
+    await assert_books_balance(pool)

@@ -195,7 +195,9 @@ async def test_processes_finalizing_one_merchants_payments_at_once_credit_each_o
 ) -> None:
     """Four OS processes each handle a delivery of the same 40 payments of one merchant at
     once: every payment is charged and finalized once, and its credit, posted in the
-    finalize's commit on the merchant's one (hot) account, lands once."""
+    finalize's commit on the merchant's one (hot) account, lands once. Each process
+    finalizes its answers of that account together (`FinalizeCoalescer`), so batches of
+    different processes meet on the account's row."""
     merchant, account = await _merchant_with_account(pool)
     payments = [await _pending(pool, settings, merchant) for _ in range(40)]
     prefix = key_prefix
