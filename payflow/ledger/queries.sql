@@ -108,14 +108,14 @@ SELECT balance_after FROM posted, (SELECT count(*) FROM settled) AS done;
 -- $6 lock_timeout (ms). `ledger_post_success` once per event in ONE statement, sent
 -- outside a transaction, so one commit (`payflow.ledger.together`): each row is (n, the
 -- event's balance_after or NULL), n its position in $2. The events are posted in account
--- order (then n), so every batch takes its accounts' row locks in one order and two
--- batches never deadlock on each other. Any error undoes every event's writes.
+-- order, then event id, so batches take their claims and accounts' row locks in one
+-- order. Any error undoes every event's writes.
 SELECT s.n, ledger_post_success(s.key, s.event_id, $3::text[], $4::text[], $5::text[], $6)
            AS balance_after
 FROM (SELECT k.key, k.event_id, k.n
       FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(key, event_id, n)
       LEFT JOIN payment_events e ON e.event_id = k.event_id
-      ORDER BY e.account_id, k.n
+      ORDER BY e.account_id, k.event_id
       OFFSET 0) AS s;
 
 -- name: apply_balance_change

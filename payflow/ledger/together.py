@@ -6,17 +6,22 @@ round trip, its own commit (a WAL flush) and, on a busy account, its own turn on
 account's row lock held to that commit. `PostingCoalescer` keeps at most `max_in_flight`
 statements in flight per process; the events that arrive meanwhile go together in the next
 one (`post_success_together`): the same success path once per event, in ONE statement and
-ONE commit, the events ordered by account so every batch locks accounts in one order (two
-batches never deadlock on each other). Under light load a batch is one event and nothing
-waits; under load batches grow by themselves (at most `max_batch`).
+ONE commit, the events ordered by account, then event id. Under light load a batch is one
+event and nothing waits; under load batches grow by themselves (at most `max_batch`).
 
 Exactly as alone: each event's claim, transition, balance change and legs are those of
 `post_in_one_statement`, and an event the success path does not decide (a duplicate, a
 refused debit, an event that cannot move) gets None, so the caller takes the full path for
-it. A batch is all or nothing: when its statement raises a server error, nothing of it is
-written and each event is sent alone (`post_in_one_statement`), which answers for that event
-only. A timeout or a lost connection reaches every event of the batch, as it would each
-alone (the caller's retry policy decides; a committed posting replays).
+it. A batch is all or nothing: when it fails in any way (a server error, a bound, a lost
+connection), each of its events is sent alone (`post_in_one_statement`), which answers for
+that event only; an event the batch did commit then replays.
+
+Locks: a posting takes its event's claim, then its account's row. The one order of a batch
+keeps two batches of this process apart, and an event delivered twice to this process is
+never in two batches at once (the second delivery waits for the first's batch and then
+takes the full path, which replays it). Batches of two processes can still meet on one
+event delivered to both, in opposite order on one account; PostgreSQL then refuses one
+(a deadlock, after `deadlock_timeout`), whose events are sent alone.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 import asyncpg
+import structlog
 
 from payflow.config import DatabaseSettings
 from payflow.db.tx import StatementBounds
@@ -35,6 +41,8 @@ from payflow.ledger.states import SQL
 
 MAX_BATCH = 64
 MAX_IN_FLIGHT = 2
+
+log = structlog.get_logger("payflow.ledger")
 
 
 @dataclass(slots=True)
@@ -68,20 +76,39 @@ class PostingCoalescer:
         self._max_batch = max_batch
         self._max_in_flight = max_in_flight
         self._queue: list[_Waiting] = []
-        self._drains: set[asyncio.Task[None]] = set()
+        self._running = 0  # drains whose loop has not ended (counted without a yield)
+        self._drains: set[asyncio.Task[None]] = set()  # strong references only
+        self._posting: dict[str, asyncio.Future[PostingResult | None]] = {}
 
     async def post(self, event_id: str) -> PostingResult | None:
         """The committed success of `event_id`, or None when the success path wrote nothing
         for it and the full path must decide. Raises what `post_in_one_statement` raises
         for it (an overflow, a lock timeout, a lost connection). A caller cancelled while
         its batch runs does not undo it: the posting stands and a retry replays it."""
+        earlier = self._posting.get(event_id)
+        if earlier is not None:  # this process is posting it already: wait, then replay
+            await asyncio.wait([earlier])
+            return None
+        return await asyncio.shield(self._enqueue(event_id))
+
+    def _enqueue(self, event_id: str) -> asyncio.Future[PostingResult | None]:
+        """Queue `event_id` and start a drain if there is room; no yield in between."""
         waiting = _Waiting(event_id)
+        self._posting[event_id] = waiting.done
+        waiting.done.add_done_callback(self._posted)
         self._queue.append(waiting)
-        if len(self._drains) < self._max_in_flight:
+        if self._running < self._max_in_flight:
+            self._running += 1
             task = asyncio.create_task(self._drain(), name="payflow.ledger.together")
             self._drains.add(task)
             task.add_done_callback(self._drains.discard)
-        return await asyncio.shield(waiting.done)
+        return waiting.done
+
+    def _posted(self, done: asyncio.Future[PostingResult | None]) -> None:
+        for event_id, future in list(self._posting.items()):
+            if future is done:
+                del self._posting[event_id]
+                return
 
     async def _drain(self) -> None:
         batch: list[_Waiting] = []
@@ -91,6 +118,9 @@ class PostingCoalescer:
                 del self._queue[: self._max_batch]
                 await self._run(batch)
         finally:
+            # No yield since the queue was seen empty (or since a cancellation): a `post`
+            # from now on sees room and starts a drain.
+            self._running -= 1
             for waiting in batch:  # unsettled only if this task was cancelled
                 waiting.done.cancel()
 
@@ -98,12 +128,13 @@ class PostingCoalescer:
         if len(batch) > 1:
             try:
                 balances = await self._together([w.event_id for w in batch])
-            except asyncpg.PostgresError:
-                pass  # nothing written: each is sent alone below
-            except Exception as exc:  # the outcome is unknown: each caller's retry decides
-                for waiting in batch:
-                    _settle(waiting, exc=exc)
-                return
+            except Exception as exc:  # written nothing, or maybe all: each alone decides
+                log.info(
+                    "payflow.ledger.batch_alone",
+                    events=len(batch),
+                    error=type(exc).__name__,
+                    sqlstate=getattr(exc, "sqlstate", None),
+                )
             else:
                 for waiting, balance in zip(batch, balances, strict=True):
                     result = None

@@ -11,9 +11,11 @@ payments. Under light load a batch is one payment and nothing waits; under heavy
 batches grow by themselves, like PostgreSQL's own group commit.
 
 What stays as alone: each payment's writes are exactly `finalize_answered`'s; a batch is
-all or nothing and, when its statement raises a server error, every payment in it is
-finalized alone (`finalize_answered`, which decides a refused posting, a contended lock or
-a collision for that payment only). Other worker processes finalize the same account
+all or nothing and, when it fails in any way (a server error, a bound, a lost connection,
+a payment whose arguments do not build), every payment in it is finalized alone
+(`finalize_answered`, which decides a refused posting, a contended lock or a collision for
+that payment only; a payment the batch did commit is then found final, and the caller's
+transactional step says so). Other worker processes finalize the same account
 concurrently, as before; the row lock orders them.
 """
 
@@ -21,10 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from dataclasses import dataclass, field
 from uuid import UUID
 
 import asyncpg
+import structlog
 
 from payflow.db.tx import StatementBounds
 from payflow.payments.finalize import (
@@ -36,6 +40,8 @@ from payflow.payments.finalize import (
 
 # Payments in one statement at most: the statement stays well inside its time bound.
 MAX_BATCH = 64
+
+log = structlog.get_logger("payflow.payments")
 
 
 @dataclass(slots=True)
@@ -74,13 +80,25 @@ class FinalizeCoalescer:
         waiting = _Waiting(answered)
         queue = self._queues.get(key)
         if queue is None:  # nothing in flight for this account: start its drain
-            self._queues[key] = [waiting]
+            queue = self._queues[key] = [waiting]
             task = asyncio.create_task(self._drain(key), name="payflow.finalize.coalesce")
             self._drains.add(task)
             task.add_done_callback(self._drains.discard)
+            # A drain cancelled before its first step never runs its `finally`.
+            task.add_done_callback(functools.partial(self._abandon, key, queue))
         else:
             queue.append(waiting)
         return await asyncio.shield(waiting.done)
+
+    def _abandon(
+        self, key: tuple[UUID, str], queue: list[_Waiting], _task: asyncio.Task[None]
+    ) -> None:
+        """After a drain ended: the queue it was started for, if still there (it was
+        cancelled before it ran), goes and its callers are cancelled."""
+        if self._queues.get(key) is queue:
+            del self._queues[key]
+            for waiting in queue:
+                waiting.done.cancel()
 
     async def _drain(self, key: tuple[UUID, str]) -> None:
         """Run the account's statements one after another until no answer waits."""
@@ -106,12 +124,13 @@ class FinalizeCoalescer:
                         credit_hold_s=self._hold_s,
                         bounds=self._bounds,
                     )
-            except asyncpg.PostgresError:
-                pass  # nothing written: each is finalized alone below
-            except Exception as exc:  # the outcome is unknown: each caller's retry decides
-                for waiting in batch:
-                    _settle(waiting, exc=exc)
-                return
+            except Exception as exc:  # written nothing, or maybe all: each alone decides
+                log.info(
+                    "payflow.payments.batch_alone",
+                    payments=len(batch),
+                    error=type(exc).__name__,
+                    sqlstate=getattr(exc, "sqlstate", None),
+                )
             else:
                 for waiting, result in zip(batch, results, strict=True):
                     _settle(waiting, result=result)

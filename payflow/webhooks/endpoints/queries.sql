@@ -108,8 +108,10 @@ JOIN merchant_events ev ON ev.id = l.event_id;
 -- follows). One autocommitted statement: counts the attempt, appends its log row, ends this
 -- send's lease, marks a 2xx delivered (a 2xx recorded late still counts), and keeps the
 -- endpoint's failure streak (`failing_since`: set by the first failure, cleared by a 2xx).
--- The endpoint's row is written only when the streak starts or ends: every delivery to an
--- endpoint would otherwise queue on that one row lock and pay its write.
+-- The endpoint's row is written only when the streak starts or ends, as this statement's
+-- snapshot sees it: every delivery to an endpoint would otherwise queue on that one row
+-- lock and pay its write. A change committing meanwhile can leave the streak a step
+-- behind until the next attempt; the disabling job checks the deliveries themselves.
 WITH counted AS (
     UPDATE webhook_deliveries SET
         attempts = attempts + 1,
@@ -259,8 +261,13 @@ WHERE id = $1 RETURNING sweeps;
 
 -- name: disable_failing_endpoints
 -- $1 days. Enabled endpoints whose every delivery attempt has failed since more than $1
--- days ago are disabled ('failing'); returns them.
-UPDATE webhook_endpoints
+-- days ago are disabled ('failing'); returns them. `failing_since` is the hint, the
+-- deliveries the proof: a 2xx recorded while a failure's streak start was committing
+-- may have left it set (`record_delivery_attempt` writes the endpoint only on a change
+-- it sees), so an endpoint with a delivery delivered since then is kept.
+UPDATE webhook_endpoints e
 SET enabled = false, disabled_at = now(), disabled_reason = 'failing', updated_at = now()
-WHERE enabled AND failing_since < now() - make_interval(secs => $1::float8 * 86400)
-RETURNING id, merchant_id, url, failing_since;
+WHERE e.enabled AND e.failing_since < now() - make_interval(secs => $1::float8 * 86400)
+  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
+                  WHERE d.endpoint_id = e.id AND d.delivered_at >= e.failing_since)
+RETURNING e.id, e.merchant_id, e.url, e.failing_since;

@@ -11,6 +11,7 @@ import random
 from decimal import Decimal
 
 import asyncpg
+import structlog
 
 from payflow.config import Settings
 from payflow.ledger.posting import post_event
@@ -29,8 +30,8 @@ async def _journal(pool: asyncpg.Pool, prefix: str) -> tuple[int, int, int, int]
     row = await pool.fetchrow(
         "SELECT count(*) AS rows, count(DISTINCT b.xmin::text) AS commits,"
         " (SELECT count(*) FROM processed_events WHERE event_id LIKE $1 || '%') AS claims,"
-        " count(*) FILTER (WHERE b.amount + (SELECT sum(l.amount) FROM ledger_legs l"
-        "                  WHERE l.source_event_id = b.source_event_id) <> 0) AS unbalanced"
+        " count(*) FILTER (WHERE b.amount + coalesce((SELECT sum(l.amount) FROM ledger_legs l"
+        "                  WHERE l.source_event_id = b.source_event_id), 0) <> 0) AS unbalanced"
         " FROM balance_events b WHERE b.source_event_id LIKE $1 || '%'",
         prefix,
     )
@@ -71,12 +72,14 @@ async def test_a_refused_debit_in_a_batch_is_decided_alone(
         await new_event(pool, settings, rich, f"tr-{i}", "1", EventType.WITHDRAWAL)
     together = PostingCoalescer(pool, settings)
     ids = ["tr-0", "tr-1", "tr-poor", *(f"tr-{i}" for i in range(2, 8))]
-    results = {
-        r.event_id: r
-        for r in await asyncio.gather(
+    with structlog.testing.capture_logs() as logs:
+        posted = await asyncio.gather(
             *(post_event(pool, settings, e, together=together) for e in ids)
         )
-    }
+    results = {r.event_id: r for r in posted}
+    # The batch was refused as a whole (the poor account's debit), then each sent alone.
+    refused = [e for e in logs if e["event"] == "payflow.ledger.batch_alone"]
+    assert refused and refused[0]["sqlstate"] == "PF001"
     assert results["tr-poor"].outcome is Outcome.INSUFFICIENT_FUNDS
     assert all(results[f"tr-{i}"].outcome is Outcome.SUCCESS for i in range(8))
     assert await balance(pool, rich) == Decimal("2")
@@ -101,7 +104,7 @@ async def test_one_hot_account_takes_its_lock_once_per_batch(
     assert await balance(pool, account) == Decimal("10")
     rows, commits, claims, unbalanced = await _journal(pool, "th-")
     assert (rows, claims, unbalanced) == (40, 40, 0)
-    assert commits <= 2  # one alone, then the rest together
+    assert commits <= 2  # they queue before the first statement runs: shared commits
 
 
 async def test_processes_posting_together_post_each_event_once_and_never_overdraw(
@@ -113,8 +116,8 @@ async def test_processes_posting_together_post_each_event_once_and_never_overdra
     once, no balance goes negative, every balance equals its journal, the books balance."""
     accounts = [await new_account(pool, settings, opening="3") for _ in range(3)]
     events = []
-    for i in range(36):
-        kind = EventType.WITHDRAWAL if i % 3 == 0 else EventType.DEPOSIT
+    for i in range(36):  # per account: 4 withdrawals of 2, 8 deposits of 0.5, mixed
+        kind = EventType.WITHDRAWAL if (i // 3) % 3 == 0 else EventType.DEPOSIT
         amount = "2" if kind is EventType.WITHDRAWAL else "0.5"
         await new_event(pool, settings, accounts[i % 3], f"tp-{i}", amount, kind)
         events.append(f"tp-{i}")
@@ -142,3 +145,24 @@ async def test_processes_posting_together_post_each_event_once_and_never_overdra
         assert await balance(pool, account) == Decimal(3) + journal >= 0  # opening + postings
     assert await pool.fetchval("SELECT min(balance) FROM accounts") >= 0
     await assert_books_balance(pool)
+
+
+async def test_a_posting_right_after_another_never_waits_on_an_ended_drain(
+    pool: asyncpg.Pool, settings: Settings
+) -> None:
+    """Each caller posts again as soon as it has its answer, while the drain that answered
+    it is ending: the next posting starts its own drain instead of waiting for one."""
+    account = await new_account(pool, settings)
+    for i in range(12):
+        await new_event(pool, settings, account, f"ts-{i}", "1", EventType.DEPOSIT)
+    together = PostingCoalescer(pool, settings, max_in_flight=1)
+
+    async def chain(start: int) -> list[Decimal | None]:
+        return [
+            (await asyncio.wait_for(together.post(f"ts-{i}"), timeout=10)).balance_after  # type: ignore[union-attr]
+            for i in range(start, 12, 3)
+        ]
+
+    chains = await asyncio.gather(chain(0), chain(1), chain(2))
+    assert sorted(b for c in chains for b in c) == [Decimal(n) for n in range(1, 13)]
+    assert await balance(pool, account) == Decimal(12)

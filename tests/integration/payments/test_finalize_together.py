@@ -41,11 +41,20 @@ async def _books(pool: asyncpg.Pool, account: uuid.UUID) -> tuple:
             " (SELECT count(DISTINCT xmin::text) FROM balance_events WHERE account_id = $1),"
             " (SELECT coalesce(sum(amount), 0) FROM balance_events WHERE account_id = $1),"
             " (SELECT count(*) FROM balance_events b WHERE b.account_id = $1"
-            "    AND b.amount + (SELECT sum(l.amount) FROM ledger_legs l"
-            "                    WHERE l.source_event_id = b.source_event_id) <> 0)",
+            "    AND b.amount + coalesce((SELECT sum(l.amount) FROM ledger_legs l"
+            "                    WHERE l.source_event_id = b.source_event_id), 0) <> 0)",
             account,
         )
     )
+
+
+async def _own_balance_after(pool: asyncpg.Pool, payment: asyncpg.Record) -> Decimal | None:
+    """The balance after the payment's own credit, as its journal row says."""
+    value: Decimal | None = await pool.fetchval(
+        "SELECT balance_after FROM balance_events WHERE source_event_id = $1",
+        credit_event_id(payment["id"]),
+    )
+    return value
 
 
 async def _statuses(pool: asyncpg.Pool, payments: list[asyncpg.Record]) -> list[str]:
@@ -78,6 +87,8 @@ async def test_answers_finalized_together_post_each_credit_once_in_one_commit(
         (True, Decimal("22.50"), None),
     ]
     assert await _statuses(pool, payments) == ["succeeded", "failed", "succeeded", "succeeded"]
+    for payment, d in zip(payments, done, strict=True):
+        assert d.posted == await _own_balance_after(pool, payment)
     assert await _books(pool, account) == (Decimal("22.50"), 3, 1, Decimal("22.50"), 0)
     # No ledger.event job: every credit is posted; a second finalize changes nothing.
     jobs = await pool.fetchval("SELECT count(*) FROM outbox WHERE topic = 'ledger.event'")
@@ -118,13 +129,20 @@ async def test_the_coalescer_groups_one_accounts_answers_and_decides_a_bad_one_a
     payments = [await _claimed(pool, settings, merchant) for _ in range(12)]
     together = FinalizeCoalescer(pool, credit_hold_s=30.0, bounds=BOUNDS)
 
-    # Twelve answers at once: the first statement carries one, the rest wait and share one.
-    done = await asyncio.gather(*(together.finalize(Answered(p, APPROVED, None)) for p in payments))
+    # Twelve answers at once, declines among them: they queue before the account's first
+    # statement runs, so they share it; each caller gets its own payment's answer.
+    answers = [DECLINED if i % 4 == 1 else APPROVED for i in range(12)]
+    done = await asyncio.gather(
+        *(together.finalize(Answered(p, a, None)) for p, a in zip(payments, answers, strict=True))
+    )
     assert all(d.changed for d in done)
-    assert sorted(d.posted for d in done) == [Decimal("7.50") * i for i in range(1, 13)]
+    for payment, answer, d in zip(payments, answers, done, strict=True):
+        assert d.posted == (await _own_balance_after(pool, payment) if answer.approved else None)
+    statuses = ["succeeded" if a.approved else "failed" for a in answers]
+    assert await _statuses(pool, payments) == statuses
     balance, rows, commits, journal, unbalanced = await _books(pool, account)
-    assert (balance, rows, journal, unbalanced) == (Decimal("90.00"), 12, Decimal("90.00"), 0)
-    assert commits <= 3  # grouped (one alone, then the rest together), never one each
+    assert (balance, rows, journal, unbalanced) == (Decimal("67.50"), 9, Decimal("67.50"), 0)
+    assert commits <= 2  # grouped, never one commit each
 
     # A batch with a payment that cannot be finalized: the batch falls back to each alone;
     # only that payment fails, with the error it has alone.
@@ -142,8 +160,12 @@ async def test_the_coalescer_groups_one_accounts_answers_and_decides_a_bad_one_a
         "succeeded",
         "succeeded",
     ]
+    for i, payment in enumerate(more):
+        if i != 2:
+            posted = outcomes[i].posted  # type: ignore[union-attr]
+            assert posted == await _own_balance_after(pool, payment)
     balance, rows, _, journal, unbalanced = await _books(pool, account)
-    assert (balance, rows, journal, unbalanced) == (Decimal("120.00"), 16, Decimal("120.00"), 0)
+    assert (balance, rows, journal, unbalanced) == (Decimal("97.50"), 13, Decimal("97.50"), 0)
     # Alone, the same payment still says what it says alone.
     async with pool.acquire() as conn:
         with pytest.raises(IdCollision):

@@ -228,6 +228,21 @@ async def test_an_endpoint_failing_for_days_is_disabled_with_an_alert(
         "UPDATE webhook_endpoints SET failing_since = now() - interval '1 day' WHERE id = $1",
         recent,
     )
+    # A streak left set by a race (a 2xx recorded while the failure's start committed):
+    # a delivery delivered since it began keeps the endpoint.
+    stale, _ = await _endpoint(pool, shop, "http://127.0.0.1:9/c", ["payout.sent"])
+    await pool.fetchval(
+        "SELECT merchant_event_record($1, 'payout.sent', 'po-stale', $2)", shop, DATA
+    )
+    await owner_pool.execute(
+        "UPDATE webhook_deliveries SET state = 'delivered', delivered_at = now() - interval"
+        " '2 days' WHERE endpoint_id = $1",
+        stale,
+    )
+    await owner_pool.execute(
+        "UPDATE webhook_endpoints SET failing_since = now() - interval '6 days' WHERE id = $1",
+        stale,
+    )
     alerts = _Alerts()
     result = await disable_failing_endpoints_job(
         JobContext(pool, pipe_settings, alerts=alerts)  # type: ignore[arg-type]
@@ -240,6 +255,7 @@ async def test_an_endpoint_failing_for_days_is_disabled_with_an_alert(
     }
     assert (rows[failing]["enabled"], rows[failing]["disabled_reason"]) == (False, "failing")
     assert rows[recent]["enabled"]
+    assert rows[stale]["enabled"]
     again = await disable_failing_endpoints_job(JobContext(pool, pipe_settings))
     assert again.outcome == "ok"  # idempotent
 
