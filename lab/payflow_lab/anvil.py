@@ -229,6 +229,7 @@ class AnvilNode:
 
     async def set_automine(self, on: bool) -> None:
         await self.rpc.call("evm_setAutomine", on)
+        self.automine = on
 
     async def set_balance(self, address: str, wei: int) -> None:
         await self.rpc.call("anvil_setBalance", address, to_hex(wei))
@@ -299,16 +300,29 @@ class AnvilNode:
         data = encode_call("setBlocked(address,bool)", ["address", "bool"], [holder, blocked])
         return await self.send({"from": DEFAULT_ACCOUNTS[0], "to": token, "data": data})
 
+    async def _mined(self, tx_hash: str) -> str:
+        """`tx_hash`, once mined when the node automines: the next transaction (from any
+        account) is then estimated on this one's effects. Without the wait, a transfer of
+        tokens just minted or sent to another account could be estimated while they were
+        still pending, as a revert, and then run out of gas once mined."""
+        if self.automine:
+            await self.receipt(tx_hash)
+        return tx_hash
+
     async def token_mint(self, token: str, to: str, units: int) -> str:
+        """`mint(to, units)`; returned once mined (automining)."""
         data = encode_call("mint(address,uint256)", ["address", "uint256"], [to, units])
-        return await self.send({"from": DEFAULT_ACCOUNTS[0], "to": token, "data": data})
+        return await self._mined(
+            await self.send({"from": DEFAULT_ACCOUNTS[0], "to": token, "data": data})
+        )
 
     async def token_transfer(
         self, token: str, to: str, units: int, *, sender: str = DEFAULT_ACCOUNTS[0]
     ) -> str:
-        """`transfer(to, units)` from `sender` (mint to `sender` first)."""
+        """`transfer(to, units)` from `sender` (mint to `sender` first); returned once mined
+        (automining)."""
         data = encode_call("transfer(address,uint256)", ["address", "uint256"], [to, units])
-        return await self.send({"from": sender, "to": token, "data": data})
+        return await self._mined(await self.send({"from": sender, "to": token, "data": data}))
 
     async def token_batch_transfer(
         self, token: str, transfers: list[tuple[str, int]], *, sender: str = DEFAULT_ACCOUNTS[0]
