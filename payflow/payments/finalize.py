@@ -96,9 +96,8 @@ async def finalize_payment(
     """
     if not conn.is_in_transaction():
         raise RuntimeError("finalize must run inside the caller's transaction")
-    return await _finalize(
-        conn, payment, status, trace_id, credit_hold_s, None, None, None, post_credit=False
-    )
+    statement = _statement(payment, status, trace_id, credit_hold_s, None, None, None, False)
+    return await _finalize(conn, statement, None)
 
 
 async def finalize_answered(
@@ -143,15 +142,14 @@ async def finalize_answered(
     if conn.is_in_transaction():
         raise RuntimeError("finalize_answered runs outside a transaction (it commits)")
     status = SUCCEEDED if answer.approved else FAILED
-    args = (conn, payment, status, trace_id, credit_hold_s, answer, bounds, webhook_lease)
-    if not (post_credit and answer.approved):
-        return await _finalize(*args, post_credit=False)
-    try:
-        return await _finalize(*args, post_credit=True)
-    except asyncpg.PostgresError as exc:
-        if exc.sqlstate not in POSTING_UNDECIDED:
-            raise
-    return await _finalize(*args, post_credit=False)
+    args = (payment, status, trace_id, credit_hold_s, answer, bounds, webhook_lease)
+    if post_credit and answer.approved:
+        try:
+            return await _finalize(conn, _statement(*args, True), bounds)
+        except asyncpg.PostgresError as exc:
+            if exc.sqlstate not in POSTING_UNDECIDED:
+                raise
+    return await _finalize(conn, _statement(*args, False), bounds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,20 +310,9 @@ def _read(statement: _Statement, row: asyncpg.Record) -> Finalized | None:
 
 
 async def _finalize(
-    conn: Connection,
-    payment: asyncpg.Record,
-    status: str,
-    trace_id: str | None,
-    credit_hold_s: float,
-    answer: ChargeResult | None,
-    bounds: StatementBounds | None,
-    webhook_lease: tuple[str, float] | None,
-    *,
-    post_credit: bool,
+    conn: Connection, statement: _Statement, bounds: StatementBounds | None
 ) -> Finalized:
-    statement = _statement(
-        payment, status, trace_id, credit_hold_s, answer, bounds, webhook_lease, post_credit
-    )
+    payment = statement.payment
     event_id = statement.event_id
     try:
         row = await conn.fetchrow(
