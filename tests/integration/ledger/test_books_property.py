@@ -11,7 +11,7 @@ import uuid
 from decimal import Decimal
 
 import asyncpg
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, example, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
@@ -37,6 +37,18 @@ STEP = st.one_of(
     st.tuples(st.just("payout"), ACCOUNT, st.tuples(AMOUNTS, AMOUNTS)),
     st.tuples(st.just("adjust"), ACCOUNT, st.tuples(AMOUNTS, st.booleans())),
 )
+
+# One sequence with every kind of step, after an opening, so each movement is posted.
+EVERY_KIND: list[tuple[object, ...]] = [
+    ("open", "ETH", Decimal("20")),
+    ("deposit", 0, Decimal("5")),
+    ("airdrop", 0, Decimal("1")),
+    ("reversal", 0, Decimal("2")),
+    ("payment", 0, Decimal("7.5")),
+    ("payout", 0, (Decimal("3"), Decimal("0.1"))),
+    ("adjust", 0, (Decimal("0.5"), True)),
+    ("adjust", 0, (Decimal("0.25"), False)),
+]
 
 
 async def _run(settings: Settings, steps: list[tuple[object, ...]]) -> None:
@@ -135,6 +147,7 @@ def _check(settings: Settings) -> None:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     )
     @given(steps=st.lists(STEP, min_size=1, max_size=12))
+    @example(steps=EVERY_KIND)  # always run: every movement's legs at least once
     def prop(steps: list[tuple[object, ...]]) -> None:
         asyncio.run(_run(settings, steps))
 

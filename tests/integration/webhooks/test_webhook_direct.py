@@ -54,8 +54,11 @@ class Worker:
 
 @pytest.fixture
 async def worker(pool: asyncpg.Pool, pipe_settings: Settings) -> AsyncIterator[Worker]:
-    redis = Redis.from_url(pipe_settings.redis_url)
-    made = Worker(pool, pipe_settings, redis)
+    # The charge is made in this process and must finish: the pipeline's 0.1 s charge
+    # lease (made for takeovers) is shorter than a loaded machine's gateway call.
+    settings = pipe_settings.model_copy(update={"charge_lease_s": 30.0})
+    redis = Redis.from_url(settings.redis_url)
+    made = Worker(pool, settings, redis)
     try:
         yield made
     finally:

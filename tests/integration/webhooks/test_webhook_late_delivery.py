@@ -74,7 +74,9 @@ class Receiver:
 
 @pytest.fixture
 def late_settings(pipe_settings: Settings) -> Settings:
-    return pipe_settings.model_copy(update={"webhook_lease_s": LEASE_S})
+    # The charge is made in this process and must finish: the pipeline's 0.1 s charge
+    # lease (made for takeovers) is shorter than a loaded machine's gateway call.
+    return pipe_settings.model_copy(update={"webhook_lease_s": LEASE_S, "charge_lease_s": 30.0})
 
 
 @pytest.fixture
