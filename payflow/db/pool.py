@@ -34,12 +34,18 @@ log = structlog.get_logger("payflow.db")
 T = TypeVar("T")
 
 
+def json_text(value: object) -> str:
+    """`value` as the text a json/jsonb parameter travels as (orjson; amounts inside are
+    always strings): the pool's own encoder, for a payload sent as text (`::jsonb`)."""
+    return orjson.dumps(value).decode()
+
+
 async def _init_connection(conn: Connection) -> None:
     # jsonb/json travel through orjson; amounts inside are always strings.
     for type_name in ("json", "jsonb"):
         await conn.set_type_codec(
             type_name,
-            encoder=lambda value: orjson.dumps(value).decode(),
+            encoder=json_text,
             decoder=orjson.loads,
             schema="pg_catalog",
         )

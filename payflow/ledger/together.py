@@ -27,6 +27,7 @@ event delivered to both, in opposite order on one account; PostgreSQL then refus
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -35,7 +36,7 @@ import structlog
 
 from payflow.config import DatabaseSettings
 from payflow.db.tx import StatementBounds
-from payflow.ledger.posting import post_in_one_statement, success_path_args
+from payflow.ledger.posting import post_in_one_statement, posting_key, success_path_args
 from payflow.ledger.records import Outcome, PostingResult
 from payflow.ledger.states import SQL
 
@@ -95,7 +96,7 @@ class PostingCoalescer:
         """Queue `event_id` and start a drain if there is room; no yield in between."""
         waiting = _Waiting(event_id)
         self._posting[event_id] = waiting.done
-        waiting.done.add_done_callback(self._posted)
+        waiting.done.add_done_callback(functools.partial(self._posted, event_id))
         self._queue.append(waiting)
         if self._running < self._max_in_flight:
             self._running += 1
@@ -104,11 +105,9 @@ class PostingCoalescer:
             task.add_done_callback(self._drains.discard)
         return waiting.done
 
-    def _posted(self, done: asyncio.Future[PostingResult | None]) -> None:
-        for event_id, future in list(self._posting.items()):
-            if future is done:
-                del self._posting[event_id]
-                return
+    def _posted(self, event_id: str, done: asyncio.Future[PostingResult | None]) -> None:
+        if self._posting.get(event_id) is done:
+            del self._posting[event_id]
 
     async def _drain(self) -> None:
         batch: list[_Waiting] = []
@@ -149,7 +148,7 @@ class PostingCoalescer:
     async def _together(self, event_ids: list[str]) -> list[Decimal | None]:
         """One statement, one commit: each event's balance after, in `event_ids`' order
         (None: the success path wrote nothing for it)."""
-        keys = [success_path_args(event_id)[0] for event_id in event_ids]
+        keys = [posting_key(event_id) for event_id in event_ids]
         _, sources, credit_types, active_types = success_path_args(event_ids[0])
         async with self._pool.acquire() as conn:
             rows = await conn.fetch(

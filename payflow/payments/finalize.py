@@ -14,10 +14,10 @@ from typing import Any
 from uuid import UUID
 
 import asyncpg
-import orjson
 
 from payflow.broker.topology import TOPIC_LEDGER_EVENT, TOPIC_WEBHOOK_DELIVER
 from payflow.db import Connection
+from payflow.db.pool import json_text
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
 from payflow.errors import IdCollision
@@ -206,7 +206,7 @@ async def finalize_answered_together(
     each = (s.args for s in statements)
     columns: list[list[Any]] = [list(values) for values in zip(*each, strict=True)]
     for jsonb in (9, 11):  # the credit and webhook job payloads travel as text
-        columns[jsonb] = [None if v is None else orjson.dumps(v).decode() for v in columns[jsonb]]
+        columns[jsonb] = [None if v is None else json_text(v) for v in columns[jsonb]]
     shared = next((s.args[20:] for s in statements if s.args[19] is not None), (None,) * 3)
     rows = await conn.fetch(
         SQL["finalize_payments_together"], *columns[:20], *shared, timeout=bounds.timeout_s
