@@ -43,6 +43,7 @@ from payflow.payments.processor import PaymentProcessor
 from payflow.webhooks.client import WebhookClient, build_http_client
 from payflow.webhooks.direct import DirectSends
 from payflow.webhooks.endpoints import EndpointSender
+from payflow.webhooks.endpoints.direct import EndpointDirectSends
 from payflow.webhooks.sender import WebhookSender
 
 log = structlog.get_logger("payflow.roles")
@@ -147,11 +148,14 @@ async def relay_role(runtime: Runtime, stop: asyncio.Event) -> None:
         await listen_pool.close()
 
 
-def worker_routes(runtime: Runtime) -> tuple[list[Route], DirectSends | None]:
+def worker_routes(
+    runtime: Runtime,
+) -> tuple[list[Route], list[DirectSends | EndpointDirectSends]]:
     """The routes a worker consumes, restricted to `runtime.worker_queues`, and the direct
-    webhook sends of its payment worker (None unless `WEBHOOK_DIRECT_SEND` is on and this
-    worker also consumes the webhooks queue: a worker kept off that queue, say for
-    egress, never POSTs)."""
+    sends of its payment worker, to wait for at a stop: the payment's webhook (unless
+    `WEBHOOK_DIRECT_SEND` is off or this worker does not consume the webhooks queue: a
+    worker kept off that queue, say for egress, never POSTs) and its event's deliveries
+    to the merchant's endpoints (likewise with the endpoints queue)."""
     settings = runtime.settings
     fallback = DlqFallback(runtime.redis, settings.dlq, redis_settings=settings.redis)
     webhooks = WebhookSender(
@@ -163,18 +167,6 @@ def worker_routes(runtime: Runtime) -> tuple[list[Route], DirectSends | None]:
         pipeline=settings.pipeline,
         broker=settings.broker,
     )
-    direct = None
-    if settings.webhook_direct_send and "webhooks" in runtime.worker_queues:
-        direct = DirectSends(runtime.pool, settings.webhooks, webhooks, database=settings.database)
-    payments = PaymentProcessor(
-        runtime.pool,
-        settings.pipeline,
-        runtime.gateway,
-        fallback,
-        direct,
-        database=settings.database,
-    )
-    ledger = LedgerWorker(runtime.pool, settings.database, fallback)
     endpoints = EndpointSender(
         runtime.pool,
         settings.webhooks,
@@ -183,6 +175,24 @@ def worker_routes(runtime: Runtime) -> tuple[list[Route], DirectSends | None]:
         database=settings.database,
         broker=settings.broker,
     )
+    direct = None
+    if settings.webhook_direct_send and "webhooks" in runtime.worker_queues:
+        direct = DirectSends(runtime.pool, settings.webhooks, webhooks, database=settings.database)
+    fan_out = None
+    if settings.webhook_direct_send and "endpoints" in runtime.worker_queues:
+        fan_out = EndpointDirectSends(
+            runtime.pool, settings.webhooks, endpoints, database=settings.database
+        )
+    payments = PaymentProcessor(
+        runtime.pool,
+        settings.pipeline,
+        runtime.gateway,
+        fallback,
+        direct,
+        database=settings.database,
+        endpoint_direct=fan_out,
+    )
+    ledger = LedgerWorker(runtime.pool, settings.database, fallback)
     # Payments wait on the gateway and webhooks on merchants: each route has its own
     # prefetch (its in-flight bound), so neither takes the ledger's BROKER_PREFETCH slots.
     every = {
@@ -197,7 +207,8 @@ def worker_routes(runtime: Runtime) -> tuple[list[Route], DirectSends | None]:
             "endpoints", endpoints.handle, endpoints.on_dead, settings.webhook_max_in_flight
         ),
     }
-    return [every[name] for name in runtime.worker_queues], direct
+    sends = [s for s in (direct, fan_out) if s is not None]
+    return [every[name] for name in runtime.worker_queues], sends
 
 
 async def worker_role(runtime: Runtime, stop: asyncio.Event) -> None:
@@ -205,14 +216,14 @@ async def worker_role(runtime: Runtime, stop: asyncio.Event) -> None:
     direct webhook sends, both within one `SHUTDOWN_GRACE_S` (a send cut short counts its
     attempt, or hands its held job back if it had not POSTed)."""
     connection, names = _broker(runtime)
-    routes, direct = worker_routes(runtime)
+    routes, direct_sends = worker_routes(runtime)
     consumer = Consumer(connection, runtime.settings.broker, names, routes)
     await consumer.start()
     await stop.wait()
     grace_ends = time.monotonic() + runtime.settings.shutdown_grace_s  # one grace for both
     await consumer.stop(runtime.settings.shutdown_grace_s)
-    if direct is not None:
-        await direct.wait(max(grace_ends - time.monotonic(), 0.0))
+    left = max(grace_ends - time.monotonic(), 0.0)
+    await asyncio.gather(*(sends.wait(left) for sends in direct_sends))
 
 
 async def scheduler_role(runtime: Runtime, stop: asyncio.Event) -> None:

@@ -70,13 +70,15 @@ class WebhookSettings(Slice):
     """How long a send's lease keeps other sends of the same webhook away; must exceed
     `WEBHOOK_TIMEOUT_S` (unset: twice it, at least 30). A crashed send's webhook is sent again
     once it expires."""
-    # The worker that finalizes a payment sends the webhook's first attempt itself when
-    # a send slot is free, its job held back as the guarantee (payflow.webhooks.direct);
-    # false: every webhook job goes through the relay and the webhooks queue.
+    # The worker that finalizes a payment sends the webhook's first attempt, and its
+    # event's first delivery to each endpoint, itself when a send slot is free, each job
+    # held back as the guarantee (payflow.webhooks.direct, payflow.webhooks.endpoints.direct);
+    # false: every job goes through the relay and the webhooks and endpoints queues.
     webhook_direct_send: bool = True
-    """The worker that finalizes a payment POSTs the webhook's first attempt itself when a send slot
-    is free, its job held back as the guarantee (docs/pipeline.md); `false`: every webhook goes
-    through the relay and the `webhooks` queue."""
+    """The worker that finalizes a payment POSTs the webhook's first attempt, and the first
+    delivery of the payment's event to each of the merchant's endpoints, itself when a send slot is
+    free, each job held back as the guarantee (docs/pipeline.md); `false`: every webhook and
+    delivery goes through the relay and the `webhooks` and `endpoints` queues."""
     webhook_endpoint_rotation_overlap_s: float = Field(default=86400.0, ge=0, le=30 * 86400)
     """After a webhook endpoint's secret is rotated, how long every delivery to it carries the
     signatures of both the old and the new secret (seconds; docs/webhooks.md#rotating-a-secret)."""

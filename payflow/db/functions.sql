@@ -190,17 +190,6 @@ AS $function$
     END
     $function$;
 
--- name: payflow_grant_extra_0022_finalize_posts_credit
-CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0022_finalize_posts_credit(app name)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-    BEGIN
-        EXECUTE format('GRANT EXECUTE ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[]) TO %I', app);
-    END
-    $function$;
-
 -- name: payflow_grant_extra_0023_state_gauges
 CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0023_state_gauges(app name)
  RETURNS void
@@ -387,5 +376,17 @@ AS $function$
         EXECUTE format('REVOKE INSERT ON public.merchant_events FROM %I', app);
         EXECUTE format('GRANT EXECUTE ON FUNCTION public.merchant_event_record(uuid, text,'
                        ' text, jsonb) TO %I', app);
+    END
+    $function$;
+
+-- name: payflow_grant_extra_0040_endpoint_direct_sends
+CREATE OR REPLACE FUNCTION public.payflow_grant_extra_0040_endpoint_direct_sends(app name)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    BEGIN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], text, double precision) TO %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.merchant_event_record_leasing(uuid, text, text, jsonb, text, double precision) TO %I', app);
     END
     $function$;

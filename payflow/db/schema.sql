@@ -791,33 +791,58 @@ CREATE FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_sub
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $$
+    BEGIN
+        RETURN (SELECT r.o_event_id
+                FROM merchant_event_record_leasing(p_merchant, p_type, p_subject, p_data,
+                                                   NULL, NULL) AS r);
+    END
+    $$;
+
+--
+-- Name: merchant_event_record_leasing(uuid, text, text, jsonb, text, double precision); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.merchant_event_record_leasing(p_merchant uuid, p_type text, p_subject text, p_data jsonb, p_lease_token text, p_lease_s double precision, OUT o_event_id text, OUT o_deliveries bigint[], OUT o_jobs bigint[]) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+    AS $$
     DECLARE
-        v_id text;
-        v_fanned integer;
+        v_until timestamptz := CASE WHEN p_lease_token IS NOT NULL AND p_lease_s > 0
+                                    THEN clock_timestamp() + make_interval(secs => p_lease_s)
+                               END;
     BEGIN
         INSERT INTO merchant_events (id, merchant_id, type, subject_id, data)
         VALUES ('evt_' || replace(gen_random_uuid()::text, '-', ''),
                 p_merchant, p_type, p_subject, p_data)
         ON CONFLICT ON CONSTRAINT merchant_events_once DO NOTHING
-        RETURNING id INTO v_id;
-        IF v_id IS NULL THEN
-            RETURN NULL;  -- recorded already: its deliveries were made then
+        RETURNING id INTO o_event_id;
+        IF o_event_id IS NULL THEN
+            RETURN;  -- recorded already: its deliveries were made then
         END IF;
         WITH delivery AS (
-            INSERT INTO webhook_deliveries (event_id, endpoint_id, merchant_id)
-            SELECT v_id, e.id, e.merchant_id FROM webhook_endpoints e
+            INSERT INTO webhook_deliveries (event_id, endpoint_id, merchant_id, lease_token,
+                                            lease_until, next_attempt_at)
+            SELECT o_event_id, e.id, e.merchant_id,
+                   CASE WHEN v_until IS NOT NULL THEN p_lease_token END, v_until,
+                   coalesce(v_until, now())
+            FROM webhook_endpoints e
             WHERE e.merchant_id = p_merchant AND e.enabled
               AND ('*' = ANY (e.enabled_events) OR p_type = ANY (e.enabled_events))
             RETURNING id
+        ), job AS (
+            INSERT INTO outbox (topic, payload, next_attempt_at)
+            SELECT 'endpoint.deliver', jsonb_build_object('version', 1, 'delivery_id', d.id),
+                   coalesce(v_until, now())
+            FROM delivery d
+            RETURNING id, (payload ->> 'delivery_id')::bigint AS delivery_id
         )
-        INSERT INTO outbox (topic, payload)
-        SELECT 'endpoint.deliver', jsonb_build_object('version', 1, 'delivery_id', d.id)
-        FROM delivery d;
-        GET DIAGNOSTICS v_fanned = ROW_COUNT;
-        IF v_fanned > 0 THEN
+        SELECT array_agg(job.delivery_id ORDER BY job.delivery_id),
+               array_agg(job.id ORDER BY job.delivery_id)
+        INTO o_deliveries, o_jobs
+        FROM job;
+        IF o_deliveries IS NOT NULL AND v_until IS NULL THEN
             PERFORM pg_notify('payflow_outbox', '');  -- delivered at commit only
         END IF;
-        RETURN v_id;
     END
     $$;
 
@@ -929,19 +954,6 @@ CREATE FUNCTION public.payflow_grant_extra_0020_one_statement_posting(app name) 
     AS $$
     BEGIN
         EXECUTE format('GRANT EXECUTE ON FUNCTION public.ledger_post_success(text, text, text[], text[], text[], integer) TO %I', app);
-    END
-    $$;
-
---
--- Name: payflow_grant_extra_0022_finalize_posts_credit(name); Type: FUNCTION; Schema: public; Owner: -
---
-
-CREATE FUNCTION public.payflow_grant_extra_0022_finalize_posts_credit(app name) RETURNS void
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    BEGIN
-        EXECUTE format('GRANT EXECUTE ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[]) TO %I', app);
     END
     $$;
 
@@ -1156,6 +1168,20 @@ CREATE FUNCTION public.payflow_grant_extra_0039_webhook_endpoints(app name) RETU
     $$;
 
 --
+-- Name: payflow_grant_extra_0040_endpoint_direct_sends(name); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.payflow_grant_extra_0040_endpoint_direct_sends(app name) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    BEGIN
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], text, double precision) TO %I', app);
+        EXECUTE format('GRANT EXECUTE ON FUNCTION public.merchant_event_record_leasing(uuid, text, text, jsonb, text, double precision) TO %I', app);
+    END
+    $$;
+
+--
 -- Name: payflow_grant_hooks(name); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -1248,10 +1274,10 @@ CREATE FUNCTION public.payflow_grant_service(app name) RETURNS void
     $$;
 
 --
--- Name: payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[]); Type: FUNCTION; Schema: public; Owner: -
+-- Name: payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], text, double precision); Type: FUNCTION; Schema: public; Owner: -
 --
 
-CREATE FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric) RETURNS record
+CREATE FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], text, double precision, OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric, OUT o_held_deliveries bigint[], OUT o_held_delivery_jobs bigint[]) RETURNS record
     LANGUAGE plpgsql
     SET search_path TO 'public', 'pg_catalog', 'pg_temp'
     AS $_$
@@ -1321,7 +1347,9 @@ CREATE FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, t
         IF o_finalized THEN
             -- The merchant's event of this outcome (subject: the payment), amounts as
             -- text at the currency's scale, never fewer digits than stored.
-            PERFORM merchant_event_record(
+            SELECT r.o_deliveries, r.o_jobs INTO o_held_deliveries, o_held_delivery_jobs
+            FROM payments p LEFT JOIN assets s ON s.code = p.currency,
+            LATERAL merchant_event_record_leasing(
                 p.merchant_id, 'payment.' || p.status, p.id::text,
                 jsonb_build_object(
                     'payment_id', p.id::text,
@@ -1335,8 +1363,8 @@ CREATE FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, t
                     'created_at', to_char(p.created_at AT TIME ZONE 'UTC',
                                           'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                     'processed_at', to_char(p.processed_at AT TIME ZONE 'UTC',
-                                            'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
-            FROM payments p LEFT JOIN assets s ON s.code = p.currency
+                                            'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')),
+                $24, $25) AS r
             WHERE p.id = $1;
         END IF;
 
@@ -3783,6 +3811,13 @@ REVOKE ALL ON FUNCTION public.merchant_event_record(p_merchant uuid, p_type text
 GRANT ALL ON FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb) TO payflow_app;
 
 --
+-- Name: FUNCTION merchant_event_record_leasing(p_merchant uuid, p_type text, p_subject text, p_data jsonb, p_lease_token text, p_lease_s double precision, OUT o_event_id text, OUT o_deliveries bigint[], OUT o_jobs bigint[]); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.merchant_event_record_leasing(p_merchant uuid, p_type text, p_subject text, p_data jsonb, p_lease_token text, p_lease_s double precision, OUT o_event_id text, OUT o_deliveries bigint[], OUT o_jobs bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.merchant_event_record_leasing(p_merchant uuid, p_type text, p_subject text, p_data jsonb, p_lease_token text, p_lease_s double precision, OUT o_event_id text, OUT o_deliveries bigint[], OUT o_jobs bigint[]) TO payflow_app;
+
+--
 -- Name: FUNCTION payflow_grant_extra_0013_chain_deposits(app name); Type: ACL; Schema: public; Owner: -
 --
 
@@ -3829,12 +3864,6 @@ REVOKE ALL ON FUNCTION public.payflow_grant_extra_0019_attempt_log_retention(app
 --
 
 REVOKE ALL ON FUNCTION public.payflow_grant_extra_0020_one_statement_posting(app name) FROM PUBLIC;
-
---
--- Name: FUNCTION payflow_grant_extra_0022_finalize_posts_credit(app name); Type: ACL; Schema: public; Owner: -
---
-
-REVOKE ALL ON FUNCTION public.payflow_grant_extra_0022_finalize_posts_credit(app name) FROM PUBLIC;
 
 --
 -- Name: FUNCTION payflow_grant_extra_0023_state_gauges(app name); Type: ACL; Schema: public; Owner: -
@@ -3903,6 +3932,12 @@ REVOKE ALL ON FUNCTION public.payflow_grant_extra_0038_api_keys(app name) FROM P
 REVOKE ALL ON FUNCTION public.payflow_grant_extra_0039_webhook_endpoints(app name) FROM PUBLIC;
 
 --
+-- Name: FUNCTION payflow_grant_extra_0040_endpoint_direct_sends(app name); Type: ACL; Schema: public; Owner: -
+--
+
+REVOKE ALL ON FUNCTION public.payflow_grant_extra_0040_endpoint_direct_sends(app name) FROM PUBLIC;
+
+--
 -- Name: FUNCTION payflow_grant_hooks(app name); Type: ACL; Schema: public; Owner: -
 --
 
@@ -3915,11 +3950,11 @@ REVOKE ALL ON FUNCTION public.payflow_grant_hooks(app name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.payflow_grant_service(app name) FROM PUBLIC;
 
 --
--- Name: FUNCTION payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric); Type: ACL; Schema: public; Owner: -
+-- Name: FUNCTION payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], text, double precision, OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric, OUT o_held_deliveries bigint[], OUT o_held_delivery_jobs bigint[]); Type: ACL; Schema: public; Owner: -
 --
 
-REVOKE ALL ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric) TO payflow_app;
+REVOKE ALL ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], text, double precision, OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric, OUT o_held_deliveries bigint[], OUT o_held_delivery_jobs bigint[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], text, double precision, OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric, OUT o_held_deliveries bigint[], OUT o_held_delivery_jobs bigint[]) TO payflow_app;
 
 --
 -- Name: TABLE accounts; Type: ACL; Schema: public; Owner: -

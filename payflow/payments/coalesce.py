@@ -149,6 +149,7 @@ class FinalizeCoalescer:
                     credit_hold_s=self._hold_s,
                     bounds=self._bounds,
                     webhook_lease=a.webhook_lease,
+                    endpoint_lease=a.endpoint_lease,
                     post_credit=True,
                 )
         except Exception as exc:

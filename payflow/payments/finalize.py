@@ -55,12 +55,15 @@ class Finalized:
     `held_webhook` the outbox id of the webhook.deliver job held back under the caller's
     webhook lease (`finalize_answered`'s `webhook_lease`), for its own send, else None;
     `posted` the merchant account's balance after the credit when the same commit posted
-    it (`finalize_answered`'s `post_credit`), else None."""
+    it (`finalize_answered`'s `post_credit`), else None; `held_deliveries` the (delivery
+    id, held `endpoint.deliver` job id) pairs of the payment's event made under the
+    caller's endpoint lease (`finalize_answered`'s `endpoint_lease`), for its own sends."""
 
     changed: bool
     held_credit: tuple[str, int] | None = None
     held_webhook: int | None = None
     posted: Decimal | None = None
+    held_deliveries: tuple[tuple[int, int], ...] = ()
 
 
 async def finalize(
@@ -96,7 +99,7 @@ async def finalize_payment(
     """
     if not conn.is_in_transaction():
         raise RuntimeError("finalize must run inside the caller's transaction")
-    statement = _statement(payment, status, trace_id, credit_hold_s, None, None, None, False)
+    statement = _statement(payment, status, trace_id, credit_hold_s, None, None, None, None, False)
     return await _finalize(conn, statement, None)
 
 
@@ -109,6 +112,7 @@ async def finalize_answered(
     credit_hold_s: float = 0.0,
     bounds: StatementBounds,
     webhook_lease: tuple[str, float] | None = None,
+    endpoint_lease: tuple[str, float] | None = None,
     post_credit: bool = False,
 ) -> Finalized:
     """The whole answer step in ONE autocommitted statement: under the payment's row lock,
@@ -134,7 +138,9 @@ async def finalize_answered(
     `webhook_lease` (token, seconds): when the payment has a webhook URL, the same commit
     takes the webhook's lease under `token` and holds the webhook.deliver job back until
     the lease ends (`Finalized.held_webhook`), for the caller's own send
-    (`payflow.webhooks.direct`); None: the job is due at once.
+    (`payflow.webhooks.direct`); None: the job is due at once. `endpoint_lease` (token,
+    seconds) likewise for the deliveries of the payment's event to the merchant's
+    endpoints (`Finalized.held_deliveries`; `payflow.webhooks.endpoints.direct`).
 
     Invariant: the answer, the status, the credit with its job and the webhook job commit
     together or not at all, and the answer is recorded only on an open attempt.
@@ -142,7 +148,7 @@ async def finalize_answered(
     if conn.is_in_transaction():
         raise RuntimeError("finalize_answered runs outside a transaction (it commits)")
     status = SUCCEEDED if answer.approved else FAILED
-    args = (payment, status, trace_id, credit_hold_s, answer, bounds, webhook_lease)
+    args = (payment, status, trace_id, credit_hold_s, answer, bounds, webhook_lease, endpoint_lease)
     if post_credit and answer.approved:
         try:
             return await _finalize(conn, _statement(*args, True), bounds)
@@ -155,13 +161,14 @@ async def finalize_answered(
 @dataclass(frozen=True, slots=True)
 class Answered:
     """One payment for `finalize_answered_together`: the payment row (as `finalize_answered`
-    takes it), the gateway's answer, the message's trace id and the caller's webhook lease
-    (token, seconds) or None."""
+    takes it), the gateway's answer, the message's trace id and the caller's webhook and
+    endpoint leases (token, seconds) or None."""
 
     payment: asyncpg.Record
     answer: ChargeResult
     trace_id: str | None
     webhook_lease: tuple[str, float] | None = None
+    endpoint_lease: tuple[str, float] | None = None
 
 
 async def finalize_answered_together(
@@ -199,6 +206,7 @@ async def finalize_answered_together(
             a.answer,
             bounds,
             a.webhook_lease,
+            a.endpoint_lease,
             True,
         )
         for a in answered
@@ -207,9 +215,13 @@ async def finalize_answered_together(
     columns: list[list[Any]] = [list(values) for values in zip(*each, strict=True)]
     for jsonb in (9, 11):  # the credit and webhook job payloads travel as text
         columns[jsonb] = [None if v is None else json_text(v) for v in columns[jsonb]]
-    shared = next((s.args[20:] for s in statements if s.args[19] is not None), (None,) * 3)
+    shared = next((s.args[20:23] for s in statements if s.args[19] is not None), (None,) * 3)
     rows = await conn.fetch(
-        SQL["finalize_payments_together"], *columns[:20], *shared, timeout=bounds.timeout_s
+        SQL["finalize_payments_together"],
+        *columns[:20],
+        *shared,
+        *columns[23:],
+        timeout=bounds.timeout_s,
     )
     if len(rows) != len(statements):
         raise AssertionError("one row per payment, in order")
@@ -249,6 +261,7 @@ def _statement(
     answer: ChargeResult | None,
     bounds: StatementBounds | None,
     webhook_lease: tuple[str, float] | None,
+    endpoint_lease: tuple[str, float] | None,
     post_credit: bool,
 ) -> _Statement:
     # Derived rows inherit the payment's own trace id; the message's only stands in
@@ -274,6 +287,7 @@ def _statement(
         answer,
         bounds,
         webhook_lease,
+        endpoint_lease,
         post_credit,
     )
     return _Statement(
@@ -298,15 +312,33 @@ def _read(statement: _Statement, row: asyncpg.Record) -> Finalized | None:
     if statement.answered and event_id is not None and not row["credited"]:
         raise AssertionError("the answered statement finalizes a success only with its account")
     held_webhook: int | None = row["held_webhook_job"]
+    held_deliveries = _held_deliveries(row)
     if statement.post_credit and row["credited"]:  # posted in the commit, or its job due now
-        return Finalized(changed=True, held_webhook=held_webhook, posted=row["balance_after"])
+        return Finalized(
+            changed=True,
+            held_webhook=held_webhook,
+            posted=row["balance_after"],
+            held_deliveries=held_deliveries,
+        )
     if event_id is not None and row["credited"] and statement.credit_hold_s > 0:
         return Finalized(
-            changed=True, held_credit=(event_id, row["credit_job"]), held_webhook=held_webhook
+            changed=True,
+            held_credit=(event_id, row["credit_job"]),
+            held_webhook=held_webhook,
+            held_deliveries=held_deliveries,
         )
     if event_id is not None and not row["credited"]:
         return None
-    return Finalized(changed=True, held_webhook=held_webhook)
+    return Finalized(changed=True, held_webhook=held_webhook, held_deliveries=held_deliveries)
+
+
+def _held_deliveries(row: asyncpg.Record) -> tuple[tuple[int, int], ...]:
+    """The (delivery id, held job id) pairs a finalize row names, in its order."""
+    deliveries: list[int] | None = row["held_deliveries"]
+    jobs: list[int] | None = row["held_delivery_jobs"]
+    if not deliveries or not jobs:
+        return ()
+    return tuple(zip(deliveries, jobs, strict=True))
 
 
 async def _finalize(
@@ -344,7 +376,9 @@ async def _finalize(
     if not recorded:
         raise _collision(event_id)
     await enqueue(conn, TOPIC_LEDGER_EVENT, statement.credit_job, statement.trace_id)
-    return Finalized(changed=True, held_webhook=row["held_webhook_job"])
+    return Finalized(
+        changed=True, held_webhook=row["held_webhook_job"], held_deliveries=_held_deliveries(row)
+    )
 
 
 def _collision(event_id: str | None) -> IdCollision:
@@ -365,9 +399,10 @@ def _statement_args(
     answer: ChargeResult | None,
     bounds: StatementBounds | None,
     webhook_lease: tuple[str, float] | None,
+    endpoint_lease: tuple[str, float] | None,
     post_credit: bool,
 ) -> tuple[Any, ...]:
-    """`finalize_payment`'s 23 parameters, in order (the query's comment names them)."""
+    """`finalize_payment`'s 25 parameters, in order (the query's comment names them)."""
     posting: tuple[str | None, list[str] | None, list[str] | None, list[str] | None]
     posting = (None, None, None, None)
     if post_credit and event_id is not None:
@@ -395,4 +430,6 @@ def _statement_args(
         None if webhook_lease is None else webhook_lease[0],
         None if webhook_lease is None else webhook_lease[1],
         *posting,
+        None if endpoint_lease is None else endpoint_lease[0],
+        None if endpoint_lease is None else endpoint_lease[1],
     )

@@ -9,8 +9,12 @@
 -- $1-$19 as the old `finalize_payment` statement, $20 the posting key, $21-$23 the success
 -- path's source statuses, credit types and the types a frozen account refuses.
 -- Since 0037 the same statement records the merchant's payment.succeeded or payment.failed
--- event (subject: the payment id) through merchant_event_record.
-CREATE OR REPLACE FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric)
+-- event (subject: the payment id); since 0040 through merchant_event_record_leasing, with
+-- $24 the lease token of the finalizing worker's own first sends of the event to the
+-- merchant's endpoints and $25 that lease's seconds (null: the deliveries' jobs are due at
+-- once): o_held_deliveries are the deliveries leased to it, o_held_delivery_jobs their held
+-- `endpoint.deliver` jobs, in the same order.
+CREATE OR REPLACE FUNCTION public.payment_finalize(uuid, text, uuid, text, text, numeric, text, text, text, jsonb, text, jsonb, double precision, text, text, text, integer, text, double precision, text, text[], text[], text[], text, double precision, OUT o_finalized boolean, OUT o_credited boolean, OUT o_credit_job bigint, OUT o_held_webhook_job bigint, OUT o_balance_after numeric, OUT o_held_deliveries bigint[], OUT o_held_delivery_jobs bigint[])
  RETURNS record
  LANGUAGE plpgsql
  SET search_path TO 'public', 'pg_catalog', 'pg_temp'
@@ -81,7 +85,9 @@ AS $function$
         IF o_finalized THEN
             -- The merchant's event of this outcome (subject: the payment), amounts as
             -- text at the currency's scale, never fewer digits than stored.
-            PERFORM merchant_event_record(
+            SELECT r.o_deliveries, r.o_jobs INTO o_held_deliveries, o_held_delivery_jobs
+            FROM payments p LEFT JOIN assets s ON s.code = p.currency,
+            LATERAL merchant_event_record_leasing(
                 p.merchant_id, 'payment.' || p.status, p.id::text,
                 jsonb_build_object(
                     'payment_id', p.id::text,
@@ -95,8 +101,8 @@ AS $function$
                     'created_at', to_char(p.created_at AT TIME ZONE 'UTC',
                                           'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                     'processed_at', to_char(p.processed_at AT TIME ZONE 'UTC',
-                                            'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
-            FROM payments p LEFT JOIN assets s ON s.code = p.currency
+                                            'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')),
+                $24, $25) AS r
             WHERE p.id = $1;
         END IF;
 

@@ -72,6 +72,7 @@ from payflow.payments.finalize import (
 from payflow.payments.gateway import ChargeRequest, ChargeResult, Gateway
 from payflow.payments.records import load_payment
 from payflow.webhooks.direct import DirectSends
+from payflow.webhooks.endpoints.direct import EndpointDirectSends
 
 SQL = load_queries("payflow.payments")
 log = structlog.get_logger("payflow.payments")
@@ -89,11 +90,15 @@ class PaymentProcessor:
         direct: DirectSends | None = None,
         *,
         database: DatabaseSettings,
+        endpoint_direct: EndpointDirectSends | None = None,
     ) -> None:
         """`direct`: the process's direct webhook sends (`payflow.webhooks.direct`); None:
-        every webhook job goes through the queue."""
+        every webhook job goes through the queue. `endpoint_direct`: its direct sends of
+        the payment's event to the merchant's endpoints
+        (`payflow.webhooks.endpoints.direct`); None: every delivery goes through the queue."""
         self._pool = pool
         self._direct = direct
+        self._endpoint_direct = endpoint_direct
         self._fallback = fallback if fallback is not None else DlqFallback.disabled()
         self._settings = settings
         self._database = database
@@ -168,15 +173,27 @@ class PaymentProcessor:
         direct = self._direct
         reservation = await direct.reserve() if direct and payment["webhook_url"] else None
         lease = None if reservation is None else (reservation.token, reservation.lease_s)
+        # Likewise for the event's deliveries to the merchant's endpoints.
+        fan_out = self._endpoint_direct
+        sends = await fan_out.reserve() if fan_out else None
+        sends_lease = None if sends is None else (sends.token, sends.lease_s)
         try:
             # One statement normally (with the account's other answers when it posts);
             # anything it does not decide takes the transaction.
             if hold_s > 0:  # the credit is posted in the finalize's commit
-                done = await self._together.finalize(Answered(payment, result, trace_id, lease))
+                done = await self._together.finalize(
+                    Answered(payment, result, trace_id, lease, sends_lease)
+                )
             else:  # 0: the ledger worker posts every credit
                 async with self._pool.acquire() as conn:
                     done = await finalize_answered(
-                        conn, payment, result, trace_id, bounds=self._bounds, webhook_lease=lease
+                        conn,
+                        payment,
+                        result,
+                        trace_id,
+                        bounds=self._bounds,
+                        webhook_lease=lease,
+                        endpoint_lease=sends_lease,
                     )
             if not done.changed:
                 async with self._pool.acquire() as conn, transaction(conn, self._database):
@@ -188,6 +205,8 @@ class PaymentProcessor:
         except BaseException:
             if direct and reservation:  # a lease taken anyway runs out; its job stands
                 direct.cancel(reservation)
+            if fan_out and sends:  # likewise: leased deliveries' jobs stand
+                fan_out.cancel(sends)
             raise
         changed = done.changed
         if done.posted is not None:  # committed with the finalize
@@ -203,6 +222,11 @@ class PaymentProcessor:
                     final = {**dict(payment), "status": status_of(result)}
                     final["trace_id"] = payment["trace_id"] or trace_id
                     direct.start(reservation, final, done.held_webhook)
+            if fan_out and sends:
+                if done.held_deliveries:  # committed: their held jobs stand behind them
+                    fan_out.start(sends, done.held_deliveries)
+                else:
+                    fan_out.cancel(sends)
         if answer != result:
             log.error(
                 "payflow.payments.answer_mismatch",

@@ -124,7 +124,9 @@ WHERE p.id = $1;
 -- $18 the webhook lease token of the finalizing worker's own first send (null: none; see
 -- payflow.webhooks.direct), $19 that lease's seconds, $20 the credit's posting key (null:
 -- the credit is not posted here), $21-$23 the ledger success path's statuses, credit types
--- and active-only types (payflow.ledger.posting.success_path_args).
+-- and active-only types (payflow.ledger.posting.success_path_args), $24 the lease token
+-- of the finalizing worker's own first sends of the payment's event to the merchant's
+-- endpoints (null: none; see payflow.webhooks.endpoints.direct), $25 that lease's seconds.
 -- One statement, so one atomic unit (the function `payment_finalize`, migration 0022, which
 -- holds the SQL): compare-and-set the payment pending -> $2 and, only when it moved, write
 -- the webhook job and (when the merchant's settlement account is visible to this
@@ -147,32 +149,41 @@ WHERE p.id = $1;
 -- own send and holds the `webhook.deliver` job back until the lease ends: the job is the
 -- send's guarantee (`webhook_job` is its id), published only if the worker does not
 -- settle it first.
+-- With $24 the deliveries of the payment's event are made under that lease, their
+-- `endpoint.deliver` jobs held back until it ends (`held_deliveries`, `held_delivery_jobs`,
+-- in the same order; null: none), for the worker's own first sends.
 SELECT o_finalized AS finalized, o_credited AS credited, o_credit_job AS credit_job,
-       o_held_webhook_job AS held_webhook_job, o_balance_after AS balance_after
+       o_held_webhook_job AS held_webhook_job, o_balance_after AS balance_after,
+       o_held_deliveries AS held_deliveries, o_held_delivery_jobs AS held_delivery_jobs
 FROM payment_finalize($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                      $17, $18, $19, $20, $21, $22, $23);
+                      $17, $18, $19, $20, $21, $22, $23, $24, $25);
 
 -- name: finalize_payments_together
 -- Several answered finalizes in ONE statement, so one commit: each row of the arrays is
 -- one `finalize_payment` call ($1-$20 as its $1-$20, one element per payment; the two
--- job payloads as jsonb text), $21-$23 its shared $21-$23. Called in the arrays' order
+-- job payloads as jsonb text), $21-$23 its shared $21-$23, $24-$25 arrays of its $24-$25
+-- (the endpoint sends' lease). Called in the arrays' order
 -- (a nested loop over the ordinality), one answer row each in that order. A merchant's
 -- settlement account is then locked by the first posting and held to the one commit,
 -- instead of once per payment. Any error undoes every payment's writes.
 SELECT f.o_finalized AS finalized, f.o_credited AS credited, f.o_credit_job AS credit_job,
-       f.o_held_webhook_job AS held_webhook_job, f.o_balance_after AS balance_after
+       f.o_held_webhook_job AS held_webhook_job, f.o_balance_after AS balance_after,
+       f.o_held_deliveries AS held_deliveries, f.o_held_delivery_jobs AS held_delivery_jobs
 FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::text[], $6::numeric[],
             $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
             $13::float8[], $14::text[], $15::text[], $16::text[], $17::integer[],
-            $18::text[], $19::float8[], $20::text[]) WITH ORDINALITY
+            $18::text[], $19::float8[], $20::text[], $24::text[], $25::float8[])
+     WITH ORDINALITY
      AS a(payment, status, merchant, currency, event_id, amount, event_type, trace_id,
           credit_topic, credit_job, webhook_topic, webhook_job, hold_s, answer, reason,
-          reference, lock_ms, lease_token, lease_s, posting_key, n)
+          reference, lock_ms, lease_token, lease_s, posting_key, endpoint_lease_token,
+          endpoint_lease_s, n)
 CROSS JOIN LATERAL payment_finalize(
     a.payment, a.status, a.merchant, a.currency, a.event_id, a.amount, a.event_type,
     a.trace_id, a.credit_topic, a.credit_job::jsonb, a.webhook_topic, a.webhook_job::jsonb,
     a.hold_s, a.answer, a.reason, a.reference, a.lock_ms, a.lease_token, a.lease_s,
-    a.posting_key, $21::text[], $22::text[], $23::text[]) AS f
+    a.posting_key, $21::text[], $22::text[], $23::text[], a.endpoint_lease_token,
+    a.endpoint_lease_s) AS f
 ORDER BY a.n;
 
 -- ---- charge attempts: claimed before the gateway is called (payflow.payments.charges)

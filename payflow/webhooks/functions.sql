@@ -29,43 +29,76 @@ AS $function$
     $function$;
 
 -- name: merchant_event_record
--- Records one event of merchant p_merchant (p_type one of the nine types, p_subject the
+-- Records one event of merchant p_merchant (p_type one of the event types, p_subject the
 -- cause's id, p_data the event's `data` object) under a new `evt_` id and returns it;
 -- NULL when (p_type, p_subject) was recorded already (merchant_events_once). The one way
 -- into merchant_events (SECURITY DEFINER, migration 0037): the service role may call it,
--- never insert directly; payment_finalize and payflow.webhooks.record_event call it.
+-- never insert directly; payflow.webhooks.record_event calls it. Since 0040 it is
+-- merchant_event_record_leasing with no lease: every delivery's job is due at once.
 CREATE OR REPLACE FUNCTION public.merchant_event_record(p_merchant uuid, p_type text, p_subject text, p_data jsonb)
  RETURNS text
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'public', 'pg_catalog', 'pg_temp'
 AS $function$
+    BEGIN
+        RETURN (SELECT r.o_event_id
+                FROM merchant_event_record_leasing(p_merchant, p_type, p_subject, p_data,
+                                                   NULL, NULL) AS r);
+    END
+    $function$;
+
+-- name: merchant_event_record_leasing
+-- merchant_event_record, and the fan-out's sends leased to the caller (migration 0040):
+-- with p_lease_token (and p_lease_s > 0) every delivery it makes (one per enabled endpoint
+-- of the merchant that wants p_type) is created under that lease until now + p_lease_s,
+-- and its `endpoint.deliver` job is held back until the lease ends: the job is the
+-- guarantee of the caller's own first send (payflow.webhooks.endpoints.direct), published
+-- only if that send does not settle it first. With no token the jobs are due at once and
+-- the relay is woken at commit. Returns the event id (NULL: recorded already, nothing fanned
+-- out), and the deliveries made with their jobs' ids, in the same order (NULL: none).
+CREATE OR REPLACE FUNCTION public.merchant_event_record_leasing(p_merchant uuid, p_type text, p_subject text, p_data jsonb, p_lease_token text, p_lease_s double precision, OUT o_event_id text, OUT o_deliveries bigint[], OUT o_jobs bigint[])
+ RETURNS record
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'public', 'pg_catalog', 'pg_temp'
+AS $function$
     DECLARE
-        v_id text;
-        v_fanned integer;
+        v_until timestamptz := CASE WHEN p_lease_token IS NOT NULL AND p_lease_s > 0
+                                    THEN clock_timestamp() + make_interval(secs => p_lease_s)
+                               END;
     BEGIN
         INSERT INTO merchant_events (id, merchant_id, type, subject_id, data)
         VALUES ('evt_' || replace(gen_random_uuid()::text, '-', ''),
                 p_merchant, p_type, p_subject, p_data)
         ON CONFLICT ON CONSTRAINT merchant_events_once DO NOTHING
-        RETURNING id INTO v_id;
-        IF v_id IS NULL THEN
-            RETURN NULL;  -- recorded already: its deliveries were made then
+        RETURNING id INTO o_event_id;
+        IF o_event_id IS NULL THEN
+            RETURN;  -- recorded already: its deliveries were made then
         END IF;
         WITH delivery AS (
-            INSERT INTO webhook_deliveries (event_id, endpoint_id, merchant_id)
-            SELECT v_id, e.id, e.merchant_id FROM webhook_endpoints e
+            INSERT INTO webhook_deliveries (event_id, endpoint_id, merchant_id, lease_token,
+                                            lease_until, next_attempt_at)
+            SELECT o_event_id, e.id, e.merchant_id,
+                   CASE WHEN v_until IS NOT NULL THEN p_lease_token END, v_until,
+                   coalesce(v_until, now())
+            FROM webhook_endpoints e
             WHERE e.merchant_id = p_merchant AND e.enabled
               AND ('*' = ANY (e.enabled_events) OR p_type = ANY (e.enabled_events))
             RETURNING id
+        ), job AS (
+            INSERT INTO outbox (topic, payload, next_attempt_at)
+            SELECT 'endpoint.deliver', jsonb_build_object('version', 1, 'delivery_id', d.id),
+                   coalesce(v_until, now())
+            FROM delivery d
+            RETURNING id, (payload ->> 'delivery_id')::bigint AS delivery_id
         )
-        INSERT INTO outbox (topic, payload)
-        SELECT 'endpoint.deliver', jsonb_build_object('version', 1, 'delivery_id', d.id)
-        FROM delivery d;
-        GET DIAGNOSTICS v_fanned = ROW_COUNT;
-        IF v_fanned > 0 THEN
+        SELECT array_agg(job.delivery_id ORDER BY job.delivery_id),
+               array_agg(job.id ORDER BY job.delivery_id)
+        INTO o_deliveries, o_jobs
+        FROM job;
+        IF o_deliveries IS NOT NULL AND v_until IS NULL THEN
             PERFORM pg_notify('payflow_outbox', '');  -- delivered at commit only
         END IF;
-        RETURN v_id;
     END
     $function$;

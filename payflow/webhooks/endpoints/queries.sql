@@ -112,6 +112,12 @@ JOIN merchant_events ev ON ev.id = l.event_id;
 -- snapshot sees it: every delivery to an endpoint would otherwise queue on that one row
 -- lock and pay its write. A change committing meanwhile can leave the streak a step
 -- behind until the next attempt; the disabling job checks the deliveries themselves.
+-- $8 the held `endpoint.deliver` job of the finalizing worker's own send
+-- (payflow.webhooks.endpoints.direct; NULL for a send of the queue): a delivery deletes
+-- it, a failure makes it due when the retry is ($7 seconds from now), unless a relay
+-- published it already or holds it right now (SKIP LOCKED: its message then meets the
+-- delivery's state). "Unpublished" as num_nulls(published_at) = 1, so the job is found by
+-- its key, never through the partial index outbox_due_idx.
 WITH counted AS (
     UPDATE webhook_deliveries SET
         attempts = attempts + 1,
@@ -137,8 +143,58 @@ WITH counted AS (
     FROM counted
     WHERE e.id = counted.endpoint_id
       AND CASE WHEN $3::boolean THEN e.failing_since IS NOT NULL ELSE e.failing_since IS NULL END
+), held AS MATERIALIZED (
+    SELECT o.id FROM outbox o
+    WHERE o.id = $8::bigint AND num_nulls(o.published_at) = 1
+    FOR UPDATE SKIP LOCKED
+), settled AS (
+    DELETE FROM outbox WHERE $3::boolean AND id = (SELECT id FROM held)
+), due AS (
+    UPDATE outbox
+    SET next_attempt_at = clock_timestamp() + make_interval(secs => coalesce($7::float8, 0))
+    WHERE NOT $3::boolean AND id = (SELECT id FROM held)
+    RETURNING id
+), wake AS (
+    SELECT pg_notify('payflow_outbox', '') FROM due WHERE coalesce($7::float8, 0) <= 0
 )
-SELECT attempts FROM counted;
+-- A cross join: the planner keeps it, so `wake` runs.
+SELECT attempts FROM counted, (SELECT count(*) FROM wake) AS woken;
+
+-- name: leased_deliveries
+-- $1 delivery ids, $2 lease token: those of the deliveries still pending under this
+-- send's live lease whose endpoint is enabled, with what the POST needs (as claim_delivery
+-- returns it), by id. The finalizing worker's own sends read them after the finalize's
+-- commit took the lease (payflow.webhooks.endpoints.direct); one left out is handed back.
+SELECT d.id, d.event_id, d.endpoint_id, d.attempts, e.url, e.secret,
+       CASE WHEN e.previous_secret_until > clock_timestamp() THEN e.previous_secret END
+           AS previous_secret,
+       ev.type, ev.data, ev.created_at
+FROM webhook_deliveries d
+JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.enabled
+JOIN merchant_events ev ON ev.id = d.event_id
+WHERE d.id = ANY ($1::bigint[]) AND d.lease_token = $2 AND d.state = 'pending'
+  AND d.lease_until > clock_timestamp()
+ORDER BY d.id;
+
+-- name: hand_back_direct_deliveries
+-- $1 delivery ids, $2 lease token of the finalizing worker's own sends, $3 their held
+-- `endpoint.deliver` jobs. No POST was made (started too late in the lease, the endpoint
+-- disabled meanwhile, no send slot, a refused URL, a stop before the request went out):
+-- the leases end and the held jobs are due now, so the relay hands them to the endpoints
+-- queue, whose sender decides each. A job a relay holds right now is skipped (it is being
+-- published).
+WITH released AS (
+    UPDATE webhook_deliveries
+    SET lease_token = NULL, lease_until = NULL, next_attempt_at = clock_timestamp()
+    WHERE id = ANY ($1::bigint[]) AND lease_token = $2
+), due AS (
+    UPDATE outbox o SET next_attempt_at = now()
+    WHERE o.id IN (SELECT h.id FROM outbox h
+                   WHERE h.id = ANY ($3::bigint[]) AND num_nulls(h.published_at) = 1
+                   FOR UPDATE SKIP LOCKED)
+    RETURNING o.id
+)
+SELECT pg_notify('payflow_outbox', '') FROM (SELECT count(*) AS n FROM due) AS d WHERE d.n > 0;
 
 -- name: release_delivery
 -- $1 delivery id, $2 lease token: the send ended without a POST; due again now.

@@ -98,8 +98,9 @@ class EndpointSender:
         self._database = database
         self._broker = broker
         self._bounds = StatementBounds.of(database)
-        self._worker = f"{socket.gethostname()}:{os.getpid()}"
-        self._sending = asyncio.Semaphore(settings.webhook_max_in_flight)
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        # Sends in flight in this process, the finalizing worker's own ones included.
+        self.sending = asyncio.Semaphore(settings.webhook_max_in_flight)
 
     async def handle(self, envelope: Envelope) -> None:
         """Send the delivery the message names unless nothing is left to send.
@@ -112,7 +113,7 @@ class EndpointSender:
         """
         delivery_id = delivery_id_of(envelope)
         structlog.contextvars.bind_contextvars(delivery_id=delivery_id)
-        async with self._sending:
+        async with self.sending:
             await self._send(delivery_id, envelope.attempt)
 
     def retry_after_s(self, failure: Exception | None, attempt: int) -> float | None:
@@ -120,7 +121,7 @@ class EndpointSender:
         return retry_after_s(self._broker.retry_tiers_ms, failure, attempt)
 
     async def _send(self, delivery_id: int, attempt: int) -> None:
-        token = f"{self._worker}:{uuid4().hex[:12]}"
+        token = f"{self.worker}:{uuid4().hex[:12]}"
         async with self._pool.acquire() as conn:
             row = await conn.fetchrow(
                 SQL["claim_delivery"],
@@ -136,11 +137,11 @@ class EndpointSender:
         started = asyncio.Event()
         began = time.monotonic()
         try:
-            status, failure = await self._post(row, started)
+            status, failure = await self.post_within(row, started)
         except BaseException as exc:
             if started.is_set():
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(self._record(delivery_id, token, None, exc, began, None))
+                    await asyncio.shield(self.record(delivery_id, token, None, exc, began, None))
             else:
                 if isinstance(exc, UnsafeWebhookUrl):
                     WEBHOOK_ATTEMPTS.labels("refused").inc()
@@ -148,17 +149,20 @@ class EndpointSender:
                     async with self._pool.acquire() as conn:
                         await conn.execute(SQL["release_delivery"], delivery_id, token)
             raise
-        await self._record(
+        await self.record(
             delivery_id, token, status, failure, began, self.retry_after_s(failure, attempt)
         )
         if failure is not None:
             raise failure
 
-    async def _post(
+    async def post_within(
         self, row: asyncpg.Record, started: asyncio.Event
     ) -> tuple[int | None, Exception | None]:
         """Resolve and check the endpoint's URL, then POST the signed event, all within
-        `WEBHOOK_TIMEOUT_S`; (HTTP status or None, failure or None for a 2xx)."""
+        `WEBHOOK_TIMEOUT_S`; (HTTP status or None, failure or None for a 2xx). `row` is a
+        claimed delivery (`claim_delivery`'s columns); `started` is set once the URL is
+        approved, just before the request goes out. Raises `UnsafeWebhookUrl` (nothing
+        sent) for a URL the SSRF guard refuses now."""
         data: dict[str, Any] = row["data"]
         body = event_body(row["type"], row["created_at"], data)
         headers = delivery_headers(
@@ -181,7 +185,7 @@ class EndpointSender:
             return status, None
         return status, WebhookHTTPStatus(status)
 
-    async def _record(
+    async def record(
         self,
         delivery_id: int,
         token: str,
@@ -189,8 +193,14 @@ class EndpointSender:
         failure: BaseException | None,
         began: float,
         retry_after_s: float | None,
+        *,
+        held_job: int | None = None,
     ) -> None:
-        """Step 3: one autocommitted statement (`record_delivery_attempt`)."""
+        """Step 3: one autocommitted statement (`record_delivery_attempt`): count and log
+        the attempt (`began`: the send's monotonic start, for its duration), end lease
+        `token`, mark a 2xx delivered; the retry is due in `retry_after_s` (None: now).
+        `held_job`: the held `endpoint.deliver` job of a direct send, deleted on a 2xx,
+        else made due with the retry."""
         duration_ms = max(int((time.monotonic() - began) * 1000), 0)
         error = None if failure is None else f"{type(failure).__name__}: {failure}"[:500]
         async with self._pool.acquire() as conn:
@@ -203,6 +213,7 @@ class EndpointSender:
                 duration_ms,
                 error,
                 retry_after_s,
+                held_job,
                 timeout=self._bounds.timeout_s,
             )
         WEBHOOK_ATTEMPTS.labels("failed" if failure is not None else "delivered").inc()

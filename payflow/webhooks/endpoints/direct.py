@@ -1,0 +1,234 @@
+"""The finalizing worker's own first sends of a payment's event to the merchant's endpoints.
+
+An event's deliveries normally travel outbox -> relay -> RabbitMQ -> the endpoints queue's
+sender, which claims each, POSTs and records (`payflow.webhooks.endpoints.sender`). When
+the worker that finalizes a payment has a free send slot, it sends the deliveries of the
+payment's event itself, as it sends the payment's own webhook (`payflow.webhooks.direct`):
+
+1. the finalize statement records the event through `merchant_event_record_leasing`,
+   which creates every delivery under this worker's lease (`WEBHOOK_LEASE_S`) and holds
+   its `endpoint.deliver` job back until that lease ends, in the same commit as the
+   payment's status: the held job is the send's guarantee;
+2. after the commit, a background task reads the leased deliveries (`leased_deliveries`:
+   the endpoint's URL and secrets, the event) and POSTs each, with no transaction open,
+   within the lease (each POST starts before the lease's first half of spare time ends,
+   by the worker's own clock read before the statement was sent);
+3. one autocommitted statement per delivery records the attempt
+   (`record_delivery_attempt`) and settles its held job: deleted on a 2xx; on a failure
+   due when the first retry tier ends, so the endpoints queue takes the delivery over.
+
+A delivery the task cannot send (no second send slot free, the endpoint disabled
+meanwhile, started too late, a refused URL, a stop before its request) is handed back: its
+lease ends and its held job is due now. A worker that dies anywhere leaves the leases to
+run out and the held jobs to become due, and the relay publishes them; the POST may then be
+repeated with the same `webhook-id`, which receivers dedupe on. Nothing is lost, and no
+two sends of a delivery overlap (the claim needs the lease to have ended).
+
+The sends never delay the payment worker: they run as a task, and only when a send slot
+(`WEBHOOK_MAX_IN_FLIGHT`, shared with the queue's sends) is free at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Sequence
+from uuid import uuid4
+
+import asyncpg
+import structlog
+
+from payflow.config import DatabaseSettings, WebhookSettings
+from payflow.db.queries import load_queries
+from payflow.db.tx import StatementBounds
+from payflow.metrics import WEBHOOK_ATTEMPTS
+from payflow.webhooks.direct import Reservation
+from payflow.webhooks.endpoints.sender import EndpointSender
+from payflow.webhooks.ssrf import UnsafeWebhookUrl
+
+SQL = load_queries("payflow.webhooks.endpoints")
+log = structlog.get_logger("payflow.webhooks.endpoints")
+
+
+class EndpointDirectSends:
+    """Direct first sends of a finalized payment's event to the merchant's endpoints."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        settings: WebhookSettings,
+        sender: EndpointSender,
+        *,
+        database: DatabaseSettings,
+    ) -> None:
+        """`sender` is this process's endpoints sender: its send slots, POST and record."""
+        self._pool = pool
+        self._settings = settings
+        self._sender = sender
+        self._bounds = StatementBounds.of(database)  # its statements run outside a transaction
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def reserve(self) -> Reservation | None:
+        """One send slot and a fresh lease for the sends of one payment's event, or None
+        when every slot is busy (the deliveries then go through the queue). Never waits.
+        Pass the reservation to exactly one of `start` or `cancel`."""
+        slots = self._sender.sending
+        if slots.locked():
+            return None
+        await slots.acquire()  # free: returns at once, without yielding to the loop
+        lease_s = self._settings.webhook_lease_s
+        # As a payment webhook's direct send: each POST (at most WEBHOOK_TIMEOUT_S) starts
+        # within the first half of the lease's spare time, leaving the record room.
+        spare_s = (lease_s - self._settings.webhook_timeout_s) / 2
+        return Reservation(
+            token=f"{self._sender.worker}:endpoints:{uuid4().hex[:12]}",
+            lease_s=lease_s,
+            start_by=time.monotonic() + spare_s,
+        )
+
+    def cancel(self, reservation: Reservation) -> None:
+        """Give the slot back: the finalize leased no delivery (nothing was written, the
+        merchant has no endpoint that wants the event, or the transactional path ran)."""
+        del reservation
+        self._sender.sending.release()
+
+    def start(self, reservation: Reservation, held: Sequence[tuple[int, int]]) -> None:
+        """Send in the background: `held` are the (delivery id, held job id) pairs the
+        finalize made under the reservation's lease (`Finalized.held_deliveries`, not
+        empty). The task owns the reservation's slot."""
+        task = asyncio.create_task(self._send_all(reservation, tuple(held)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait(self, timeout_s: float) -> None:
+        """Let the sends in flight finish for up to `timeout_s` (a graceful stop); what
+        still runs then is cancelled: a send cut short during its POST records a failed
+        attempt, one that had not POSTed hands its delivery back (each job due now)."""
+        deadline = time.monotonic() + timeout_s
+        while self._tasks and (left := deadline - time.monotonic()) > 0:
+            await asyncio.wait(set(self._tasks), timeout=left)
+        pending = set(self._tasks)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+    async def _send_all(self, reservation: Reservation, held: tuple[tuple[int, int], ...]) -> None:
+        jobs = dict(held)
+        token = reservation.token
+        slots = self._sender.sending
+        extra = 0  # slots taken beyond the reservation's
+        try:
+            try:
+                sends = await self._to_send(reservation, jobs)
+            except BaseException:  # nothing POSTed yet: every delivery goes back to the queue
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._hand_back(token, jobs))
+                raise
+            extra = len(sends) - 1 if sends else 0
+            outcomes = await asyncio.gather(
+                *(self._send_one(reservation, row, jobs[row["id"]]) for row in sends),
+                return_exceptions=True,
+            )
+            for outcome in outcomes:  # the held jobs stand behind them: log, never raise
+                if isinstance(outcome, Exception):
+                    log.warning(
+                        "payflow.webhooks.endpoints.direct_deferred",
+                        error=f"{type(outcome).__name__}: {outcome}",
+                    )
+        except Exception as exc:
+            log.warning(
+                "payflow.webhooks.endpoints.direct_deferred",
+                error=f"{type(exc).__name__}: {exc}",
+            )
+        finally:
+            for _ in range(extra + 1):
+                slots.release()
+
+    async def _to_send(
+        self, reservation: Reservation, jobs: dict[int, int]
+    ) -> list[asyncpg.Record]:
+        """The leased deliveries this task POSTs, each with a send slot (the first has the
+        reservation's; the others take one each if free now); the rest are handed back."""
+        if time.monotonic() > reservation.start_by:  # too late to end in the lease
+            await self._hand_back(reservation.token, jobs)
+            return []
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch(
+                SQL["leased_deliveries"],
+                list(jobs),
+                reservation.token,
+                timeout=self._bounds.timeout_s,
+            )
+        slots = self._sender.sending
+        sends: list[asyncpg.Record] = []
+        for row in rows:
+            if sends:
+                if slots.locked():
+                    continue
+                await slots.acquire()  # free: returns at once, without yielding
+            sends.append(row)
+        sent = {row["id"] for row in sends}
+        if left := {d: j for d, j in jobs.items() if d not in sent}:
+            try:
+                await self._hand_back(reservation.token, left)
+            except BaseException:
+                for _ in sends[1:]:
+                    slots.release()
+                raise
+        return sends
+
+    async def _send_one(self, reservation: Reservation, row: asyncpg.Record, job: int) -> None:
+        delivery_id: int = row["id"]
+        token = reservation.token
+        with structlog.contextvars.bound_contextvars(
+            delivery_id=delivery_id, webhook_send="direct"
+        ):
+            if time.monotonic() > reservation.start_by:
+                await self._hand_back(token, {delivery_id: job})
+                return
+            started = asyncio.Event()
+            began = time.monotonic()
+            try:
+                status, failure = await self._sender.post_within(row, started)
+            except UnsafeWebhookUrl:  # the queue's sender refuses it again and dead-letters it
+                WEBHOOK_ATTEMPTS.labels("refused").inc()
+                await self._hand_back(token, {delivery_id: job})
+                return
+            except BaseException as exc:  # a stop: count a POST it cut short, else hand back
+                if started.is_set():
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(
+                            self._sender.record(
+                                delivery_id, token, None, exc, began, None, held_job=job
+                            )
+                        )
+                else:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(self._hand_back(token, {delivery_id: job}))
+                raise
+            # A failure waits out the first retry tier, then the queue takes the job over.
+            await asyncio.shield(
+                self._sender.record(
+                    delivery_id,
+                    token,
+                    status,
+                    failure,
+                    began,
+                    self._sender.retry_after_s(failure, 1),
+                    held_job=job,
+                )
+            )
+
+    async def _hand_back(self, token: str, jobs: dict[int, int]) -> None:
+        """No POST was made for these deliveries: their leases end, their jobs are due now."""
+        async with self._pool.acquire() as conn:
+            await conn.execute(
+                SQL["hand_back_direct_deliveries"],
+                list(jobs),
+                token,
+                list(jobs.values()),
+                timeout=self._bounds.timeout_s,
+            )
+        log.info("payflow.webhooks.endpoints.direct_handed_back", deliveries=len(jobs))
