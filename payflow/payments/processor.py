@@ -169,45 +169,39 @@ class PaymentProcessor:
         result = await self._call_gateway(claim, payment)
         hold_s = self._settings.credit_hold_s
         answer = result
-        # A free send slot now: the finalize takes the webhook's lease for our own send.
+        # A send slot free now: the finalize takes the webhook's lease for our own send.
         direct = self._direct
-        reservation = await direct.reserve() if direct and payment["webhook_url"] else None
+        reservation = direct.reserve() if direct and payment["webhook_url"] else None
         lease = None if reservation is None else (reservation.token, reservation.lease_s)
         # Likewise for the event's deliveries to the merchant's endpoints.
         fan_out = self._endpoint_direct
-        sends = await fan_out.reserve() if fan_out else None
+        sends = fan_out.reserve() if fan_out else None
         sends_lease = None if sends is None else (sends.token, sends.lease_s)
-        try:
-            # One statement normally (with the account's other answers when it posts);
-            # anything it does not decide takes the transaction.
-            if hold_s > 0:  # the credit is posted in the finalize's commit
-                done = await self._together.finalize(
-                    Answered(payment, result, trace_id, lease, sends_lease)
+        # One statement normally (with the account's other answers when it posts); anything
+        # it does not decide takes the transaction. A raise leaves a lease taken anyway to
+        # run out, its held jobs standing behind it.
+        if hold_s > 0:  # the credit is posted in the finalize's commit
+            done = await self._together.finalize(
+                Answered(payment, result, trace_id, lease, sends_lease)
+            )
+        else:  # 0: the ledger worker posts every credit
+            async with self._pool.acquire() as conn:
+                done = await finalize_answered(
+                    conn,
+                    payment,
+                    result,
+                    trace_id,
+                    bounds=self._bounds,
+                    webhook_lease=lease,
+                    endpoint_lease=sends_lease,
                 )
-            else:  # 0: the ledger worker posts every credit
-                async with self._pool.acquire() as conn:
-                    done = await finalize_answered(
-                        conn,
-                        payment,
-                        result,
-                        trace_id,
-                        bounds=self._bounds,
-                        webhook_lease=lease,
-                        endpoint_lease=sends_lease,
-                    )
-            if not done.changed:
-                async with self._pool.acquire() as conn, transaction(conn, self._database):
-                    await lock_payment(conn, payment_id)
-                    answer = await record_answer(conn, payment_id, result)
-                    done = await finalize_payment(
-                        conn, payment, status_of(answer), trace_id, credit_hold_s=hold_s
-                    )
-        except BaseException:
-            if direct and reservation:  # a lease taken anyway runs out; its job stands
-                direct.cancel(reservation)
-            if fan_out and sends:  # likewise: leased deliveries' jobs stand
-                fan_out.cancel(sends)
-            raise
+        if not done.changed:
+            async with self._pool.acquire() as conn, transaction(conn, self._database):
+                await lock_payment(conn, payment_id)
+                answer = await record_answer(conn, payment_id, result)
+                done = await finalize_payment(
+                    conn, payment, status_of(answer), trace_id, credit_hold_s=hold_s
+                )
         changed = done.changed
         if done.posted is not None:  # committed with the finalize
             POSTINGS.labels("success").inc()
@@ -215,18 +209,14 @@ class PaymentProcessor:
             if done.held_credit is not None:  # committed: post it now, its job stands behind
                 await post_held_credit(self._pool, self._database, *done.held_credit)
         finally:
-            if direct and reservation:
-                if done.held_webhook is None:
-                    direct.cancel(reservation)
-                else:  # committed: send it now (after the credit), its held job behind it
-                    final = {**dict(payment), "status": status_of(result)}
-                    final["trace_id"] = payment["trace_id"] or trace_id
-                    direct.start(reservation, final, done.held_webhook)
-            if fan_out and sends:
-                if done.held_deliveries:  # committed: their held jobs stand behind them
-                    fan_out.start(sends, done.held_deliveries)
-                else:
-                    fan_out.cancel(sends)
+            if direct and reservation and done.held_webhook is not None:
+                # committed: send it now (after the credit), its held job behind it
+                final = {**dict(payment), "status": status_of(result)}
+                final["trace_id"] = payment["trace_id"] or trace_id
+                direct.start(reservation, final, done.held_webhook)
+            if fan_out and sends and done.held_deliveries:
+                # committed: send them now, their held jobs behind them
+                fan_out.start(sends, done.held_deliveries)
         if answer != result:
             log.error(
                 "payflow.payments.answer_mismatch",

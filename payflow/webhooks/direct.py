@@ -24,8 +24,12 @@ is still there, so nothing is lost and no two sends overlap. The direct send is 
 attempt in front of the chain's own: a job that keeps failing is POSTed once more
 before it is dead-lettered.
 
-The send never delays the payment worker: it runs as a task, and only when a send slot
-(`WEBHOOK_MAX_IN_FLIGHT`) is free at once; otherwise the job is due at once as before.
+The send never delays the payment worker: it runs as a task. The lease is taken only while
+a send slot (`WEBHOOK_MAX_IN_FLIGHT`) is free (with every slot busy the job is due at once,
+as before); the task takes its slot after the commit, waiting for one no later than the
+POST may start, else it hands the job back. A slot is held only while sending, never while
+the finalize waits for its turn on the account: a backlog of finalizes does not use the
+slots up.
 """
 
 from __future__ import annotations
@@ -51,14 +55,25 @@ log = structlog.get_logger("payflow.webhooks")
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """A send slot taken for one direct send, and the lease the finalize statement takes:
-    `token` names it, `lease_s` is its length in seconds, `start_by` the worker's
-    monotonic time after which the POST may no longer start (read before the statement
-    is sent, so the database's lease ends later than the worker thinks)."""
+    """The lease the finalize statement takes for one direct send: `token` names it,
+    `lease_s` is its length in seconds, `start_by` the worker's monotonic time after which
+    the POST may no longer start (read before the statement is sent, so the database's
+    lease ends later than the worker thinks)."""
 
     token: str
     lease_s: float
     start_by: float
+
+
+async def take_slot(slots: asyncio.Semaphore, start_by: float) -> bool:
+    """Acquire one of `slots`, waiting no later than `start_by` (monotonic seconds); False
+    when none came free in time (nothing acquired)."""
+    try:
+        async with asyncio.timeout(max(start_by - time.monotonic(), 0.0)):
+            await slots.acquire()
+    except TimeoutError:
+        return False
+    return True
 
 
 class DirectSends:
@@ -78,14 +93,11 @@ class DirectSends:
         self._bounds = StatementBounds.of(database)  # its statements run outside a transaction
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def reserve(self) -> Reservation | None:
-        """A send slot and a fresh lease for one direct send, or None when every slot is
-        busy (the job then goes through the queue). Never waits: the slot is taken only
-        when it is free now. Pass the reservation to exactly one of `start` or `cancel`."""
-        slots = self._sender.sending
-        if slots.locked():
+    def reserve(self) -> Reservation | None:
+        """A fresh lease for one direct send, or None when every send slot is busy now
+        (the job then goes through the queue). Takes no slot: `start` does."""
+        if self._sender.sending.locked():
             return None
-        await slots.acquire()  # free: returns at once, without yielding to the loop
         lease_s = self._settings.webhook_lease_s
         # The POST (at most WEBHOOK_TIMEOUT_S) starts within the first half of the lease's
         # spare time, so it ends with at least that half to spare, as a chain's send ends
@@ -97,16 +109,11 @@ class DirectSends:
             start_by=time.monotonic() + spare_s,
         )
 
-    def cancel(self, reservation: Reservation) -> None:
-        """Give the slot back: the finalize did not take the lease (nothing was written,
-        or the payment has no webhook URL, or the transactional path finalized it)."""
-        del reservation
-        self._sender.sending.release()
-
     def start(self, reservation: Reservation, payment: PaymentRow, held_job: int) -> None:
         """Send in the background: `payment` is the finalized payment (its columns as
         `claim_first_charge` read them, with its terminal `status`), `held_job` the
-        `webhook.deliver` job the finalize held back. The task owns the slot."""
+        `webhook.deliver` job the finalize held back. The task waits for a send slot until
+        the POST must start, else hands the job back."""
         task = asyncio.create_task(self._send(reservation, payment, held_job))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -131,15 +138,27 @@ class DirectSends:
             with structlog.contextvars.bound_contextvars(
                 payment_id=str(payment_id), webhook_send="direct"
             ):
-                await self._post_and_record(reservation, payment, held_job)
+                try:
+                    took = await take_slot(self._sender.sending, reservation.start_by)
+                except BaseException:  # a stop while waiting: hand the job back unsent
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(
+                            self._hand_back(payment_id, reservation.token, held_job)
+                        )
+                    raise
+                if not took:  # every slot stayed busy: the queue sends it
+                    await self._hand_back(payment_id, reservation.token, held_job)
+                    return
+                try:
+                    await self._post_and_record(reservation, payment, held_job)
+                finally:
+                    self._sender.sending.release()
         except Exception as exc:  # the held job stands behind it: log, never raise
             log.warning(
                 "payflow.webhooks.direct_deferred",
                 payment_id=str(payment_id),
                 error=f"{type(exc).__name__}: {exc}",
             )
-        finally:
-            self._sender.sending.release()
 
     async def _post_and_record(
         self, reservation: Reservation, payment: PaymentRow, held_job: int

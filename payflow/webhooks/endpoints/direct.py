@@ -17,15 +17,17 @@ payment's event itself, as it sends the payment's own webhook (`payflow.webhooks
    (`record_delivery_attempt`) and settles its held job: deleted on a 2xx; on a failure
    due when the first retry tier ends, so the endpoints queue takes the delivery over.
 
-A delivery the task cannot send (no second send slot free, the endpoint disabled
-meanwhile, started too late, a refused URL, a stop before its request) is handed back: its
+A delivery the task cannot send (no send slot in time, the endpoint disabled meanwhile,
+started too late, a refused URL, a stop before its request) is handed back: its
 lease ends and its held job is due now. A worker that dies anywhere leaves the leases to
 run out and the held jobs to become due, and the relay publishes them; the POST may then be
 repeated with the same `webhook-id`, which receivers dedupe on. Nothing is lost, and no
 two sends of a delivery overlap (the claim needs the lease to have ended).
 
-The sends never delay the payment worker: they run as a task, and only when a send slot
-(`WEBHOOK_MAX_IN_FLIGHT`, shared with the queue's sends) is free at once.
+The sends never delay the payment worker: they run as a task. The leases are taken only
+while a send slot (`WEBHOOK_MAX_IN_FLIGHT`, shared with the queue's sends) is free; each
+send takes its slot after the commit, waiting for one no later than its POST may start,
+else it hands its delivery back.
 """
 
 from __future__ import annotations
@@ -42,8 +44,7 @@ import structlog
 from payflow.config import DatabaseSettings, WebhookSettings
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
-from payflow.metrics import WEBHOOK_ATTEMPTS
-from payflow.webhooks.direct import Reservation
+from payflow.webhooks.direct import Reservation, take_slot
 from payflow.webhooks.endpoints.sender import EndpointSender
 from payflow.webhooks.ssrf import UnsafeWebhookUrl
 
@@ -69,14 +70,12 @@ class EndpointDirectSends:
         self._bounds = StatementBounds.of(database)  # its statements run outside a transaction
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def reserve(self) -> Reservation | None:
-        """One send slot and a fresh lease for the sends of one payment's event, or None
-        when every slot is busy (the deliveries then go through the queue). Never waits.
-        Pass the reservation to exactly one of `start` or `cancel`."""
-        slots = self._sender.sending
-        if slots.locked():
+    def reserve(self) -> Reservation | None:
+        """A fresh lease for the sends of one payment's event, or None when every send
+        slot is busy now (the deliveries then go through the queue). Takes no slot: each
+        send takes its own after the commit."""
+        if self._sender.sending.locked():
             return None
-        await slots.acquire()  # free: returns at once, without yielding to the loop
         lease_s = self._settings.webhook_lease_s
         # As a payment webhook's direct send: each POST (at most WEBHOOK_TIMEOUT_S) starts
         # within the first half of the lease's spare time, leaving the record room.
@@ -87,16 +86,11 @@ class EndpointDirectSends:
             start_by=time.monotonic() + spare_s,
         )
 
-    def cancel(self, reservation: Reservation) -> None:
-        """Give the slot back: the finalize leased no delivery (nothing was written, the
-        merchant has no endpoint that wants the event, or the transactional path ran)."""
-        del reservation
-        self._sender.sending.release()
-
     def start(self, reservation: Reservation, held: Sequence[tuple[int, int]]) -> None:
         """Send in the background: `held` are the (delivery id, held job id) pairs the
         finalize made under the reservation's lease (`Finalized.held_deliveries`, not
-        empty). The task owns the reservation's slot."""
+        empty). Each send waits for a slot until its POST must start, else hands its
+        delivery back."""
         task = asyncio.create_task(self._send_all(reservation, tuple(held)))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -117,67 +111,42 @@ class EndpointDirectSends:
     async def _send_all(self, reservation: Reservation, held: tuple[tuple[int, int], ...]) -> None:
         jobs = dict(held)
         token = reservation.token
-        slots = self._sender.sending
-        extra = 0  # slots taken beyond the reservation's
         try:
             try:
-                sends = await self._to_send(reservation, jobs)
+                rows = await self._leased(reservation, jobs)
             except BaseException:  # nothing POSTed yet: every delivery goes back to the queue
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._hand_back(token, jobs))
                 raise
-            extra = len(sends) - 1 if sends else 0
             outcomes = await asyncio.gather(
-                *(self._send_one(reservation, row, jobs[row["id"]]) for row in sends),
+                *(self._send_one(reservation, row, jobs[row["id"]]) for row in rows),
                 return_exceptions=True,
             )
-            for outcome in outcomes:  # the held jobs stand behind them: log, never raise
-                if isinstance(outcome, Exception):
-                    log.warning(
-                        "payflow.webhooks.endpoints.direct_deferred",
-                        error=f"{type(outcome).__name__}: {outcome}",
-                    )
+            failures = [o for o in outcomes if isinstance(o, Exception)]
         except Exception as exc:
+            failures = [exc]
+        for failure in failures:  # the held jobs stand behind them: log, never raise
             log.warning(
                 "payflow.webhooks.endpoints.direct_deferred",
-                error=f"{type(exc).__name__}: {exc}",
+                error=f"{type(failure).__name__}: {failure}",
             )
-        finally:
-            for _ in range(extra + 1):
-                slots.release()
 
-    async def _to_send(
-        self, reservation: Reservation, jobs: dict[int, int]
-    ) -> list[asyncpg.Record]:
-        """The leased deliveries this task POSTs, each with a send slot (the first has the
-        reservation's; the others take one each if free now); the rest are handed back."""
-        if time.monotonic() > reservation.start_by:  # too late to end in the lease
-            await self._hand_back(reservation.token, jobs)
-            return []
-        async with self._pool.acquire() as conn:
-            rows = await conn.fetch(
-                SQL["leased_deliveries"],
-                list(jobs),
-                reservation.token,
-                timeout=self._bounds.timeout_s,
-            )
-        slots = self._sender.sending
-        sends: list[asyncpg.Record] = []
-        for row in rows:
-            if sends:
-                if slots.locked():
-                    continue
-                await slots.acquire()  # free: returns at once, without yielding
-            sends.append(row)
-        sent = {row["id"] for row in sends}
-        if left := {d: j for d, j in jobs.items() if d not in sent}:
-            try:
-                await self._hand_back(reservation.token, left)
-            except BaseException:
-                for _ in sends[1:]:
-                    slots.release()
-                raise
-        return sends
+    async def _leased(self, reservation: Reservation, jobs: dict[int, int]) -> list[asyncpg.Record]:
+        """The deliveries still leased to this task, with what their POSTs need; the
+        others (the endpoint disabled meanwhile, say) are handed back."""
+        rows: list[asyncpg.Record] = []
+        if time.monotonic() <= reservation.start_by:  # else too late to end in the lease
+            async with self._pool.acquire() as conn:
+                rows = await conn.fetch(
+                    SQL["leased_deliveries"],
+                    list(jobs),
+                    reservation.token,
+                    timeout=self._bounds.timeout_s,
+                )
+        found = {row["id"] for row in rows}
+        if left := {d: j for d, j in jobs.items() if d not in found}:
+            await self._hand_back(reservation.token, left)
+        return rows
 
     async def _send_one(self, reservation: Reservation, row: asyncpg.Record, job: int) -> None:
         delivery_id: int = row["id"]
@@ -185,41 +154,57 @@ class EndpointDirectSends:
         with structlog.contextvars.bound_contextvars(
             delivery_id=delivery_id, webhook_send="direct"
         ):
-            if time.monotonic() > reservation.start_by:
-                await self._hand_back(token, {delivery_id: job})
-                return
-            started = asyncio.Event()
-            began = time.monotonic()
+            slots = self._sender.sending
             try:
-                status, failure = await self._sender.post_within(row, started)
-            except UnsafeWebhookUrl:  # the queue's sender refuses it again and dead-letters it
-                WEBHOOK_ATTEMPTS.labels("refused").inc()
+                took = await take_slot(slots, reservation.start_by)
+            except BaseException:  # a stop while waiting: hand the delivery back unsent
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._hand_back(token, {delivery_id: job}))
+                raise
+            if not took:  # every slot stayed busy: the queue sends it
                 await self._hand_back(token, {delivery_id: job})
                 return
-            except BaseException as exc:  # a stop: count a POST it cut short, else hand back
-                if started.is_set():
-                    with contextlib.suppress(Exception):
-                        await asyncio.shield(
-                            self._sender.record(
-                                delivery_id, token, None, exc, began, None, held_job=job
-                            )
+            try:
+                await self._post_and_record(reservation, row, job)
+            finally:
+                slots.release()
+
+    async def _post_and_record(
+        self, reservation: Reservation, row: asyncpg.Record, job: int
+    ) -> None:
+        delivery_id: int = row["id"]
+        token = reservation.token
+        started = asyncio.Event()
+        began = time.monotonic()
+        try:
+            status, failure = await self._sender.post_within(row, started)
+        except UnsafeWebhookUrl:  # the queue's sender refuses it again (counted there)
+            await self._hand_back(token, {delivery_id: job})
+            return
+        except BaseException as exc:  # a stop: count a POST it cut short, else hand back
+            if started.is_set():
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(
+                        self._sender.record(
+                            delivery_id, token, None, exc, began, None, held_job=job
                         )
-                else:
-                    with contextlib.suppress(Exception):
-                        await asyncio.shield(self._hand_back(token, {delivery_id: job}))
-                raise
-            # A failure waits out the first retry tier, then the queue takes the job over.
-            await asyncio.shield(
-                self._sender.record(
-                    delivery_id,
-                    token,
-                    status,
-                    failure,
-                    began,
-                    self._sender.retry_after_s(failure, 1),
-                    held_job=job,
-                )
+                    )
+            else:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._hand_back(token, {delivery_id: job}))
+            raise
+        # A failure waits out the first retry tier, then the queue takes the job over.
+        await asyncio.shield(
+            self._sender.record(
+                delivery_id,
+                token,
+                status,
+                failure,
+                began,
+                self._sender.retry_after_s(failure, 1),
+                held_job=job,
             )
+        )
 
     async def _hand_back(self, token: str, jobs: dict[int, int]) -> None:
         """No POST was made for these deliveries: their leases end, their jobs are due now."""

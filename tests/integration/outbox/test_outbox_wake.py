@@ -110,9 +110,11 @@ async def finalized(
     *,
     hold_s: float = 0.0,
     lease: tuple[str, float] | None,
+    endpoint_lease: tuple[str, float] | None = None,
 ) -> Finalized:
     """Claim and finalize an approved pending payment as the worker does (its answer step
-    in one statement), taking the webhook `lease` if given; then stop."""
+    in one statement), taking the webhook `lease` and the endpoint deliveries'
+    `endpoint_lease` if given; then stop."""
     async with pool.acquire() as conn:
         payment, claim = await claim_first_charge(conn, payment_id, "t", 30.0, BOUNDS)
         assert claim is not None
@@ -124,6 +126,7 @@ async def finalized(
             credit_hold_s=hold_s,
             bounds=BOUNDS,
             webhook_lease=lease,
+            endpoint_lease=endpoint_lease,
         )
     assert done.changed
     return done
