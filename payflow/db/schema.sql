@@ -840,8 +840,12 @@ CREATE FUNCTION public.merchant_event_record_leasing(p_merchant uuid, p_type tex
                array_agg(job.id ORDER BY job.delivery_id)
         INTO o_deliveries, o_jobs
         FROM job;
-        IF o_deliveries IS NOT NULL AND v_until IS NULL THEN
-            PERFORM pg_notify('payflow_outbox', '');  -- delivered at commit only
+        IF v_until IS NULL THEN
+            IF o_deliveries IS NOT NULL THEN
+                PERFORM pg_notify('payflow_outbox', '');  -- delivered at commit only
+            END IF;
+            o_deliveries := NULL;  -- none is leased: nothing for the caller to send
+            o_jobs := NULL;
         END IF;
     END
     $$;

@@ -56,7 +56,8 @@ AS $function$
 -- guarantee of the caller's own first send (payflow.webhooks.endpoints.direct), published
 -- only if that send does not settle it first. With no token the jobs are due at once and
 -- the relay is woken at commit. Returns the event id (NULL: recorded already, nothing fanned
--- out), and the deliveries made with their jobs' ids, in the same order (NULL: none).
+-- out), and the deliveries leased to the caller with their held jobs' ids, in the same
+-- order (NULL: none, or no lease was asked for).
 CREATE OR REPLACE FUNCTION public.merchant_event_record_leasing(p_merchant uuid, p_type text, p_subject text, p_data jsonb, p_lease_token text, p_lease_s double precision, OUT o_event_id text, OUT o_deliveries bigint[], OUT o_jobs bigint[])
  RETURNS record
  LANGUAGE plpgsql
@@ -97,8 +98,12 @@ AS $function$
                array_agg(job.id ORDER BY job.delivery_id)
         INTO o_deliveries, o_jobs
         FROM job;
-        IF o_deliveries IS NOT NULL AND v_until IS NULL THEN
-            PERFORM pg_notify('payflow_outbox', '');  -- delivered at commit only
+        IF v_until IS NULL THEN
+            IF o_deliveries IS NOT NULL THEN
+                PERFORM pg_notify('payflow_outbox', '');  -- delivered at commit only
+            END IF;
+            o_deliveries := NULL;  -- none is leased: nothing for the caller to send
+            o_jobs := NULL;
         END IF;
     END
     $function$;

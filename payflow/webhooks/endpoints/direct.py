@@ -174,6 +174,10 @@ class EndpointDirectSends:
     ) -> None:
         delivery_id: int = row["id"]
         token = reservation.token
+        if time.monotonic() > reservation.start_by:  # too late to end in the lease: the
+            # queue's send, which may start once the lease ends, would overlap this one
+            await self._hand_back(token, {delivery_id: job})
+            return
         started = asyncio.Event()
         began = time.monotonic()
         try:

@@ -7,6 +7,7 @@ held jobs bring the deliveries to the endpoints queue. Every POST is verified wi
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import time
@@ -20,6 +21,8 @@ from redis.asyncio import Redis
 
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
+from payflow.payments.finalize import Answered, finalize_answered_together
+from payflow.payments.gateway import ChargeResult
 from payflow.payments.processor import PaymentProcessor
 from payflow.roles import default_gateway
 from payflow.webhooks.direct import Reservation
@@ -27,8 +30,9 @@ from payflow.webhooks.endpoints import EndpointSender
 from payflow.webhooks.endpoints.direct import EndpointDirectSends
 from payflow.webhooks.sender import build_http_client
 from payflow_lab.bench.submit import DirectSubmitter
-from tests.integration.outbox.test_outbox_wake import finalized
+from tests.integration.outbox.test_outbox_wake import BOUNDS, finalized
 from tests.integration.payments.charges.workers import payment_created
+from tests.integration.payments.test_finalize_answered import _claimed
 from tests.integration.payments.test_held_credit import _merchant_with_account
 from tests.integration.support import wait_until
 from tests.integration.webhooks.endpoint_receiver import Receiver, Start, _async, _endpoint
@@ -138,6 +142,22 @@ async def test_the_finalizing_worker_delivers_to_each_endpoint_and_settles_the_j
 
 
 async def test_a_failed_direct_send_is_taken_over_by_the_queue_after_the_first_tier(
+    pool: asyncpg.Pool, pipe_settings: Settings, receiver: Receiver
+) -> None:
+    # A first tier long enough to tell "due when the tier ends" from "due now".
+    settings = pipe_settings.model_copy(
+        update={"charge_lease_s": 30.0, "retry_tiers_ms": (5000, 10000)}
+    )
+    redis = Redis.from_url(settings.redis_url)
+    worker = Worker(pool, settings, redis)
+    try:
+        await _failed_then_taken_over(pool, settings, receiver, worker)
+    finally:
+        await worker.close()
+        await redis.aclose()
+
+
+async def _failed_then_taken_over(
     pool: asyncpg.Pool, pipe_settings: Settings, receiver: Receiver, worker: Worker
 ) -> None:
     merchant, _ = await _merchant_with_account(pool)
@@ -155,7 +175,7 @@ async def test_a_failed_direct_send_is_taken_over_by_the_queue_after_the_first_t
     due_in = await pool.fetchval(
         "SELECT extract(epoch FROM $1 - clock_timestamp())::float8", row["next_attempt_at"]
     )
-    assert due_in <= pipe_settings.retry_tiers_ms[0] / 1000
+    assert 3.0 < due_in <= pipe_settings.retry_tiers_ms[0] / 1000
     # The relay's message reaches the endpoints queue's sender, which owns it from now on.
     receiver.status["flaky"] = 200
     await worker.sender.handle(_message(row["id"]))
@@ -279,3 +299,69 @@ async def test_a_worker_killed_mid_direct_send_loses_nothing(
     assert all(r.verifies_with(secret) for r in sent)
     assert row["state"] == "delivered" and row["job"] is not None and row["published"]
     assert await pool.fetchval("SELECT count(*) FROM dead_letter_queue") == 0
+
+
+async def test_a_send_that_gets_no_slot_before_its_start_by_is_handed_back_unsent(
+    pool: asyncpg.Pool, pipe_settings: Settings, receiver: Receiver
+) -> None:
+    settings = pipe_settings.model_copy(update={"webhook_max_in_flight": 1})
+    redis = Redis.from_url(settings.redis_url)
+    busy = Worker(pool, settings, redis)
+    try:
+        merchant, _ = await _merchant_with_account(pool)
+        await _endpoint(pool, merchant, receiver.url("hook"), ["*"])
+        payment_id = await _payment(pool, settings, merchant)
+        done = await finalized(pool, payment_id, lease=None, endpoint_lease=("mine", 30.0))
+        async with busy.sender.sending:  # a queue's send holds the only slot throughout
+            busy.direct.start(
+                Reservation("mine", 30.0, time.monotonic() + 0.3), done.held_deliveries
+            )
+            await busy.direct.wait(5.0)
+        (row,) = await _deliveries(pool, payment_id)
+        assert (row["lease_token"], row["attempts"]) == (None, 0)
+        assert row["job"] is not None and not row["held"] and not row["published"]
+        # A slot free in time: the send waits for it, then delivers.
+        second = await _payment(pool, settings, merchant)
+        done = await finalized(pool, second, lease=None, endpoint_lease=("mine-2", 30.0))
+        async with busy.sender.sending:
+            busy.direct.start(
+                Reservation("mine-2", 30.0, time.monotonic() + 10), done.held_deliveries
+            )
+            await asyncio.sleep(0.2)  # waiting for the slot, nothing sent yet
+            assert receiver.received == []
+        await busy.direct.wait(5.0)
+    finally:
+        await busy.close()
+        await redis.aclose()
+    (row,) = await _deliveries(pool, second)
+    assert (row["state"], row["attempts"], row["job"]) == ("delivered", 1, None)
+    assert len(receiver.at("hook")) == 1
+
+
+async def test_a_batch_finalize_leases_each_payments_deliveries_to_its_own_lease(
+    pool: asyncpg.Pool, pipe_settings: Settings, receiver: Receiver
+) -> None:
+    merchant, _ = await _merchant_with_account(pool)
+    await _endpoint(pool, merchant, receiver.url("a"), ["*"])
+    await _endpoint(pool, merchant, receiver.url("b"), ["payment.succeeded"])
+    payments = [await _claimed(pool, pipe_settings, merchant) for _ in range(3)]
+    leases = [("lease-0", 30.0), None, ("lease-2", 30.0)]
+    async with pool.acquire() as conn:
+        done = await finalize_answered_together(
+            conn,
+            [
+                Answered(p, ChargeResult(approved=True, reference="gw"), None, None, lease)
+                for p, lease in zip(payments, leases, strict=True)
+            ],
+            credit_hold_s=30.0,
+            bounds=BOUNDS,
+        )
+    for payment, lease, finalized_one in zip(payments, leases, done, strict=True):
+        rows = await _deliveries(pool, payment["id"])
+        assert len(rows) == 2
+        if lease is None:  # no lease asked: due at once, nothing for the worker to send
+            assert finalized_one.held_deliveries == ()
+            assert all(r["lease_token"] is None and not r["held"] for r in rows)
+        else:
+            assert finalized_one.held_deliveries == tuple((r["id"], r["job"]) for r in rows)
+            assert all(r["lease_token"] == lease[0] and r["held"] for r in rows)
