@@ -37,7 +37,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID, uuid4
 
 import asyncpg
@@ -63,6 +65,50 @@ class Reservation:
     token: str
     lease_s: float
     start_by: float
+
+
+def reserve_lease(
+    slots: asyncio.Semaphore, settings: WebhookSettings, worker: str, kind: str
+) -> Reservation | None:
+    """A fresh lease `<worker>:<kind>:<12 hex>` of `WEBHOOK_LEASE_S` for a direct send, or
+    None when every one of `slots` is busy now (the job then goes through its queue).
+    Takes no slot. The POST (at most `WEBHOOK_TIMEOUT_S`) must start within the first
+    half of the lease's spare time, so it ends with at least that half to spare, as a
+    queue's send ends with all of it: room for the record to land before the lease ends."""
+    if slots.locked():
+        return None
+    lease_s = settings.webhook_lease_s
+    spare_s = (lease_s - settings.webhook_timeout_s) / 2
+    return Reservation(
+        token=f"{worker}:{kind}:{uuid4().hex[:12]}",
+        lease_s=lease_s,
+        start_by=time.monotonic() + spare_s,
+    )
+
+
+class SendTasks:
+    """The direct sends running in the background in this process."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, send: Coroutine[Any, Any, None]) -> None:
+        """Run `send` as a task, kept until it ends."""
+        task = asyncio.create_task(send)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait(self, timeout_s: float) -> None:
+        """Let the sends finish for up to `timeout_s`, sends spawned meanwhile included;
+        cancel what still runs then, and wait for it to end."""
+        deadline = time.monotonic() + timeout_s
+        while self._tasks and (left := deadline - time.monotonic()) > 0:
+            await asyncio.wait(set(self._tasks), timeout=left)
+        pending = set(self._tasks)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
 
 
 async def take_slot(slots: asyncio.Semaphore, start_by: float) -> bool:
@@ -91,46 +137,26 @@ class DirectSends:
         self._settings = settings
         self._sender = sender
         self._bounds = StatementBounds.of(database)  # its statements run outside a transaction
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = SendTasks()
 
     def reserve(self) -> Reservation | None:
         """A fresh lease for one direct send, or None when every send slot is busy now
         (the job then goes through the queue). Takes no slot: `start` does."""
-        if self._sender.sending.locked():
-            return None
-        lease_s = self._settings.webhook_lease_s
-        # The POST (at most WEBHOOK_TIMEOUT_S) starts within the first half of the lease's
-        # spare time, so it ends with at least that half to spare, as a chain's send ends
-        # with all of it: room for the record to land before the lease runs out.
-        spare_s = (lease_s - self._settings.webhook_timeout_s) / 2
-        return Reservation(
-            token=f"{self._sender.worker}:direct:{uuid4().hex[:12]}",
-            lease_s=lease_s,
-            start_by=time.monotonic() + spare_s,
-        )
+        return reserve_lease(self._sender.sending, self._settings, self._sender.worker, "direct")
 
     def start(self, reservation: Reservation, payment: PaymentRow, held_job: int) -> None:
         """Send in the background: `payment` is the finalized payment (its columns as
         `claim_first_charge` read them, with its terminal `status`), `held_job` the
         `webhook.deliver` job the finalize held back. The task waits for a send slot until
         the POST must start, else hands the job back."""
-        task = asyncio.create_task(self._send(reservation, payment, held_job))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._send(reservation, payment, held_job))
 
     async def wait(self, timeout_s: float) -> None:
         """Let the sends in flight finish for up to `timeout_s` (a graceful stop), sends
         started meanwhile included; what still runs then is cancelled: a send cut short
         during its POST records a failed attempt, one that had not POSTed hands its job
         back (each leaves the job due now)."""
-        deadline = time.monotonic() + timeout_s
-        while self._tasks and (left := deadline - time.monotonic()) > 0:
-            await asyncio.wait(set(self._tasks), timeout=left)
-        pending = set(self._tasks)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
+        await self._tasks.wait(timeout_s)
 
     async def _send(self, reservation: Reservation, payment: PaymentRow, held_job: int) -> None:
         payment_id: UUID = payment["id"]

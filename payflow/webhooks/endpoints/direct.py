@@ -36,7 +36,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
-from uuid import uuid4
 
 import asyncpg
 import structlog
@@ -44,7 +43,7 @@ import structlog
 from payflow.config import DatabaseSettings, WebhookSettings
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
-from payflow.webhooks.direct import Reservation, take_slot
+from payflow.webhooks.direct import Reservation, SendTasks, reserve_lease, take_slot
 from payflow.webhooks.endpoints.sender import EndpointSender
 from payflow.webhooks.ssrf import UnsafeWebhookUrl
 
@@ -68,45 +67,26 @@ class EndpointDirectSends:
         self._settings = settings
         self._sender = sender
         self._bounds = StatementBounds.of(database)  # its statements run outside a transaction
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = SendTasks()
 
     def reserve(self) -> Reservation | None:
         """A fresh lease for the sends of one payment's event, or None when every send
         slot is busy now (the deliveries then go through the queue). Takes no slot: each
         send takes its own after the commit."""
-        if self._sender.sending.locked():
-            return None
-        lease_s = self._settings.webhook_lease_s
-        # As a payment webhook's direct send: each POST (at most WEBHOOK_TIMEOUT_S) starts
-        # within the first half of the lease's spare time, leaving the record room.
-        spare_s = (lease_s - self._settings.webhook_timeout_s) / 2
-        return Reservation(
-            token=f"{self._sender.worker}:endpoints:{uuid4().hex[:12]}",
-            lease_s=lease_s,
-            start_by=time.monotonic() + spare_s,
-        )
+        return reserve_lease(self._sender.sending, self._settings, self._sender.worker, "endpoints")
 
     def start(self, reservation: Reservation, held: Sequence[tuple[int, int]]) -> None:
         """Send in the background: `held` are the (delivery id, held job id) pairs the
         finalize made under the reservation's lease (`Finalized.held_deliveries`, not
         empty). Each send waits for a slot until its POST must start, else hands its
         delivery back."""
-        task = asyncio.create_task(self._send_all(reservation, tuple(held)))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._send_all(reservation, tuple(held)))
 
     async def wait(self, timeout_s: float) -> None:
         """Let the sends in flight finish for up to `timeout_s` (a graceful stop); what
         still runs then is cancelled: a send cut short during its POST records a failed
         attempt, one that had not POSTed hands its delivery back (each job due now)."""
-        deadline = time.monotonic() + timeout_s
-        while self._tasks and (left := deadline - time.monotonic()) > 0:
-            await asyncio.wait(set(self._tasks), timeout=left)
-        pending = set(self._tasks)
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
+        await self._tasks.wait(timeout_s)
 
     async def _send_all(self, reservation: Reservation, held: tuple[tuple[int, int], ...]) -> None:
         jobs = dict(held)

@@ -8,12 +8,15 @@ held jobs bring the deliveries to the endpoints queue. Every POST is verified wi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -21,7 +24,7 @@ from redis.asyncio import Redis
 
 from payflow.broker.messages import Envelope
 from payflow.config import Settings
-from payflow.payments.finalize import Answered, finalize_answered_together
+from payflow.payments.finalize import Answered, Finalized, finalize_answered_together
 from payflow.payments.gateway import ChargeResult
 from payflow.payments.processor import PaymentProcessor
 from payflow.roles import default_gateway
@@ -61,18 +64,25 @@ class Worker:
         await self.client.aclose()
 
 
-@pytest.fixture
-async def worker(pool: asyncpg.Pool, pipe_settings: Settings) -> AsyncIterator[Worker]:
-    # The charge is made in this process and must finish (the pipeline's 0.1 s charge
-    # lease is made for takeovers).
-    settings = pipe_settings.model_copy(update={"charge_lease_s": 30.0})
-    redis = Redis.from_url(settings.redis_url)
-    made = Worker(pool, settings, redis)
+@contextlib.asynccontextmanager
+async def running(pool: asyncpg.Pool, settings: Settings, **update: Any) -> AsyncIterator[Worker]:
+    """A `Worker` on `settings` with `update`; on leaving, its sends finish (or stop).
+    The charge is made in this process and must finish: the pipeline's 0.1 s charge lease
+    is made for takeovers."""
+    chosen = settings.model_copy(update={"charge_lease_s": 30.0, **update})
+    redis = Redis.from_url(chosen.redis_url)
+    made = Worker(pool, chosen, redis)
     try:
         yield made
     finally:
         await made.close()
         await redis.aclose()
+
+
+@pytest.fixture
+async def worker(pool: asyncpg.Pool, pipe_settings: Settings) -> AsyncIterator[Worker]:
+    async with running(pool, pipe_settings) as made:
+        yield made
 
 
 def _message(delivery_id: int) -> Envelope:
@@ -113,6 +123,28 @@ async def _deliveries(pool: asyncpg.Pool, payment_id: uuid.UUID) -> list[asyncpg
     return rows
 
 
+@dataclass(frozen=True, slots=True)
+class Leased:
+    """A merchant with one endpoint wanting every event, and a payment finalized with its
+    deliveries leased to a worker that has not sent them yet."""
+
+    merchant: uuid.UUID
+    endpoint: uuid.UUID
+    secret: str
+    payment_id: uuid.UUID
+    done: Finalized
+
+
+async def _leased(
+    pool: asyncpg.Pool, settings: Settings, url: str, lease: tuple[str, float]
+) -> Leased:
+    merchant, _ = await _merchant_with_account(pool)
+    endpoint, secret = await _endpoint(pool, merchant, url, ["*"])
+    payment_id = await _payment(pool, settings, merchant)
+    done = await finalized(pool, payment_id, lease=None, endpoint_lease=lease)
+    return Leased(merchant, endpoint, secret, payment_id, done)
+
+
 async def test_the_finalizing_worker_delivers_to_each_endpoint_and_settles_the_jobs(
     pool: asyncpg.Pool, pipe_settings: Settings, receiver: Receiver, worker: Worker
 ) -> None:
@@ -145,16 +177,10 @@ async def test_a_failed_direct_send_is_taken_over_by_the_queue_after_the_first_t
     pool: asyncpg.Pool, pipe_settings: Settings, receiver: Receiver
 ) -> None:
     # A first tier long enough to tell "due when the tier ends" from "due now".
-    settings = pipe_settings.model_copy(
-        update={"charge_lease_s": 30.0, "retry_tiers_ms": (5000, 10000)}
-    )
-    redis = Redis.from_url(settings.redis_url)
-    worker = Worker(pool, settings, redis)
-    try:
+    tiers = (5000, 10000)
+    async with running(pool, pipe_settings, retry_tiers_ms=tiers) as worker:
+        settings = pipe_settings.model_copy(update={"retry_tiers_ms": tiers})
         await _failed_then_taken_over(pool, settings, receiver, worker)
-    finally:
-        await worker.close()
-        await redis.aclose()
 
 
 async def _failed_then_taken_over(
@@ -189,10 +215,8 @@ async def _failed_then_taken_over(
 async def test_a_worker_that_dies_after_finalizing_leaves_held_jobs_under_a_live_lease(
     pool: asyncpg.Pool, pipe_settings: Settings, receiver: Receiver, worker: Worker
 ) -> None:
-    merchant, _ = await _merchant_with_account(pool)
-    _, secret = await _endpoint(pool, merchant, receiver.url("hook"), ["*"])
-    payment_id = await _payment(pool, pipe_settings, merchant)
-    done = await finalized(pool, payment_id, lease=None, endpoint_lease=("dead-worker", 1.0))
+    leased = await _leased(pool, pipe_settings, receiver.url("hook"), ("dead-worker", 1.0))
+    secret, payment_id, done = leased.secret, leased.payment_id, leased.done
     # ... and the worker dies here, before its POST.
     (row,) = await _deliveries(pool, payment_id)
     assert done.held_deliveries == ((row["id"], row["job"]),)
@@ -218,10 +242,8 @@ async def test_a_worker_that_dies_after_finalizing_leaves_held_jobs_under_a_live
 async def test_a_delivery_whose_endpoint_was_disabled_meanwhile_is_handed_back_unsent(
     pool: asyncpg.Pool, pipe_settings: Settings, receiver: Receiver, worker: Worker
 ) -> None:
-    merchant, _ = await _merchant_with_account(pool)
-    endpoint, _ = await _endpoint(pool, merchant, receiver.url("hook"), ["*"])
-    payment_id = await _payment(pool, pipe_settings, merchant)
-    done = await finalized(pool, payment_id, lease=None, endpoint_lease=("mine", 30.0))
+    leased = await _leased(pool, pipe_settings, receiver.url("hook"), ("mine", 30.0))
+    endpoint, payment_id, done = leased.endpoint, leased.payment_id, leased.done
     await pool.execute("UPDATE webhook_endpoints SET enabled = false WHERE id = $1", endpoint)
 
     worker.direct.start(Reservation("mine", 30.0, time.monotonic() + 10), done.held_deliveries)
@@ -236,18 +258,12 @@ async def test_a_delivery_whose_endpoint_was_disabled_meanwhile_is_handed_back_u
 async def test_with_every_send_slot_busy_the_deliveries_go_through_the_queue_at_once(
     pool: asyncpg.Pool, pipe_settings: Settings, receiver: Receiver
 ) -> None:
-    settings = pipe_settings.model_copy(update={"webhook_max_in_flight": 1, "charge_lease_s": 30.0})
-    redis = Redis.from_url(settings.redis_url)
-    busy = Worker(pool, settings, redis)
-    try:
+    async with running(pool, pipe_settings, webhook_max_in_flight=1) as busy:
         merchant, _ = await _merchant_with_account(pool)
         await _endpoint(pool, merchant, receiver.url("hook"), ["*"])
-        payment_id = await _payment(pool, settings, merchant)
+        payment_id = await _payment(pool, pipe_settings, merchant)
         async with busy.sender.sending:  # a queue's send holds the only slot
             await busy.processor.handle(payment_created(payment_id))
-    finally:
-        await busy.close()
-        await redis.aclose()
     assert receiver.received == []
     (row,) = await _deliveries(pool, payment_id)
     assert row["lease_token"] is None and row["attempts"] == 0
@@ -304,14 +320,9 @@ async def test_a_worker_killed_mid_direct_send_loses_nothing(
 async def test_a_send_that_gets_no_slot_before_its_start_by_is_handed_back_unsent(
     pool: asyncpg.Pool, pipe_settings: Settings, receiver: Receiver
 ) -> None:
-    settings = pipe_settings.model_copy(update={"webhook_max_in_flight": 1})
-    redis = Redis.from_url(settings.redis_url)
-    busy = Worker(pool, settings, redis)
-    try:
-        merchant, _ = await _merchant_with_account(pool)
-        await _endpoint(pool, merchant, receiver.url("hook"), ["*"])
-        payment_id = await _payment(pool, settings, merchant)
-        done = await finalized(pool, payment_id, lease=None, endpoint_lease=("mine", 30.0))
+    async with running(pool, pipe_settings, webhook_max_in_flight=1) as busy:
+        leased = await _leased(pool, pipe_settings, receiver.url("hook"), ("mine", 30.0))
+        merchant, payment_id, done = leased.merchant, leased.payment_id, leased.done
         async with busy.sender.sending:  # a queue's send holds the only slot throughout
             busy.direct.start(
                 Reservation("mine", 30.0, time.monotonic() + 0.3), done.held_deliveries
@@ -321,7 +332,7 @@ async def test_a_send_that_gets_no_slot_before_its_start_by_is_handed_back_unsen
         assert (row["lease_token"], row["attempts"]) == (None, 0)
         assert row["job"] is not None and not row["held"] and not row["published"]
         # A slot free in time: the send waits for it, then delivers.
-        second = await _payment(pool, settings, merchant)
+        second = await _payment(pool, pipe_settings, merchant)
         done = await finalized(pool, second, lease=None, endpoint_lease=("mine-2", 30.0))
         async with busy.sender.sending:
             busy.direct.start(
@@ -330,9 +341,6 @@ async def test_a_send_that_gets_no_slot_before_its_start_by_is_handed_back_unsen
             await asyncio.sleep(0.2)  # waiting for the slot, nothing sent yet
             assert receiver.received == []
         await busy.direct.wait(5.0)
-    finally:
-        await busy.close()
-        await redis.aclose()
     (row,) = await _deliveries(pool, second)
     assert (row["state"], row["attempts"], row["job"]) == ("delivered", 1, None)
     assert len(receiver.at("hook")) == 1
