@@ -5,6 +5,9 @@ behaviour is chosen per payment by the URL the load gave it.
 `/slow/<key>` lets the first POST time out (it answers after `SLOW_S`, beyond the run's
 WEBHOOK_TIMEOUT_S), then 200; `/dead/<key>` always answers 500, so that webhook must end
 dead-lettered. Every POST is counted per key and per answer.
+
+`/endpoint/all` is the merchant's webhook endpoint (every event type): it answers 200 and
+counts each POST's `webhook-id` (the event id) in `endpoint_ids`.
 """
 
 from __future__ import annotations
@@ -26,11 +29,16 @@ class Receiver:
     host: str = "127.0.0.1"  # the HA lab's receiver listens on its bridge address
     posts: Counter[str] = field(default_factory=Counter)
     answered_ok: Counter[str] = field(default_factory=Counter)
+    endpoint_ids: Counter[str] = field(default_factory=Counter)
     _server: asyncio.AbstractServer | None = None
 
     def url(self, mode: str, key: str) -> str:
         """The webhook_url of a payment whose receiver behaves as `mode`."""
         return f"http://{self.host}:{self.port}/{mode}/{key}"
+
+    def endpoint_url(self) -> str:
+        """The URL of the merchant's webhook endpoint."""
+        return f"http://{self.host}:{self.port}/endpoint/all"
 
     async def start(self) -> None:
         """Listen on an ephemeral port."""
@@ -58,20 +66,26 @@ class Receiver:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 length = 0
+                webhook_id = ""
                 for line in lines[1:]:
                     name, _, value = line.partition(":")
                     if name.strip().lower() == "content-length":
                         length = int(value.strip())
+                    elif name.strip().lower() == "webhook-id":
+                        webhook_id = value.strip()
                 await reader.readexactly(length)
                 parts = lines[0].split(" ")[1].strip("/").split("/")
                 mode, key = [*parts, "", ""][:2]
-                self.posts[key] += 1
+                if mode == "endpoint":
+                    self.endpoint_ids[webhook_id] += 1
+                else:
+                    self.posts[key] += 1
                 status, delay = self._status(mode, key)
                 if delay:
                     await asyncio.sleep(delay)
                 writer.write(f"HTTP/1.1 {status} X\r\ncontent-length: 0\r\n\r\n".encode())
                 await writer.drain()
-                if status == 200:
+                if status == 200 and mode != "endpoint":
                     self.answered_ok[key] += 1
         except (
             asyncio.IncompleteReadError,

@@ -162,6 +162,7 @@ async def run_chaos(config: ChaosConfig, console: Console) -> ChaosResult:
             s.gateway,
             faults.windows,
             s.recon_env,
+            s.receiver.endpoint_ids,
         )
         return _report(console, s, plan, client, faults, verdict, drain_s, len(unresolved))
 
@@ -178,6 +179,11 @@ def print_verdict(console: Console, verdict: Verdict) -> None:
         f"{verdict.refused}, wrong outcome {verdict.wrong_outcome}, balance mismatches "
         f"{verdict.balance_mismatches}, webhook both {verdict.webhook_both}, webhook wrong "
         f"{verdict.webhook_wrong}, recon {'clean' if verdict.recon_clean else 'DIRTY'}"
+    )
+    console.print(
+        f"webhook endpoint: {verdict.endpoint_events} merchant events, "
+        f"{verdict.endpoint_undelivered} not delivered, {verdict.endpoint_unseen} never "
+        "received under their webhook-id"
     )
     for note in verdict.notes:
         console.print(f"  {note}", markup=False)
@@ -196,6 +202,7 @@ def _report(
     c = client.counters
     provider_dupes = sum(op.deliveries - 1 for op in plan.of("deposit"))
     webhook_dupes = sum(max(0, n - 1) for n in s.receiver.answered_ok.values())
+    endpoint_dupes = sum(max(0, n - 1) for n in s.receiver.endpoint_ids.values())
     console.print(
         f"client: {c.sent} HTTP attempts, {c.ok} 2xx, {c.status_5xx} 5xx, {c.dropped} dropped"
         f" or timed out, {c.retried_4xx} 409/429 retried; {c.parked} parked and retried after"
@@ -203,7 +210,8 @@ def _report(
     )
     console.print(
         f"duplicates delivered: {provider_dupes} provider deposit redeliveries, "
-        f"{webhook_dupes} webhooks answered 2xx more than once (at-least-once)"
+        f"{webhook_dupes} webhooks answered 2xx more than once, {endpoint_dupes} endpoint "
+        "events received more than once (at-least-once)"
     )
     restarts = {n: p.starts - 1 for n, p in s.supervisor.procs.items()}
     unplanned = {n: p.unplanned_exits for n, p in s.supervisor.procs.items() if p.unplanned_exits}
@@ -215,11 +223,13 @@ def _report(
     print_verdict(console, verdict)
     fields: dict[str, object] = {
         "events": plan.requests,
-        "duplicates_delivered": provider_dupes + webhook_dupes,
+        "duplicates_delivered": provider_dupes + webhook_dupes + endpoint_dupes,
         "faults": sum(faults.done.values()),
         "lost": verdict.lost,
         "duplicated": verdict.duplicated,
         "recon": "clean" if verdict.recon_clean else "dirty",
+        "endpoint_events": verdict.endpoint_events,
+        "endpoint_undelivered": verdict.endpoint_undelivered + verdict.endpoint_unseen,
         "max_drain_s": "timeout" if drain_s is None else round(drain_s, 1),
         "exactly_once": "yes" if verdict.exactly_once and drain_s is not None else "no",
     }

@@ -151,6 +151,7 @@ async def run_soak(config: SoakConfig, console: Console) -> bool:
             s.gateway,
             [],
             s.recon_env,
+            s.receiver.endpoint_ids,
         )
         return _report(console, s, config, rate, samples, verdict.exactly_once, drain_s)
 

@@ -27,9 +27,10 @@ import httpx
 import structlog
 from redis.asyncio import Redis
 
-from payflow.api.auth import create_merchant
+from payflow.api.auth import create_merchant, new_webhook_secret
 from payflow.ingress.service import assign_address
 from payflow.payments.gateway import EmulatedGateway
+from payflow.webhooks.endpoints import create_endpoint
 from payflow_lab.anvil import AnvilNode, find_anvil
 from payflow_lab.chaos.cluster import Cluster
 from payflow_lab.chaos.load import Client, Target
@@ -91,9 +92,12 @@ class System:
         )
 
 
-async def prepare_accounts(admin_url: str, accounts: int) -> tuple[str, list[Target]]:
+async def prepare_accounts(
+    admin_url: str, accounts: int, endpoint_url: str | None = None
+) -> tuple[str, list[Target]]:
     """A merchant with an API key, and `accounts` ETH accounts of it, each with a fresh
-    random deposit address on ETH_MAINNET (no anvil account: nothing sends from them)."""
+    random deposit address on ETH_MAINNET (no anvil account: nothing sends from them);
+    with `endpoint_url`, a webhook endpoint of the merchant there wanting every event."""
     conn = await asyncpg.connect(admin_url)
     try:
         async with conn.transaction():
@@ -107,6 +111,15 @@ async def prepare_accounts(admin_url: str, accounts: int) -> tuple[str, list[Tar
                 address = "0x" + secrets.token_hex(20)
                 await assign_address(conn, CHAIN, address, account_id)
                 targets.append(Target(account_id, CHAIN, address))
+            if endpoint_url is not None:
+                await create_endpoint(
+                    conn,
+                    merchant_id,
+                    url=endpoint_url,
+                    events=["*"],
+                    secret=new_webhook_secret(),
+                    enabled=True,
+                )
     finally:
         await conn.close()
     return api_key, targets
@@ -176,8 +189,8 @@ async def system(
         )
         if migrated.returncode != 0:
             raise RuntimeError("payflow migrate failed: " + migrated.stdout.decode()[-500:])
-        api_key, targets = await prepare_accounts(admin, accounts)
         await receiver.start()
+        api_key, targets = await prepare_accounts(admin, accounts, receiver.endpoint_url())
         await asyncio.to_thread(log_dir.mkdir, parents=True, exist_ok=True)
         supervisor = Supervisor(env, log_dir, ROLES)
         supervisor.start_all()

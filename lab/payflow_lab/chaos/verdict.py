@@ -52,6 +52,11 @@ class Verdict:
     webhook_wrong: int = 0
     dlq_rows: int = 0
     dlq_unexplained: int = 0
+    # Merchant events whose delivery to the merchant's endpoint did not end delivered, and
+    # those whose webhook-id the endpoint never received.
+    endpoint_undelivered: int = 0
+    endpoint_unseen: int = 0
+    endpoint_events: int = 0
     recon_clean: bool = False
     notes: list[str] = field(default_factory=list)
     dlq_by_source: Counter[str] = field(default_factory=Counter)
@@ -70,6 +75,8 @@ class Verdict:
                 self.webhook_both,
                 self.webhook_wrong,
                 self.dlq_unexplained,
+                self.endpoint_undelivered,
+                self.endpoint_unseen,
             )
         )
 
@@ -94,7 +101,8 @@ def deposit_event_id(op: Op) -> str:
 async def open_work(conn: asyncpg.Connection, plan: Plan) -> int:
     """What is still moving: answered payments not terminal or with an unsettled webhook,
     open payment events, chain deposits not yet credited, provider reports not yet
-    decided and unpublished outbox rows (0: the run is quiet)."""
+    decided, endpoint deliveries still pending and unpublished outbox rows (0: the run
+    is quiet)."""
     payment_ids = [UUID(op.result["payment_id"]) for op in plan.of("payment") if op.result]
     open_payments: int = await conn.fetchval(
         "SELECT count(*) FROM payments WHERE id = ANY($1::uuid[]) AND (status = 'pending'"
@@ -109,8 +117,28 @@ async def open_work(conn: asyncpg.Connection, plan: Plan) -> int:
     uncredited: int = await conn.fetchval(
         "SELECT (SELECT count(*) FROM chain_deposits WHERE status <> 'credited')"
         " + (SELECT count(*) FROM chain_deposit_reports WHERE status = 'pending')"
+        " + (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending')"
     )
     return open_payments + open_events + unpublished + uncredited
+
+
+async def _endpoint_deliveries(
+    conn: asyncpg.Connection, endpoint_ids: Counter[str], verdict: Verdict
+) -> None:
+    """Every merchant event reached the merchant's endpoint (it wants every type and
+    always answers 200): its delivery ended delivered, and its id came as a webhook-id."""
+    rows = await conn.fetch(
+        "SELECT ev.id, ev.type, d.state FROM merchant_events ev"
+        " LEFT JOIN webhook_deliveries d ON d.event_id = ev.id ORDER BY ev.created_at"
+    )
+    verdict.endpoint_events = len(rows)
+    for row in rows:
+        if row["state"] != "delivered":
+            verdict.endpoint_undelivered += 1
+            verdict.note(f"event {row['id']} ({row['type']}): delivery {row['state']}")
+        if endpoint_ids[row["id"]] == 0:
+            verdict.endpoint_unseen += 1
+            verdict.note(f"event {row['id']} ({row['type']}) never reached the endpoint")
 
 
 async def _payments(
@@ -259,8 +287,11 @@ async def judge(
     gateway: EmulatedGateway,
     windows: list[Window],
     recon_env: dict[str, str],
+    endpoint_ids: Counter[str] | None = None,
 ) -> Verdict:
-    """Every check; `recon_env` runs `payflow recon --full` against the private database."""
+    """Every check; `recon_env` runs `payflow recon --full` against the private database.
+    `endpoint_ids`: the webhook-ids the merchant's endpoint received (None: the run has
+    no endpoint, nothing is checked there)."""
     verdict = Verdict()
     verdict.refused = sum(op.refused is not None for op in plan.ops)
     verdict.lost += sum(op.result is None and op.refused is None for op in plan.ops)
@@ -303,6 +334,8 @@ async def judge(
         )
         verdict.duplicated += duplicates
         await _dead_letters(conn, plan, windows, verdict)
+        if endpoint_ids is not None:
+            await _endpoint_deliveries(conn, endpoint_ids, verdict)
     finally:
         await conn.close()
     recon = await asyncio.to_thread(

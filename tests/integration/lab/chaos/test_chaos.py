@@ -5,7 +5,8 @@ The run builds its own PostgreSQL cluster, RabbitMQ node, Redis and anvil on fre
 scanner) through the public API with a seeded load (deposits are anvil transfers) while a
 seeded schedule kills, restarts, stalls and cuts, and then asserts the verdict: nothing
 lost, nothing duplicated, balances equal to the model, recon clean, webhooks settled
-exactly one way, every dead letter explained.
+exactly one way, every merchant event delivered to the merchant's webhook endpoint, every
+dead letter explained.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ async def test_short_chaos_run_is_exactly_once(tmp_path: Path) -> None:
     assert verdict.balance_mismatches == 0, report
     assert verdict.webhook_both == 0 and verdict.webhook_wrong == 0, report
     assert verdict.dlq_unexplained == 0, report
+    # every merchant event reached the merchant's webhook endpoint under its id, delivered
+    assert verdict.endpoint_events >= 1000, report
+    assert verdict.endpoint_undelivered == 0 and verdict.endpoint_unseen == 0, report
     # the receiver's always-500 endpoints dead-lettered their webhooks: the check ran on rows
     assert verdict.dlq_by_source["webhook"] > 0, report
     # one live retry chain per webhook job: one dead letter per dead webhook
