@@ -31,12 +31,12 @@ run: install
 # most tests wait on PostgreSQL, RabbitMQ or a subprocess, so two cores keep three busy.
 TEST_WORKERS ?= 3
 test: install promtool anvil chromium
-	uv run pytest -n $(TEST_WORKERS) --dist loadfile
+	uv run pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The loop before a push: the same suite without the tests marked slow (SLOW_TESTS in
 # tests/conftest.py names them, each with its reason). Needs the services, like `make test`.
 test-fast: install promtool anvil chromium pgbouncer
-	uv run pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+	uv run pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow"
 
 # tests/unit alone: pure code and payflow's own subprocesses; no PostgreSQL, RabbitMQ,
 # Redis, anvil or browser needed (docs/testing.md says how that is checked).
