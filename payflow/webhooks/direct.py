@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
@@ -111,15 +112,33 @@ class SendTasks:
             await asyncio.wait(pending)
 
 
-async def take_slot(slots: asyncio.Semaphore, start_by: float) -> bool:
-    """Acquire one of `slots`, waiting no later than `start_by` (monotonic seconds); False
-    when none came free in time (nothing acquired)."""
+@contextlib.asynccontextmanager
+async def handing_back(hand_back: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+    """Run the block, nothing sent yet; when it raises (a stop, a lost connection), call
+    `hand_back` (shielded, best effort: the lease runs out anyway) and raise on."""
     try:
-        async with asyncio.timeout(max(start_by - time.monotonic(), 0.0)):
-            await slots.acquire()
-    except TimeoutError:
-        return False
-    return True
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await asyncio.shield(hand_back())
+        raise
+
+
+async def take_slot(
+    slots: asyncio.Semaphore, start_by: float, hand_back: Callable[[], Awaitable[None]]
+) -> bool:
+    """Acquire one of `slots`, waiting no later than `start_by` (monotonic seconds). When
+    none came free in time, `hand_back` and False (nothing acquired); a wait cut short
+    hands back too (`handing_back`)."""
+    async with handing_back(hand_back):
+        try:
+            async with asyncio.timeout(max(start_by - time.monotonic(), 0.0)):
+                await slots.acquire()
+            return True
+        except TimeoutError:
+            pass
+    await hand_back()  # every slot stayed busy: the queue sends it
+    return False
 
 
 class DirectSends:
@@ -164,16 +183,8 @@ class DirectSends:
             with structlog.contextvars.bound_contextvars(
                 payment_id=str(payment_id), webhook_send="direct"
             ):
-                try:
-                    took = await take_slot(self._sender.sending, reservation.start_by)
-                except BaseException:  # a stop while waiting: hand the job back unsent
-                    with contextlib.suppress(Exception):
-                        await asyncio.shield(
-                            self._hand_back(payment_id, reservation.token, held_job)
-                        )
-                    raise
-                if not took:  # every slot stayed busy: the queue sends it
-                    await self._hand_back(payment_id, reservation.token, held_job)
+                back = functools.partial(self._hand_back, payment_id, reservation.token, held_job)
+                if not await take_slot(self._sender.sending, reservation.start_by, back):
                     return
                 try:
                     await self._post_and_record(reservation, payment, held_job)

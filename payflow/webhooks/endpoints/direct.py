@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Sequence
 
@@ -43,7 +44,13 @@ import structlog
 from payflow.config import DatabaseSettings, WebhookSettings
 from payflow.db.queries import load_queries
 from payflow.db.tx import StatementBounds
-from payflow.webhooks.direct import Reservation, SendTasks, reserve_lease, take_slot
+from payflow.webhooks.direct import (
+    Reservation,
+    SendTasks,
+    handing_back,
+    reserve_lease,
+    take_slot,
+)
 from payflow.webhooks.endpoints.sender import EndpointSender
 from payflow.webhooks.ssrf import UnsafeWebhookUrl
 
@@ -92,12 +99,9 @@ class EndpointDirectSends:
         jobs = dict(held)
         token = reservation.token
         try:
-            try:
+            # Nothing POSTed yet: a failure hands every delivery back to the queue.
+            async with handing_back(functools.partial(self._hand_back, token, jobs)):
                 rows = await self._leased(reservation, jobs)
-            except BaseException:  # nothing POSTed yet: every delivery goes back to the queue
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self._hand_back(token, jobs))
-                raise
             outcomes = await asyncio.gather(
                 *(self._send_one(reservation, row, jobs[row["id"]]) for row in rows),
                 return_exceptions=True,
@@ -135,14 +139,8 @@ class EndpointDirectSends:
             delivery_id=delivery_id, webhook_send="direct"
         ):
             slots = self._sender.sending
-            try:
-                took = await take_slot(slots, reservation.start_by)
-            except BaseException:  # a stop while waiting: hand the delivery back unsent
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self._hand_back(token, {delivery_id: job}))
-                raise
-            if not took:  # every slot stayed busy: the queue sends it
-                await self._hand_back(token, {delivery_id: job})
+            back = functools.partial(self._hand_back, token, {delivery_id: job})
+            if not await take_slot(slots, reservation.start_by, back):
                 return
             try:
                 await self._post_and_record(reservation, row, job)
